@@ -1,0 +1,47 @@
+# The README's two commands: `make verify` (the main job) and `make test` (the test suite).
+# Both create .venv when it is missing and install the project with its `test` extra.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: verify test pytest lint typecheck format bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip setuptools wheel
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+verify: $(STAMP)
+	$(BIN)/etcdspec verify
+
+# The whole suite: lint, types, then pytest. CI runs exactly this.
+test: lint typecheck pytest
+
+# pytest exits 5 when it collected no test: that is a missing suite, so a failure.
+pytest: $(STAMP)
+	$(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(STAMP)
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+# mypy needs the source laid out under its import names (etcdspec.model, ...): a tree
+# of symbolic links in .build/typetree gives it that without moving any folder.
+typecheck: $(STAMP)
+	rm -rf .build/typetree && mkdir -p .build/typetree/etcdspec
+	for f in etcdspec/*; do ln -s ../../../$$f .build/typetree/etcdspec/; done
+	for d in spec model impl checker; do ln -s ../../../$$d .build/typetree/etcdspec/$$d; done
+	cd .build/typetree && ../../$(BIN)/mypy --config-file ../../pyproject.toml -p etcdspec
+
+bench: $(STAMP)
+	$(BIN)/python -m bench.run_all
+
+clean:
+	rm -rf $(VENV) .build build *.egg-info .pytest_cache .mypy_cache .ruff_cache

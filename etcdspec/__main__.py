@@ -1,0 +1,5 @@
+"""`python -m etcdspec` runs the command line."""
+
+from etcdspec.cli.main import main
+
+main()

@@ -1,0 +1,5 @@
+"""Shared pytest setup: the Hypothesis profile (`ci` under CI, else `dev`)."""
+
+from etcdspec.profiles import load_default
+
+load_default()
