@@ -1,0 +1,97 @@
+"""The bug catalogue: named mutations of the model, each a bug that really happened.
+
+A mutation is off unless its name is passed to the model (`etcdspec explore --bug NAME`).
+Model code asks `bugs.on(NAME)` through the BugSet it was given; nothing here is global.
+The test suite shows that exploration finds each one and that the unmutated model passes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Bug:
+    name: str
+    layer: str  # "raft", "kv", "lease" or "watch"
+    summary: str  # one line, printed by `etcdspec explore --list-bugs`
+
+
+CATALOGUE: tuple[Bug, ...] = (
+    Bug(
+        "figure8_commit",
+        "raft",
+        "a leader commits an entry of an older term by counting replicas (Raft paper, Figure 8)",
+    ),
+    Bug(
+        "vote_not_persisted",
+        "raft",
+        "the vote is kept only in memory, so a restarted node votes twice in one term",
+    ),
+    Bug(
+        "no_truncate_conflict",
+        "raft",
+        "a follower appends after a conflicting entry instead of truncating its log there",
+    ),
+    Bug(
+        "accept_stale_term_append",
+        "raft",
+        "a follower accepts AppendEntries from a leader of an older term",
+    ),
+    Bug(
+        "commit_without_quorum",
+        "raft",
+        "a leader overstates a follower's match index and commits without a quorum",
+    ),
+    Bug(
+        "ack_before_persist",
+        "raft",
+        "a follower acknowledges entries before they are durable; a crash then loses them",
+    ),
+    Bug(
+        "lease_revoke_by_stale_leader",
+        "lease",
+        "a deposed leader revokes an expired lease by itself instead of through the log",
+    ),
+    Bug(
+        "watch_drops_event_at_compaction",
+        "watch",
+        "a watcher catching up across a compaction silently skips the compacted events",
+    ),
+    Bug(
+        "txn_revision_per_op",
+        "kv",
+        "a write txn takes one revision per operation instead of one for the whole txn",
+    ),
+)
+
+BY_NAME: dict[str, Bug] = {bug.name: bug for bug in CATALOGUE}
+
+
+class UnknownBugError(ValueError):
+    """A bug name that is not in the catalogue."""
+
+
+@dataclass(frozen=True)
+class BugSet:
+    """The mutations switched on for one model instance (empty: the correct model)."""
+
+    names: frozenset[str] = frozenset()
+
+    @staticmethod
+    def of(*names: str) -> BugSet:
+        unknown = sorted(set(names) - set(BY_NAME))
+        if unknown:
+            known = ", ".join(sorted(BY_NAME))
+            raise UnknownBugError(f"unknown bug {', '.join(unknown)}; known bugs: {known}")
+        return BugSet(frozenset(names))
+
+    def on(self, name: str) -> bool:
+        assert name in BY_NAME, f"model code asked for an uncatalogued bug {name!r}"
+        return name in self.names
+
+    def describe(self) -> str:
+        return ",".join(sorted(self.names)) or "none"
+
+
+NO_BUGS = BugSet()
