@@ -1,0 +1,123 @@
+"""etcd's gRPC errors: the status code and the exact message of each.
+
+Clients (etcdctl, clientv3, the checker) recognise an etcd error by its gRPC status code
+and message text, so both are part of the wire contract. `RpcError` is the exception
+the server's layers raise; the gRPC servicer turns it into `context.abort(code,
+message)`. The catalogue below lists the errors this server can return, with etcd's
+codes and texts (etcd api/v3rpc/rpctypes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import grpc
+
+
+@dataclass(frozen=True)
+class EtcdErrorKind:
+    """One etcd error: its gRPC code and the message clients match on."""
+
+    code: grpc.StatusCode
+    message: str
+
+    def describe(self) -> str:
+        return f"{self.code.name}: {self.message}"
+
+
+class RpcError(Exception):
+    """An etcd error to return to the client; nothing of its request was applied."""
+
+    def __init__(self, kind: EtcdErrorKind, detail: str = "") -> None:
+        super().__init__(kind.message if not detail else f"{kind.message} ({detail})")
+        self.kind = kind
+        self.detail = detail
+
+    @property
+    def code(self) -> grpc.StatusCode:
+        return self.kind.code
+
+    @property
+    def message(self) -> str:
+        return self.kind.message
+
+    def describe(self) -> str:
+        return self.kind.describe()
+
+
+_INVALID = grpc.StatusCode.INVALID_ARGUMENT
+_UNAVAILABLE = grpc.StatusCode.UNAVAILABLE
+
+EMPTY_KEY = EtcdErrorKind(_INVALID, "etcdserver: key is not provided")
+KEY_NOT_FOUND = EtcdErrorKind(_INVALID, "etcdserver: key not found")
+VALUE_PROVIDED = EtcdErrorKind(_INVALID, "etcdserver: value is provided")
+LEASE_PROVIDED = EtcdErrorKind(_INVALID, "etcdserver: lease is provided")
+TOO_MANY_OPS = EtcdErrorKind(_INVALID, "etcdserver: too many operations in txn request")
+DUPLICATE_KEY = EtcdErrorKind(_INVALID, "etcdserver: duplicate key given in txn request")
+REQUEST_TOO_LARGE = EtcdErrorKind(_INVALID, "etcdserver: request is too large")
+COMPACTED = EtcdErrorKind(
+    grpc.StatusCode.OUT_OF_RANGE, "etcdserver: mvcc: required revision has been compacted"
+)
+FUTURE_REV = EtcdErrorKind(
+    grpc.StatusCode.OUT_OF_RANGE, "etcdserver: mvcc: required revision is a future revision"
+)
+NO_SPACE = EtcdErrorKind(
+    grpc.StatusCode.RESOURCE_EXHAUSTED, "etcdserver: mvcc: database space exceeded"
+)
+LEASE_NOT_FOUND = EtcdErrorKind(grpc.StatusCode.NOT_FOUND, "etcdserver: requested lease not found")
+LEASE_EXIST = EtcdErrorKind(grpc.StatusCode.FAILED_PRECONDITION, "etcdserver: lease already exists")
+LEASE_TTL_TOO_LARGE = EtcdErrorKind(grpc.StatusCode.OUT_OF_RANGE, "etcdserver: too large lease TTL")
+MEMBER_NOT_FOUND = EtcdErrorKind(grpc.StatusCode.NOT_FOUND, "etcdserver: member not found")
+NO_LEADER = EtcdErrorKind(_UNAVAILABLE, "etcdserver: no leader")
+NOT_LEADER = EtcdErrorKind(grpc.StatusCode.FAILED_PRECONDITION, "etcdserver: not leader")
+LEADER_CHANGED = EtcdErrorKind(_UNAVAILABLE, "etcdserver: leader changed")
+STOPPED = EtcdErrorKind(_UNAVAILABLE, "etcdserver: server stopped")
+TIMEOUT = EtcdErrorKind(_UNAVAILABLE, "etcdserver: request timed out")
+TIMEOUT_LEADER_FAIL = EtcdErrorKind(
+    _UNAVAILABLE, "etcdserver: request timed out, possibly due to previous leader failure"
+)
+UNHEALTHY = EtcdErrorKind(_UNAVAILABLE, "etcdserver: unhealthy cluster")
+CORRUPT = EtcdErrorKind(grpc.StatusCode.DATA_LOSS, "etcdserver: corrupt cluster")
+NOT_CAPABLE = EtcdErrorKind(_UNAVAILABLE, "etcdserver: not capable")
+WATCH_CANCELED = EtcdErrorKind(grpc.StatusCode.CANCELLED, "etcdserver: watch canceled")
+
+# Watch cancel reasons are sent inside a WatchResponse, not as a status.
+WATCH_CANCEL_COMPACTED = "mvcc: required revision has been compacted"
+WATCH_CANCEL_FUTURE = "mvcc: required revision is a future revision"
+
+MAX_TXN_OPS = 128  # etcd's --max-txn-ops default
+
+ALL_KINDS: tuple[EtcdErrorKind, ...] = (
+    EMPTY_KEY,
+    KEY_NOT_FOUND,
+    VALUE_PROVIDED,
+    LEASE_PROVIDED,
+    TOO_MANY_OPS,
+    DUPLICATE_KEY,
+    REQUEST_TOO_LARGE,
+    COMPACTED,
+    FUTURE_REV,
+    NO_SPACE,
+    LEASE_NOT_FOUND,
+    LEASE_EXIST,
+    LEASE_TTL_TOO_LARGE,
+    MEMBER_NOT_FOUND,
+    NO_LEADER,
+    NOT_LEADER,
+    LEADER_CHANGED,
+    STOPPED,
+    TIMEOUT,
+    TIMEOUT_LEADER_FAIL,
+    UNHEALTHY,
+    CORRUPT,
+    NOT_CAPABLE,
+    WATCH_CANCELED,
+)
+
+
+def kind_by_message(message: str) -> EtcdErrorKind | None:
+    """The catalogued error whose message is `message` (or starts it), if any."""
+    for kind in ALL_KINDS:
+        if message == kind.message or message.startswith(kind.message):
+            return kind
+    return None
