@@ -33,12 +33,13 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix .
 
 # mypy needs the source laid out under its import names (etcdspec.model, ...): a tree
-# of symbolic links in .build/typetree gives it that without moving any folder.
+# of symbolic links in a scratch folder gives it that without moving any folder.
 typecheck: $(STAMP)
-	rm -rf .build/typetree && mkdir -p .build/typetree/etcdspec
-	for f in etcdspec/*; do ln -s ../../../$$f .build/typetree/etcdspec/; done
-	for d in spec model impl checker; do ln -s ../../../$$d .build/typetree/etcdspec/$$d; done
-	cd .build/typetree && ../../$(BIN)/mypy --config-file ../../pyproject.toml -p etcdspec
+	@tree=$$(mktemp -d) && mkdir -p $$tree/etcdspec && \
+	for f in etcdspec/*; do ln -s $(CURDIR)/$$f $$tree/etcdspec/; done && \
+	for d in spec model impl checker; do ln -s $(CURDIR)/$$d $$tree/etcdspec/$$d; done && \
+	cd $$tree && $(CURDIR)/$(BIN)/mypy --config-file $(CURDIR)/pyproject.toml \
+	  --cache-dir $(CURDIR)/.mypy_cache -p etcdspec; rc=$$?; rm -rf $$tree; exit $$rc
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.run_all
