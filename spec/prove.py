@@ -1,0 +1,351 @@
+"""Prove a spec's properties inductive with Z3, and check its witnesses.
+
+The obligations, each with its own verdict and time:
+- init: axioms ∧ init ⇒ P, for every invariant and safety property P;
+- preserve: axioms ∧ (all properties, pre) ∧ action ⇒ P (post), for every (P, action);
+- enabled: every action can fire in some state satisfying the properties (no vacuity);
+- witness: each `witness` run is possible: from some initial state, the listed actions
+  in order, ending in a state satisfying its `reach` formula.
+A satisfiable negation is a counterexample (to induction, for `preserve`), read back in
+the spec's vocabulary. Z3 answering unknown, or a timeout, is UNKNOWN: never proved.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+import z3
+from etcdspec.spec import ast
+from etcdspec.spec.counterexample import Counterexample, ElementNames, describe_params
+from etcdspec.spec.errors import SpecLookupError
+from etcdspec.spec.loader import LoadedSpec
+from etcdspec.spec.z3backend import Encoder, State, Vocabulary
+
+from etcdspec.verdict import Verdict
+
+DEFAULT_TIMEOUT_MS = 30_000
+
+
+class CheckKind(Enum):
+    INIT = "init"
+    PRESERVE = "preserve"
+    ENABLED = "enabled"
+    WITNESS = "witness"
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    kind: CheckKind
+    subject: str  # the property, action (enabled) or witness
+    action: str | None
+    verdict: Verdict
+    seconds: float
+    counterexample: Counterexample | None = None
+    note: str = ""
+
+    def label(self) -> str:
+        if self.kind is CheckKind.INIT:
+            return f"init => {self.subject}"
+        if self.kind is CheckKind.PRESERVE:
+            return f"{self.subject} preserved by {self.action}"
+        if self.kind is CheckKind.ENABLED:
+            return f"action {self.subject} can fire"
+        return f"witness {self.subject}"
+
+    def describe(self) -> str:
+        note = f"  [{self.note}]" if self.note else ""
+        return f"{self.verdict.describe():8} {self.label()}  ({self.seconds * 1000:.0f} ms){note}"
+
+    def to_json(self) -> dict[str, Any]:
+        document: dict[str, Any] = {
+            "kind": self.kind.value,
+            "subject": self.subject,
+            "action": self.action,
+            "valid": self.verdict.to_json(),
+            "seconds": round(self.seconds, 4),
+        }
+        if self.note:
+            document["note"] = self.note
+        if self.counterexample is not None:
+            document["counterexample"] = self.counterexample.to_json()
+        return document
+
+
+@dataclass(frozen=True)
+class ProofReport:
+    spec: str
+    mutation: str | None
+    results: tuple[CheckResult, ...]
+    seconds: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def verdict(self) -> Verdict:
+        return Verdict.merge_all([r.verdict for r in self.results])
+
+    def failures(self) -> list[CheckResult]:
+        return [r for r in self.results if r.verdict is not Verdict.TRUE]
+
+    def first_counterexample(self) -> Counterexample | None:
+        return next(
+            (
+                r.counterexample
+                for r in self.results
+                if r.counterexample is not None and r.verdict is Verdict.FALSE
+            ),
+            None,
+        )
+
+    def describe(self) -> str:
+        head = f"spec {self.spec}" + (f" (mutation {self.mutation})" if self.mutation else "")
+        lines = [head]
+        lines += ["  " + r.describe() for r in self.results]
+        for result in self.results:
+            if result.verdict is Verdict.FALSE and result.counterexample is not None:
+                lines.append("")
+                lines.append(result.counterexample.describe())
+        counts = {v: sum(1 for r in self.results if r.verdict is v) for v in Verdict}
+        lines.append(
+            f"{head}: {self.verdict.describe()} — {counts[Verdict.TRUE]} proved, "
+            f"{counts[Verdict.FALSE]} failed, {counts[Verdict.UNKNOWN]} unknown, {self.seconds:.2f} s"
+        )
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "spec": self.spec,
+            "mutation": self.mutation,
+            "valid": self.verdict.to_json(),
+            "seconds": round(self.seconds, 3),
+            "results": [r.to_json() for r in self.results],
+        }
+
+
+class Prover:
+    """Holds the Z3 vocabulary of one loaded spec and discharges its obligations."""
+
+    def __init__(self, loaded: LoadedSpec, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
+        self.loaded = loaded
+        self.spec = loaded.spec
+        self.info = loaded.info
+        self.timeout_ms = timeout_ms
+        self.vocab = Vocabulary(self.info)
+        self.encoder = Encoder(self.vocab)
+        self.axioms = self.vocab.axioms(self.encoder)
+
+    def solver(self) -> z3.Solver:
+        solver = z3.Solver()
+        solver.set("timeout", self.timeout_ms)
+        solver.add(*self.axioms)
+        return solver
+
+    def holds(self, decls: Sequence[ast.FormulaDecl], state: State) -> list[z3.BoolRef]:
+        return [self.encoder.formula(d.formula, state, {}) for d in decls]
+
+    def _outcome(self, answer: z3.CheckSatResult, solver: z3.Solver) -> tuple[Verdict, str]:
+        if answer == z3.unsat:
+            return Verdict.TRUE, ""
+        if answer == z3.sat:
+            return Verdict.FALSE, ""
+        return Verdict.UNKNOWN, f"z3: {solver.reason_unknown()}"
+
+    def check_init(self, targets: Sequence[ast.FormulaDecl]) -> list[CheckResult]:
+        solver = self.solver()
+        state = self.vocab.new_state("init")
+        solver.add(*self.holds(self.spec.formulas(ast.FormulaKind.INIT), state))
+        results = []
+        for prop in targets:
+            started = time.perf_counter()
+            solver.push()
+            solver.add(z3.Not(self.encoder.formula(prop.formula, state, {})))
+            answer = solver.check()
+            verdict, note = self._outcome(answer, solver)
+            cex = None
+            if verdict is Verdict.FALSE:
+                names = ElementNames(solver.model(), self.vocab)
+                cex = Counterexample(
+                    f"counterexample: {prop.kind.value} {prop.name} does not hold in this initial state",
+                    {s: tuple(v) for s, v in names.universes.items()},
+                    names.read_rigid(),
+                    (names.read_state(state, self.info.state_symbols()),),
+                    (),
+                    ("initial state",),
+                )
+            solver.pop()
+            results.append(
+                CheckResult(
+                    CheckKind.INIT,
+                    prop.name,
+                    None,
+                    verdict,
+                    time.perf_counter() - started,
+                    cex,
+                    note,
+                )
+            )
+        return results
+
+    def check_action(
+        self, action: ast.ActionDecl, targets: Sequence[ast.FormulaDecl]
+    ) -> list[CheckResult]:
+        solver = self.solver()
+        pre = self.vocab.new_state("pre")
+        params = self.encoder.action_params(action, "")
+        solver.add(*self.holds(self.spec.properties(), pre))
+        solver.add(self.encoder.guard(action, pre, params))
+        post = self.encoder.post_state(action, pre, params)
+        results = []
+        started = time.perf_counter()
+        answer = solver.check()
+        verdict, note = self._outcome(answer, solver)
+        enabled = {Verdict.TRUE: Verdict.FALSE, Verdict.FALSE: Verdict.TRUE}.get(
+            verdict, Verdict.UNKNOWN
+        )
+        if enabled is Verdict.FALSE:
+            note = "its guard is unsatisfiable in every state satisfying the properties"
+        results.append(
+            CheckResult(
+                CheckKind.ENABLED,
+                action.name,
+                action.name,
+                enabled,
+                time.perf_counter() - started,
+                None,
+                note,
+            )
+        )
+        for prop in targets:
+            started = time.perf_counter()
+            solver.push()
+            solver.add(z3.Not(self.encoder.formula(prop.formula, post, {})))
+            answer = solver.check()
+            verdict, note = self._outcome(answer, solver)
+            cex = None
+            if verdict is Verdict.FALSE:
+                cex = self._cti(solver.model(), prop, action, params, pre, post)
+            solver.pop()
+            results.append(
+                CheckResult(
+                    CheckKind.PRESERVE,
+                    prop.name,
+                    action.name,
+                    verdict,
+                    time.perf_counter() - started,
+                    cex,
+                    note,
+                )
+            )
+        return results
+
+    def _cti(
+        self,
+        model: z3.ModelRef,
+        prop: ast.FormulaDecl,
+        action: ast.ActionDecl,
+        params: dict[str, z3.ExprRef],
+        pre: State,
+        post: State,
+    ) -> Counterexample:
+        names = ElementNames(model, self.vocab)
+        step = f"{action.name}({describe_params(names, params)})"
+        symbols = self.info.state_symbols()
+        return Counterexample(
+            f"counterexample to induction: {prop.kind.value} {prop.name} is not preserved by {step}",
+            {s: tuple(v) for s, v in names.universes.items()},
+            names.read_rigid(),
+            (names.read_state(pre, symbols), names.read_state(post, symbols)),
+            (step,),
+            ("before (all properties hold)", f"after ({prop.name} fails)"),
+        )
+
+    def check_witness(self, witness: ast.WitnessDecl) -> CheckResult:
+        started = time.perf_counter()
+        solver = self.solver()
+        state = self.vocab.new_state("w0")
+        solver.add(*self.holds(self.spec.formulas(ast.FormulaKind.INIT), state))
+        states = [state]
+        all_params = []
+        for index, step in enumerate(witness.steps):
+            action = self.spec.action(step)
+            if action is None:
+                raise SpecLookupError(f"witness {witness.name}: unknown action '{step}'")
+            params = self.encoder.action_params(action, f"@{index}")
+            solver.add(self.encoder.guard(action, states[-1], params))
+            states.append(self.encoder.post_state(action, states[-1], params))
+            all_params.append((action, params))
+        if witness.reach is not None:
+            solver.add(self.encoder.formula(witness.reach, states[-1], {}))
+        answer = solver.check()
+        if answer == z3.sat:
+            names = ElementNames(solver.model(), self.vocab)
+            symbols = self.info.state_symbols()
+            steps = tuple(f"{a.name}({describe_params(names, p)})" for a, p in all_params)
+            run = Counterexample(
+                f"witness {witness.name}: a run of {len(steps)} steps",
+                {s: tuple(v) for s, v in names.universes.items()},
+                names.read_rigid(),
+                tuple(names.read_state(s, symbols) for s in states),
+                steps,
+            )
+            return CheckResult(
+                CheckKind.WITNESS,
+                witness.name,
+                None,
+                Verdict.TRUE,
+                time.perf_counter() - started,
+                run,
+            )
+        if answer == z3.unsat:
+            reach = " and reaches its goal" if witness.reach is not None else ""
+            note = f"no run from init takes the steps {', '.join(witness.steps)}{reach}: some action can never fire there"
+            return CheckResult(
+                CheckKind.WITNESS,
+                witness.name,
+                None,
+                Verdict.FALSE,
+                time.perf_counter() - started,
+                None,
+                note,
+            )
+        return CheckResult(
+            CheckKind.WITNESS,
+            witness.name,
+            None,
+            Verdict.UNKNOWN,
+            time.perf_counter() - started,
+            None,
+            f"z3: {solver.reason_unknown()}",
+        )
+
+
+def select_properties(spec: ast.Spec, only: Sequence[str]) -> list[ast.FormulaDecl]:
+    props = spec.properties()
+    if not only:
+        return props
+    known = {p.name for p in props}
+    missing = [n for n in only if n not in known]
+    if missing:
+        raise SpecLookupError(
+            f"unknown property {', '.join(missing)} in {spec.filename} (known: {', '.join(sorted(known))})"
+        )
+    return [p for p in props if p.name in only]
+
+
+def prove(
+    loaded: LoadedSpec, timeout_ms: int = DEFAULT_TIMEOUT_MS, only: Sequence[str] = ()
+) -> ProofReport:
+    """Discharge every obligation of `loaded` (or only those of the named properties)."""
+    started = time.perf_counter()
+    targets = select_properties(loaded.spec, only)
+    prover = Prover(loaded, timeout_ms)
+    results: list[CheckResult] = []
+    results += prover.check_init(targets)
+    for action in loaded.spec.actions():
+        results += prover.check_action(action, targets)
+    for witness in loaded.spec.witnesses():
+        results.append(prover.check_witness(witness))
+    return ProofReport(loaded.name, loaded.mutation, tuple(results), time.perf_counter() - started)
