@@ -1,0 +1,270 @@
+"""The synchronous driver of one Raft node: inputs in, `Ready` out, `advance()` back.
+
+API (stable; the server and the simulator use only this):
+
+    driver = RaftDriver(RaftConfig(id=1, voters=(1, 2, 3)), random.Random(seed),
+                        persisted=PersistedState(hard_state, snapshot, entries),
+                        applied=None)       # None: the snapshot index
+    driver.tick()                           # one logical clock tick
+    driver.step(message)                    # a message received from a peer
+    driver.propose(data)                    # ProposalDropped / NotLeader if not accepted
+    driver.read_index(context)              # ReadIndex request; answer is a ReadState
+    driver.transfer_leader(target_id)       # leader transfer (MsgTimeoutNow)
+    driver.campaign()                       # start an election now
+    driver.report_unreachable(peer_id)      # transport could not reach peer
+    driver.report_snapshot(peer_id, ok)     # transport finished (or failed) sending a snapshot
+    driver.compact(applied_index, blob)     # -> Snapshot; drops the log up to applied_index
+    if driver.has_ready():
+        ready = driver.ready()              # see the contract below
+        ...persist, send, apply...
+        driver.advance(ready)
+    driver.status()                         # -> Status (term, role, leader_id, commit, ...)
+
+The Ready contract, field by field, in the order the caller must act:
+
+1. Persist, as ONE atomic batch covered by ONE fsync (when `must_sync`):
+   - `snapshot`: a snapshot received from the leader. Save its blob (snapfile) and
+     record its metadata in the WAL; every persisted entry is superseded by it.
+   - `entries`: append to the persisted log; persisted entries with index >=
+     `entries[0].index` are a conflicting suffix and must be dropped first.
+   - `hard_state`: term, vote and commit index, when changed (None: unchanged).
+2. Only after step 1 is durable may `messages` be sent (each to `message.to`). Votes,
+   appends and their acknowledgements therefore never outrun the disk.
+3. If `snapshot` is set, restore the state machine from `snapshot.data`; then apply
+   `committed_entries` in order (they are durable after step 1). An entry with empty
+   `data` is a leader's no-op.
+4. `read_states`: a linearizable read with that `context` may be answered once the state
+   machine has applied `index` (serializable reads need no Raft round at all).
+5. `soft_state` (leader and role, None when unchanged) is for display and routing.
+6. Call `advance(ready)`. `ready()` may not be called again before that; `tick`, `step`
+   and `propose` may (their results go out in the next Ready).
+
+`compact(index, blob)` is called by the server after it applied `index` and took the
+state-machine snapshot `blob`; it returns the Snapshot to write with snapfile and to
+record in the WAL (after which WAL segments before it may be released).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from etcdspec.impl.raft_core import PersistedState, RaftConfig, RaftCore, Role, SoftState
+from etcdspec.impl.raft_messages import (
+    LOCAL_MESSAGES,
+    NONE,
+    Entry,
+    HardState,
+    Message,
+    MessageType,
+    ReadState,
+    Snapshot,
+    UsageError,
+)
+
+
+@dataclass(frozen=True)
+class Ready:
+    soft_state: SoftState | None
+    hard_state: HardState | None
+    snapshot: Snapshot | None
+    entries: tuple[Entry, ...]
+    committed_entries: tuple[Entry, ...]
+    messages: tuple[Message, ...]
+    read_states: tuple[ReadState, ...]
+
+    @property
+    def must_sync(self) -> bool:
+        """Whether step 1 needs an fsync (anything durable changed)."""
+        return bool(self.entries) or self.snapshot is not None or self.hard_state is not None
+
+    def describe(self) -> str:
+        lines = ["Ready:"]
+        if self.soft_state is not None:
+            lines.append(f"  soft: {self.soft_state.describe()}")
+        if self.hard_state is not None:
+            lines.append(f"  hard: {self.hard_state.describe()}")
+        if self.snapshot is not None:
+            lines.append(f"  snapshot: {self.snapshot.describe()}")
+        for e in self.entries:
+            lines.append(f"  persist: {e.describe()}")
+        for e in self.committed_entries:
+            lines.append(f"  apply: {e.describe()}")
+        for m in self.messages:
+            lines.append(f"  send: {m.describe()}")
+        for r in self.read_states:
+            lines.append(f"  {r.describe()}")
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Status:
+    id: int
+    term: int
+    vote: int
+    role: Role
+    leader_id: int
+    commit_index: int
+    applied_index: int
+    last_index: int
+    snapshot_index: int
+    progress: tuple[tuple[int, str], ...]
+
+    def describe(self) -> str:
+        head = (
+            f"node {self.id} {self.role.value} term={self.term} vote={self.vote}"
+            f" leader={self.leader_id} commit={self.commit_index} applied={self.applied_index}"
+            f" last={self.last_index} snapshot={self.snapshot_index}"
+        )
+        return head + "".join(f"\n  {peer}: {text}" for peer, text in self.progress)
+
+
+class RaftDriver:
+    def __init__(
+        self,
+        config: RaftConfig,
+        rng: random.Random,
+        persisted: PersistedState | None = None,
+        applied: int | None = None,
+    ) -> None:
+        persisted = persisted or PersistedState()
+        self.core = RaftCore(config, rng, persisted, applied)
+        self._prev_hard = persisted.hard_state
+        self._prev_soft = self.core.soft_state()
+        self._outstanding = False
+
+    # --- inputs ------------------------------------------------------------------------
+    @property
+    def id(self) -> int:
+        return self.core.id
+
+    def tick(self) -> None:
+        self.core.tick()
+
+    def step(self, message: Message) -> None:
+        """A message from a peer. Local-only kinds and misaddressed messages are refused."""
+        if message.type in LOCAL_MESSAGES:
+            raise UsageError(f"{message.type.name} is local-only and cannot arrive from a peer")
+        if message.to != self.core.id:
+            raise UsageError(f"message for node {message.to} stepped into node {self.core.id}")
+        if message.from_ not in self.core.voters:
+            return  # not a member: ignore, as Raft ignores unknown peers
+        self.core.step(message)
+
+    def propose(self, data: bytes) -> None:
+        if not data:
+            raise UsageError("a proposal needs non-empty data (empty entries are leader no-ops)")
+        self.core.step(Message(MessageType.PROP, from_=self.core.id, entries=(Entry(0, 0, data),)))
+
+    def read_index(self, context: bytes) -> None:
+        if not context:
+            raise UsageError("read_index needs a non-empty, unique context (a request id)")
+        self.core.step(Message(MessageType.READ_INDEX, from_=self.core.id, context=context))
+
+    def transfer_leader(self, target: int) -> None:
+        if target not in self.core.voters:
+            raise UsageError(f"cannot transfer leadership to {target}: not a voter")
+        self.core.step(Message(MessageType.TRANSFER_LEADER, from_=target))
+
+    def campaign(self) -> None:
+        self.core.step(Message(MessageType.HUP, from_=self.core.id))
+
+    def report_unreachable(self, peer: int) -> None:
+        if peer in self.core.voters:
+            self.core.step(Message(MessageType.UNREACHABLE, from_=peer))
+
+    def report_snapshot(self, peer: int, ok: bool) -> None:
+        if peer in self.core.voters:
+            self.core.step(Message(MessageType.SNAP_STATUS, from_=peer, reject=not ok))
+
+    def compact(self, index: int, data: bytes) -> Snapshot:
+        return self.core.compact(index, data)
+
+    # --- the hand-off ------------------------------------------------------------------
+    def has_ready(self) -> bool:
+        core = self.core
+        log = core.log
+        return bool(
+            core.msgs
+            or core.read_states
+            or core.soft_state() != self._prev_soft
+            or core.hard_state() != self._prev_hard
+            or log.pending_snapshot is not None
+            or log.unstable_entries()
+            or log.next_committed(log.last_index())
+        )
+
+    def ready(self) -> Ready:
+        if self._outstanding:
+            raise UsageError("ready() called again before advance() of the previous Ready")
+        core = self.core
+        log = core.log
+        soft = core.soft_state()
+        hard = core.hard_state()
+        ready = Ready(
+            soft_state=soft if soft != self._prev_soft else None,
+            hard_state=hard if hard != self._prev_hard else None,
+            snapshot=log.pending_snapshot,
+            entries=tuple(log.unstable_entries()),
+            committed_entries=tuple(log.next_committed(log.last_index())),
+            messages=tuple(core.msgs),
+            read_states=tuple(core.read_states),
+        )
+        core.msgs = []
+        core.read_states = []
+        self._outstanding = True
+        return ready
+
+    def advance(self, ready: Ready) -> None:
+        if not self._outstanding:
+            raise UsageError("advance() without an outstanding Ready")
+        self._outstanding = False
+        core = self.core
+        if ready.soft_state is not None:
+            self._prev_soft = ready.soft_state
+        if ready.hard_state is not None:
+            self._prev_hard = ready.hard_state
+        if ready.snapshot is not None:
+            core.log.snapshot_persisted(ready.snapshot)
+        if ready.entries:
+            last = ready.entries[-1]
+            core.stable_to(last.index, last.term)
+        if ready.committed_entries:
+            core.log.applied_to(ready.committed_entries[-1].index)
+
+    # --- observation -------------------------------------------------------------------
+    @property
+    def role(self) -> Role:
+        return self.core.role
+
+    @property
+    def leader_id(self) -> int:
+        return self.core.lead
+
+    @property
+    def term(self) -> int:
+        return self.core.term
+
+    def is_leader(self) -> bool:
+        return self.core.role is Role.LEADER
+
+    def status(self) -> Status:
+        core = self.core
+        progress = tuple(
+            (peer, pr.describe()) for peer, pr in sorted(core.progress.items()) if peer != core.id
+        )
+        return Status(
+            id=core.id,
+            term=core.term,
+            vote=core.vote,
+            role=core.role,
+            leader_id=core.lead,
+            commit_index=core.log.committed,
+            applied_index=core.log.applied,
+            last_index=core.log.last_index(),
+            snapshot_index=core.log.offset,
+            progress=progress,
+        )
+
+
+__all__ = ["NONE", "PersistedState", "RaftConfig", "RaftDriver", "Ready", "Role", "Status"]

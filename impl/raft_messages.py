@@ -1,0 +1,193 @@
+"""The vocabulary of the Raft core: entries, hard state, snapshots, messages, read states.
+
+Every value here is a frozen dataclass with a `describe()` that gives the one canonical
+text used in logs, traces and test failures. Node ids are positive integers; `NONE` (0)
+means "no node" (no vote cast, no leader known), as in etcd raft.
+
+Message fields follow etcd raft's `raftpb.Message`: `index`/`log_term` name the log
+position a message refers to (the entry before `entries` in MsgApp, the candidate's last
+entry in MsgVote, the index acknowledged in MsgAppResp), `commit` is the sender's commit
+index, `reject_hint` is the rejecting follower's last index, and `context` carries the
+ReadIndex request id or the leader-transfer campaign marker.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+NONE = 0
+
+CAMPAIGN_TRANSFER = b"CampaignTransfer"
+
+
+class RaftError(Exception):
+    """Base class of the errors the Raft core and driver raise."""
+
+
+class ProposalDropped(RaftError):
+    """A proposal or read request could not be accepted by this node right now.
+
+    `leader_id` is the leader this node knows of (NONE when it knows none): retry there,
+    or retry later when an election has finished.
+    """
+
+    def __init__(self, reason: str, leader_id: int) -> None:
+        self.reason = reason
+        self.leader_id = leader_id
+        where = f"leader is {leader_id}" if leader_id != NONE else "no leader is known"
+        super().__init__(f"proposal dropped: {reason} ({where}); retry later or elsewhere")
+
+
+class NotLeader(ProposalDropped):
+    """This node is not the leader and does not forward (forward_proposals=False)."""
+
+    def __init__(self, leader_id: int) -> None:
+        super().__init__("this node is not the leader", leader_id)
+
+
+class IllegalTransition(RaftError):
+    """A role change that Raft does not allow (e.g. follower straight to leader)."""
+
+
+class InvariantViolation(RaftError):
+    """The core found its own state inconsistent: a bug, or a corrupted persisted log."""
+
+
+class ConfigError(RaftError):
+    """A RaftConfig or initial state that cannot run (says which field and why)."""
+
+
+class UsageError(RaftError):
+    """The driver was called out of order (e.g. ready() twice without advance())."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One log entry. Empty `data` is the no-op a new leader appends in its term."""
+
+    term: int
+    index: int
+    data: bytes = b""
+
+    def describe(self) -> str:
+        shown = self.data[:24].hex()
+        more = "…" if len(self.data) > 24 else ""
+        return (
+            f"{self.term}/{self.index} {shown}{more}"
+            if self.data
+            else f"{self.term}/{self.index} noop"
+        )
+
+
+@dataclass(frozen=True)
+class HardState:
+    """What Raft must persist before it speaks: current term, vote cast in it, commit index."""
+
+    term: int = 0
+    vote: int = NONE
+    commit: int = 0
+
+    def describe(self) -> str:
+        return f"term={self.term} vote={self.vote} commit={self.commit}"
+
+
+@dataclass(frozen=True)
+class SnapshotMeta:
+    """Where a snapshot sits in the log, and the voting members at that point."""
+
+    index: int = 0
+    term: int = 0
+    voters: tuple[int, ...] = ()
+
+    def describe(self) -> str:
+        return f"snapshot {self.term}/{self.index} voters={list(self.voters)}"
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A state-machine snapshot blob (opaque to Raft) with its metadata."""
+
+    meta: SnapshotMeta
+    data: bytes = b""
+
+    def describe(self) -> str:
+        return f"{self.meta.describe()} ({len(self.data)} bytes)"
+
+
+@dataclass(frozen=True)
+class ReadState:
+    """A linearizable read may be served once the state machine has applied `index`."""
+
+    index: int
+    context: bytes
+
+    def describe(self) -> str:
+        return f"read {self.context.hex()} at index {self.index}"
+
+
+class MessageType(enum.IntEnum):
+    """Message kinds (etcd raft numbering is not kept; raft_codec encodes these values).
+
+    HUP, BEAT, CHECK_QUORUM are local-only (never sent on the wire); PROP, READ_INDEX and
+    TRANSFER_LEADER may be local or forwarded; SNAP_STATUS and UNREACHABLE are reports
+    from the transport.
+    """
+
+    HUP = 0
+    BEAT = 1
+    PROP = 2
+    APP = 3
+    APP_RESP = 4
+    VOTE = 5
+    VOTE_RESP = 6
+    PRE_VOTE = 7
+    PRE_VOTE_RESP = 8
+    SNAP = 9
+    HEARTBEAT = 10
+    HEARTBEAT_RESP = 11
+    UNREACHABLE = 12
+    SNAP_STATUS = 13
+    CHECK_QUORUM = 14
+    TRANSFER_LEADER = 15
+    TIMEOUT_NOW = 16
+    READ_INDEX = 17
+    READ_INDEX_RESP = 18
+
+
+LOCAL_MESSAGES = frozenset({MessageType.HUP, MessageType.BEAT, MessageType.CHECK_QUORUM})
+VOTE_REQUESTS = frozenset({MessageType.VOTE, MessageType.PRE_VOTE})
+
+
+@dataclass(frozen=True)
+class Message:
+    type: MessageType
+    to: int = NONE
+    from_: int = NONE
+    term: int = 0
+    log_term: int = 0
+    index: int = 0
+    entries: tuple[Entry, ...] = ()
+    commit: int = 0
+    reject: bool = False
+    reject_hint: int = 0
+    snapshot: Snapshot | None = None
+    context: bytes = b""
+
+    def describe(self) -> str:
+        parts = [f"{self.type.name} {self.from_}->{self.to} term={self.term}"]
+        if self.type in (MessageType.APP, MessageType.VOTE, MessageType.PRE_VOTE):
+            parts.append(f"log={self.log_term}/{self.index}")
+        elif self.index:
+            parts.append(f"index={self.index}")
+        if self.commit:
+            parts.append(f"commit={self.commit}")
+        if self.reject:
+            parts.append(f"reject(hint={self.reject_hint})")
+        if self.entries:
+            parts.append("entries=[" + ", ".join(e.describe() for e in self.entries) + "]")
+        if self.snapshot is not None:
+            parts.append(self.snapshot.describe())
+        if self.context:
+            parts.append(f"context={self.context.hex()}")
+        return " ".join(parts)
