@@ -1,0 +1,245 @@
+"""Applies committed Raft entries to the store: the state machine of a member.
+
+`Applier(backend, lessor, watch_hub, quota).apply(index, term, data)` decodes `data` (an
+`InternalRaftRequest`, impl/pb/raft_internal.proto), applies it, and returns an
+`ApplyResult` holding the response message or the etcd error the proposer must answer.
+
+Contract:
+- One backend transaction per entry. The request's changes and the consistent index
+  (index, term) commit together; a request that fails with an etcd error (compacted,
+  lease not found, duplicate key, NO_SPACE...) leaves no change but still advances the
+  consistent index — applying an entry is deterministic, so every member reaches the
+  same error.
+- Idempotent on replay: an entry with index <= the stored consistent index is skipped
+  (after a restart, or kill -9, the log is replayed from the last snapshot and entries
+  already in the file are not applied twice).
+- After the commit, and only then, in-memory followers are updated: the lessor (grant,
+  revoke, key attachment) and the watch hub (`notify(revision, events)`).
+- An empty `data` (the leader's no-op entry) only advances the consistent index.
+- A NOSPACE alarm in the backend rejects puts, txns with a put and lease grants
+  (quota.py); the proposal-time quota check is the server's (`BackendQuota.available`).
+- Not thread-safe: the server calls apply from one thread, in log order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from etcdspec.impl import errors
+from etcdspec.impl.backend import Backend
+from etcdspec.impl.errors import RpcError
+from etcdspec.impl.lessor import Lessor
+from etcdspec.impl.mvcc import Event, KVStore
+from etcdspec.impl.pb import raft_internal_pb2, rpc_pb2
+from etcdspec.impl.quota import BackendQuota
+from etcdspec.impl.watch_hub import WatchHub
+from google.protobuf.message import DecodeError, Message
+
+
+class ApplyError(RuntimeError):
+    """An entry could not be decoded: the log holds data this program did not write.
+
+    Nothing was applied and the consistent index did not move; the member must stop
+    rather than diverge from its peers.
+    """
+
+
+@dataclass(frozen=True)
+class ApplyResult:
+    """The outcome of applying one log entry."""
+
+    index: int
+    term: int
+    request_id: int = 0
+    proposer_id: int = 0
+    response: Message | None = None
+    error: RpcError | None = None
+    revision: int = 0
+    events: tuple[Event, ...] = field(default=(), repr=False)
+    skipped: bool = False
+
+    def describe(self) -> str:
+        where = f"entry {self.index}@{self.term}"
+        if self.skipped:
+            return f"{where}: skipped (already applied)"
+        if self.error is not None:
+            return f"{where} req {self.request_id:x}: error {self.error.describe()}"
+        what = type(self.response).__name__ if self.response is not None else "no-op"
+        return (
+            f"{where} req {self.request_id:x}: {what} rev {self.revision} events {len(self.events)}"
+        )
+
+
+def encode_request(request: Message, request_id: int = 0, member_id: int = 0) -> bytes:
+    """The entry data for a client request (range/put/delete/txn/compaction/lease/alarm)."""
+    internal = raft_internal_pb2.InternalRaftRequest(
+        header=raft_internal_pb2.RequestHeader(ID=request_id, member_id=member_id)
+    )
+    field_by_type = {
+        rpc_pb2.RangeRequest: "range",
+        rpc_pb2.PutRequest: "put",
+        rpc_pb2.DeleteRangeRequest: "delete_range",
+        rpc_pb2.TxnRequest: "txn",
+        rpc_pb2.CompactionRequest: "compaction",
+        rpc_pb2.LeaseGrantRequest: "lease_grant",
+        rpc_pb2.LeaseRevokeRequest: "lease_revoke",
+        rpc_pb2.AlarmRequest: "alarm",
+    }
+    name = field_by_type.get(type(request))
+    if name is None:
+        raise TypeError(f"{type(request).__name__} is not carried in the Raft log")
+    getattr(internal, name).CopyFrom(request)
+    return internal.SerializeToString()
+
+
+_Apply = tuple[Message, int, list[Event], list[Callable[[], None]]]
+
+
+class Applier:
+    """The state machine: backend + lessor + watch hub, advanced by committed entries."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        lessor: Lessor,
+        watch_hub: WatchHub,
+        quota: BackendQuota,
+        clock: Callable[[], float] = lambda: 0.0,
+    ) -> None:
+        self.backend = backend
+        self.lessor = lessor
+        self.watch_hub = watch_hub
+        self.quota = quota
+        self.clock = clock
+        self.store = KVStore(backend)
+        self.lessor.reload(backend)
+
+    def applied_index(self) -> int:
+        return self.backend.consistent_index()
+
+    def apply(self, index: int, term: int, data: bytes) -> ApplyResult:
+        """Apply the committed entry (index, term, data); see the module contract."""
+        if index <= self.backend.consistent_index():
+            return ApplyResult(index, term, skipped=True)
+        if not data:
+            with self.backend.transaction():
+                self.backend.set_applied(index, term)
+            return ApplyResult(index, term, revision=self.backend.current_revision())
+        try:
+            req = raft_internal_pb2.InternalRaftRequest.FromString(data)
+        except DecodeError as exc:
+            raise ApplyError(f"entry {index}@{term}: undecodable request ({exc})") from exc
+        if req.WhichOneof("request") is None:
+            raise ApplyError(f"entry {index}@{term}: request carries no operation")
+        error: RpcError | None = None
+        response: Message | None = None
+        events: list[Event] = []
+        after: list[Callable[[], None]] = []
+        with self.backend.transaction():
+            try:
+                with self.backend.savepoint():
+                    response, revision, events, after = self._dispatch(req, index)
+            except RpcError as exc:
+                error, events, after = exc, [], []
+            self.backend.set_applied(index, term)
+        revision = self.backend.current_revision()
+        if response is not None:
+            header = getattr(response, "header", None)
+            if header is not None:
+                header.revision = revision
+                header.raft_term = term
+        self.lessor.on_events(events)
+        for action in after:
+            action()
+        if events:
+            self.watch_hub.notify(revision, events)
+        return ApplyResult(
+            index,
+            term,
+            request_id=req.header.ID,
+            proposer_id=req.header.member_id,
+            response=response,
+            error=error,
+            revision=revision,
+            events=tuple(events),
+        )
+
+    def _dispatch(self, req: raft_internal_pb2.InternalRaftRequest, index: int) -> _Apply:
+        kind = req.WhichOneof("request")
+        if self.quota.capped(req):
+            raise RpcError(errors.NO_SPACE)
+        if kind == "range":
+            return self.store.range(req.range), 0, [], []
+        if kind in ("put", "delete_range", "txn"):
+            wtx = self.store.write(self.lessor.exists)
+            out: Message
+            if kind == "put":
+                out = wtx.put(req.put)
+            elif kind == "delete_range":
+                out = wtx.delete_range(req.delete_range)
+            else:
+                out = wtx.txn(req.txn)
+            revision, events = wtx.finish()
+            return out, revision, events, []
+        if kind == "compaction":
+            self.store.compact(req.compaction.revision)
+            return rpc_pb2.CompactionResponse(), 0, [], []
+        if kind == "lease_grant":
+            return self._lease_grant(req.lease_grant, index)
+        if kind == "lease_revoke":
+            return self._lease_revoke(req.lease_revoke)
+        return self._alarm(req.alarm)
+
+    def _lease_grant(self, grant: rpc_pb2.LeaseGrantRequest, index: int) -> _Apply:
+        lease_id = grant.ID or self.lessor.allocate_id(index)
+        ttl = self.lessor.check_grant(lease_id, grant.TTL)
+        self.backend.put_lease(lease_id, ttl)
+        resp = rpc_pb2.LeaseGrantResponse(ID=lease_id, TTL=ttl)
+
+        def record() -> None:
+            self.lessor.grant(lease_id, ttl, self.clock())
+
+        return resp, 0, [], [record]
+
+    def _lease_revoke(self, revoke: rpc_pb2.LeaseRevokeRequest) -> _Apply:
+        lease_id = revoke.ID
+        keys = self.lessor.keys_of(lease_id)
+        wtx = self.store.write(self.lessor.exists)
+        wtx.delete_keys(keys)
+        revision, events = wtx.finish()
+        self.backend.delete_lease(lease_id)
+        return (
+            rpc_pb2.LeaseRevokeResponse(),
+            revision,
+            events,
+            [lambda: self.lessor.revoke(lease_id)],
+        )
+
+    def _alarm(self, alarm: rpc_pb2.AlarmRequest) -> _Apply:
+        resp = rpc_pb2.AlarmResponse()
+        member = rpc_pb2.AlarmMember(memberID=alarm.memberID, alarm=alarm.alarm)
+        if alarm.action == rpc_pb2.AlarmRequest.ACTIVATE:
+            if alarm.alarm != rpc_pb2.NONE:
+                self.backend.put_alarm(alarm.memberID, alarm.alarm)
+                resp.alarms.append(member)
+        elif alarm.action == rpc_pb2.AlarmRequest.DEACTIVATE:
+            if (alarm.memberID, alarm.alarm) in self.backend.alarms():
+                self.backend.delete_alarm(alarm.memberID, alarm.alarm)
+                resp.alarms.append(member)
+        else:
+            for member_id, kind in self.backend.alarms():
+                if alarm.alarm in (rpc_pb2.NONE, kind):
+                    resp.alarms.append(
+                        rpc_pb2.AlarmMember(memberID=member_id, alarm=rpc_pb2.AlarmType.Name(kind))
+                    )
+        return resp, 0, [], []
+
+    def restore(self, snapshot: bytes) -> None:
+        """Replace the state with a snapshot (from a peer or `etcdspec snapshot restore`)."""
+        self.backend.restore(snapshot)
+        self.lessor.reload(self.backend)
+        if self.lessor.primary:
+            self.lessor.promote(self.clock())
+        self.watch_hub.on_restore()
+        self.watch_hub.sync()

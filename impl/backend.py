@@ -1,0 +1,486 @@
+"""The member's storage backend: one SQLite file holding every key revision, leases,
+alarms and the applied Raft position.
+
+Schema (version 1, `meta.schema_version`):
+- `kv`: one row per key revision — (main, sub) is the revision (main is the store
+  revision, sub orders the changes inside it), key, value, create_revision, mod_revision,
+  version, lease, tombstone (1 for a deletion). Indexed on (key, main).
+- `meta`: name -> integer: schema_version, consistent_index (the last applied Raft
+  index), term (its term), current_revision, compact_revision.
+- `lease`: id -> granted ttl. `alarm`: (member_id, alarm type).
+
+Contract:
+- Writes happen only inside `transaction()` (BEGIN IMMEDIATE ... COMMIT, rolled back on an
+  exception). The applier writes the consistent index and term with `set_applied()` in
+  the SAME transaction as the data it applied, so after a crash the file says exactly
+  which log entries its contents include. synchronous=FULL: a commit is on disk when it
+  returns.
+- Reads outside a transaction see committed data; reads inside one also see its own
+  uncommitted writes (same connection).
+- `compact()` deletes superseded revisions (the file does not shrink: pages go to the
+  free list); `defragment()` rebuilds the file with VACUUM so it shrinks.
+- `snapshot_bytes()`/`save_snapshot()` make a consistent copy with SQLite's backup API;
+  `restore()` replaces the file's contents with a snapshot.
+- Not thread-safe by itself: every call takes an internal lock, but a transaction must be
+  opened and finished on one thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import tempfile
+import threading
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS kv (
+        main INTEGER NOT NULL,
+        sub INTEGER NOT NULL,
+        key BLOB NOT NULL,
+        value BLOB NOT NULL,
+        create_revision INTEGER NOT NULL,
+        mod_revision INTEGER NOT NULL,
+        version INTEGER NOT NULL,
+        lease INTEGER NOT NULL,
+        tombstone INTEGER NOT NULL,
+        PRIMARY KEY (main, sub)
+    )""",
+    "CREATE INDEX IF NOT EXISTS kv_by_key ON kv (key, main)",
+    "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS lease (id INTEGER PRIMARY KEY, ttl INTEGER NOT NULL)",
+    """CREATE TABLE IF NOT EXISTS alarm (
+        member_id INTEGER NOT NULL,
+        alarm INTEGER NOT NULL,
+        PRIMARY KEY (member_id, alarm)
+    )""",
+)
+
+_META_DEFAULTS = {
+    "schema_version": SCHEMA_VERSION,
+    "consistent_index": 0,
+    "term": 0,
+    "current_revision": 1,
+    "compact_revision": 0,
+}
+
+_KV_COLUMNS = "main, sub, key, value, create_revision, mod_revision, version, lease, tombstone"
+
+
+class BackendError(RuntimeError):
+    """The database file is unusable or misused; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class KeyRevision:
+    """One row of `kv`: a key's state as of revision (main, sub)."""
+
+    main: int
+    sub: int
+    key: bytes
+    value: bytes
+    create_revision: int
+    mod_revision: int
+    version: int
+    lease: int
+    tombstone: bool
+
+    def describe(self) -> str:
+        what = "tombstone" if self.tombstone else f"value={self.value!r} version={self.version}"
+        return f"rev {self.main}.{self.sub} key={self.key!r} {what} lease={self.lease}"
+
+
+def _row(r: tuple[int, int, bytes, bytes, int, int, int, int, int]) -> KeyRevision:
+    return KeyRevision(r[0], r[1], bytes(r[2]), bytes(r[3]), r[4], r[5], r[6], r[7], bool(r[8]))
+
+
+def key_range_clause(key: bytes, range_end: bytes) -> tuple[str, tuple[bytes, ...]]:
+    """SQL condition and parameters for etcd's key range rules.
+
+    Empty range_end: the key alone. range_end b"\\0": every key >= key. Otherwise the
+    half-open interval [key, range_end) (empty when range_end <= key).
+    """
+    if not range_end:
+        return "key = ?", (key,)
+    if range_end == b"\x00":
+        return "key >= ?", (key,)
+    return "key >= ? AND key < ?", (key, range_end)
+
+
+class Backend:
+    """A SQLite database file holding one member's applied state."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._lock = threading.RLock()
+        self._in_txn = False
+        self._conn = self._connect()
+
+    # ---- lifecycle ----
+
+    def _connect(self) -> sqlite3.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            conn.execute("PRAGMA journal_mode=DELETE")
+            conn.execute("PRAGMA synchronous=FULL")
+            conn.execute("BEGIN IMMEDIATE")
+            for statement in _SCHEMA:
+                conn.execute(statement)
+            for name, value in _META_DEFAULTS.items():
+                conn.execute(
+                    "INSERT OR IGNORE INTO meta (name, value) VALUES (?, ?)", (name, value)
+                )
+            conn.execute("COMMIT")
+        except sqlite3.DatabaseError as exc:
+            raise BackendError(
+                f"{self.path}: not a usable etcdspec database ({exc}); "
+                "restore it from a snapshot or remove the member's data directory"
+            ) from exc
+        version = conn.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()[0]
+        if version != SCHEMA_VERSION:
+            conn.close()
+            raise BackendError(
+                f"{self.path}: schema version {version}, this program reads version "
+                f"{SCHEMA_VERSION}; use a matching etcdspec release"
+            )
+        return conn
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> Backend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Backend]:
+        """One atomic, durable write transaction; rolled back if the block raises."""
+        with self._lock:
+            if self._in_txn:
+                raise BackendError("nested backend transaction: finish the open one first")
+            self._conn.execute("BEGIN IMMEDIATE")
+            self._in_txn = True
+            try:
+                yield self
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            else:
+                self._conn.execute("COMMIT")
+            finally:
+                self._in_txn = False
+
+    @contextlib.contextmanager
+    def savepoint(self, name: str = "request") -> Iterator[None]:
+        """A nested rollback point inside the open transaction (undone if the block raises)."""
+        self._require_txn()
+        self._conn.execute(f"SAVEPOINT {name}")
+        try:
+            yield
+        except BaseException:
+            self._conn.execute(f"ROLLBACK TO {name}")
+            self._conn.execute(f"RELEASE {name}")
+            raise
+        else:
+            self._conn.execute(f"RELEASE {name}")
+
+    def _require_txn(self) -> None:
+        if not self._in_txn:
+            raise BackendError(
+                "backend write outside a transaction: use `with backend.transaction()`"
+            )
+
+    # ---- meta ----
+
+    def _meta(self, name: str) -> int:
+        with self._lock:
+            row = self._conn.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
+        return int(row[0])
+
+    def _set_meta(self, name: str, value: int) -> None:
+        self._require_txn()
+        self._conn.execute("UPDATE meta SET value = ? WHERE name = ?", (value, name))
+
+    def consistent_index(self) -> int:
+        """The index of the last Raft entry whose effects this file holds."""
+        return self._meta("consistent_index")
+
+    def applied_term(self) -> int:
+        return self._meta("term")
+
+    def set_applied(self, index: int, term: int) -> None:
+        self._set_meta("consistent_index", index)
+        self._set_meta("term", term)
+
+    def current_revision(self) -> int:
+        return self._meta("current_revision")
+
+    def set_current_revision(self, revision: int) -> None:
+        self._set_meta("current_revision", revision)
+
+    def compact_revision(self) -> int:
+        return self._meta("compact_revision")
+
+    # ---- key revisions ----
+
+    def insert_revision(self, row: KeyRevision) -> None:
+        self._require_txn()
+        self._conn.execute(
+            f"INSERT INTO kv ({_KV_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                row.main,
+                row.sub,
+                row.key,
+                row.value,
+                row.create_revision,
+                row.mod_revision,
+                row.version,
+                row.lease,
+                int(row.tombstone),
+            ),
+        )
+
+    def latest(self, key: bytes, range_end: bytes, revision: int) -> list[KeyRevision]:
+        """Each key's newest row with main <= revision (tombstones included), by key."""
+        clause, params = key_range_clause(key, range_end)
+        # SQLite takes bare columns from the row holding MAX(main) in each group.
+        sql = (
+            f"SELECT MAX(main), sub, key, value, create_revision, mod_revision, version, "
+            f"lease, tombstone FROM kv WHERE {clause} AND main <= ? GROUP BY key ORDER BY key"
+        )
+        with self._lock:
+            rows = self._conn.execute(sql, (*params, revision)).fetchall()
+        return [_row(r) for r in rows]
+
+    def live(self, key: bytes, range_end: bytes, revision: int) -> list[KeyRevision]:
+        """Keys in the range that exist at `revision`, with their state then, by key."""
+        return [r for r in self.latest(key, range_end, revision) if not r.tombstone]
+
+    def previous(self, key: bytes, before_main: int) -> KeyRevision | None:
+        """The key's newest row strictly before revision `before_main`, if kept."""
+        with self._lock:
+            r = self._conn.execute(
+                f"SELECT {_KV_COLUMNS} FROM kv WHERE key = ? AND main < ? "
+                "ORDER BY main DESC LIMIT 1",
+                (key, before_main),
+            ).fetchone()
+        return None if r is None else _row(r)
+
+    def history(
+        self, key: bytes, range_end: bytes, start: int, end: int, limit: int = 0
+    ) -> list[KeyRevision]:
+        """Rows with start <= main <= end in the range, in revision order.
+
+        With limit > 0, stops after the first revision that reaches `limit` rows, so a
+        revision's rows are never split.
+        """
+        clause, params = key_range_clause(key, range_end)
+        sql = (
+            f"SELECT {_KV_COLUMNS} FROM kv WHERE {clause} AND main >= ? AND main <= ? "
+            "ORDER BY main, sub"
+        )
+        out: list[KeyRevision] = []
+        with self._lock:
+            for r in self._conn.execute(sql, (*params, start, end)):
+                row = _row(r)
+                if limit and len(out) >= limit and row.main != out[-1].main:
+                    break
+                out.append(row)
+        return out
+
+    def rows_up_to(self, revision: int) -> Iterator[KeyRevision]:
+        """Every kept row with main <= revision, in revision order (for HashKV)."""
+        with self._lock:
+            rows = self._conn.execute(
+                f"SELECT {_KV_COLUMNS} FROM kv WHERE main <= ? ORDER BY main, sub", (revision,)
+            ).fetchall()
+        for r in rows:
+            yield _row(r)
+
+    def compact(self, revision: int) -> int:
+        """Drop revisions superseded at `revision`; return how many rows were removed.
+
+        Each key keeps its newest row with main <= revision unless that row is a
+        tombstone; every row above `revision` is kept.
+        """
+        self._require_txn()
+        cur = self._conn.execute(
+            "DELETE FROM kv WHERE main <= :rev AND (tombstone = 1 OR main < "
+            "(SELECT MAX(k2.main) FROM kv AS k2 WHERE k2.key = kv.key AND k2.main <= :rev))",
+            {"rev": revision},
+        )
+        self._set_meta("compact_revision", revision)
+        return int(cur.rowcount)
+
+    # ---- leases ----
+
+    def put_lease(self, lease_id: int, ttl: int) -> None:
+        self._require_txn()
+        self._conn.execute("INSERT OR REPLACE INTO lease (id, ttl) VALUES (?, ?)", (lease_id, ttl))
+
+    def delete_lease(self, lease_id: int) -> None:
+        self._require_txn()
+        self._conn.execute("DELETE FROM lease WHERE id = ?", (lease_id,))
+
+    def leases(self) -> list[tuple[int, int]]:
+        """(lease_id, ttl) of every granted lease, by id."""
+        with self._lock:
+            return [
+                (int(i), int(t))
+                for i, t in self._conn.execute("SELECT id, ttl FROM lease ORDER BY id")
+            ]
+
+    def leased_keys(self) -> list[tuple[int, bytes]]:
+        """(lease_id, key) for every live key attached to a lease, at the current revision."""
+        return [
+            (r.lease, r.key)
+            for r in self.live(b"\x00", b"\x00", self.current_revision())
+            if r.lease
+        ]
+
+    # ---- alarms ----
+
+    def put_alarm(self, member_id: int, alarm: int) -> None:
+        self._require_txn()
+        self._conn.execute(
+            "INSERT OR IGNORE INTO alarm (member_id, alarm) VALUES (?, ?)", (member_id, alarm)
+        )
+
+    def delete_alarm(self, member_id: int, alarm: int) -> None:
+        self._require_txn()
+        self._conn.execute(
+            "DELETE FROM alarm WHERE member_id = ? AND alarm = ?", (member_id, alarm)
+        )
+
+    def alarms(self) -> list[tuple[int, int]]:
+        """(member_id, alarm type) of every raised alarm, sorted."""
+        with self._lock:
+            return [
+                (int(m), int(a))
+                for m, a in self._conn.execute(
+                    "SELECT member_id, alarm FROM alarm ORDER BY member_id, alarm"
+                )
+            ]
+
+    # ---- size, defragmentation, hashing ----
+
+    def size(self) -> int:
+        """Bytes the database file occupies (etcd's dbSize)."""
+        with self._lock:
+            pages = self._conn.execute("PRAGMA page_count").fetchone()[0]
+            page_size = self._conn.execute("PRAGMA page_size").fetchone()[0]
+        return int(pages) * int(page_size)
+
+    def size_in_use(self) -> int:
+        """Bytes of the file holding data, excluding free pages (etcd's dbSizeInUse)."""
+        with self._lock:
+            pages = self._conn.execute("PRAGMA page_count").fetchone()[0]
+            free = self._conn.execute("PRAGMA freelist_count").fetchone()[0]
+            page_size = self._conn.execute("PRAGMA page_size").fetchone()[0]
+        return (int(pages) - int(free)) * int(page_size)
+
+    def defragment(self) -> None:
+        """Rebuild the file without free pages; afterwards size() == size_in_use()."""
+        with self._lock:
+            if self._in_txn:
+                raise BackendError("defragment inside a transaction: finish it first")
+            self._conn.execute("VACUUM")
+
+    def hash(self) -> int:
+        """CRC-32 over every table's contents in a canonical order (Maintenance.Hash)."""
+        crc = 0
+        with self._lock:
+            for table, order in (
+                ("kv", "main, sub"),
+                ("lease", "id"),
+                ("alarm", "member_id, alarm"),
+                ("meta", "name"),
+            ):
+                crc = zlib.crc32(table.encode(), crc)
+                for row in self._conn.execute(f"SELECT * FROM {table} ORDER BY {order}"):
+                    crc = zlib.crc32(repr(tuple(row)).encode(), crc)
+        return crc & 0xFFFFFFFF
+
+    # ---- snapshots ----
+
+    def save_snapshot(self, target: str | os.PathLike[str]) -> Path:
+        """Write a consistent copy of the database to `target` (fsynced); return its path."""
+        target_path = Path(target)
+        target_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target_path.with_name(target_path.name + ".part")
+        with self._lock:
+            if self._in_txn:
+                raise BackendError("snapshot inside a transaction: finish it first")
+            dest = sqlite3.connect(tmp)
+            try:
+                self._conn.backup(dest)
+            finally:
+                dest.close()
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, target_path)
+        return target_path
+
+    def snapshot_bytes(self) -> bytes:
+        """A consistent copy of the whole database as bytes."""
+        with tempfile.TemporaryDirectory(prefix="etcdspec-snap-") as tmp:
+            return self.save_snapshot(Path(tmp) / "snapshot.db").read_bytes()
+
+    def restore(self, snapshot: bytes) -> None:
+        """Replace this database's contents with `snapshot` (from `snapshot_bytes()`).
+
+        The snapshot is validated first; on a bad snapshot the current contents stay.
+        """
+        check_snapshot(snapshot)
+        with self._lock:
+            if self._in_txn:
+                raise BackendError("restore inside a transaction: finish it first")
+            tmp = self.path.with_name(self.path.name + ".restore")
+            tmp.write_bytes(snapshot)
+            with open(tmp, "rb") as f:
+                os.fsync(f.fileno())
+            self._conn.close()
+            os.replace(tmp, self.path)
+            dir_fd = os.open(self.path.parent, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+            self._conn = self._connect()
+
+
+def check_snapshot(snapshot: bytes) -> dict[str, int]:
+    """Validate snapshot bytes; return its meta table (schema_version, revisions, index).
+
+    Raises BackendError saying what is wrong with the snapshot.
+    """
+    if not snapshot.startswith(b"SQLite format 3\x00"):
+        raise BackendError("snapshot is not an etcdspec (SQLite) database file")
+    with tempfile.TemporaryDirectory(prefix="etcdspec-check-") as tmp:
+        path = Path(tmp) / "check.db"
+        path.write_bytes(snapshot)
+        conn = sqlite3.connect(path)
+        try:
+            integrity = conn.execute("PRAGMA integrity_check").fetchone()[0]
+            if integrity != "ok":
+                raise BackendError(f"snapshot is corrupt: {integrity}")
+            meta = {str(n): int(v) for n, v in conn.execute("SELECT name, value FROM meta")}
+        except sqlite3.DatabaseError as exc:
+            raise BackendError(f"snapshot is not a readable etcdspec database: {exc}") from exc
+        finally:
+            conn.close()
+    if meta.get("schema_version") != SCHEMA_VERSION:
+        raise BackendError(
+            f"snapshot has schema version {meta.get('schema_version')}, expected {SCHEMA_VERSION}"
+        )
+    return meta
