@@ -1,0 +1,352 @@
+"""Watch semantics over the store's event history, and checks of etcd's watch guarantees.
+
+Contract:
+- `watch_responses(state, request)` gives the responses a correct etcd server sends
+  for a watch created on `state`: the `created` response (header = current revision),
+  then either one response per revision with matching events (header = that
+  revision; all events of a revision in one response), or, when the start revision is
+  below the compact revision, one response with `compact_revision` set and `canceled`
+  (etcd's watchable store: `if w.minRev < compactRev`). A start revision of 0 means
+  current + 1. With `progress=True` a progress notification (no events, header =
+  current revision) closes the list.
+- The guarantee checks are pure functions over PLAIN DATA: the store's event history
+  (a sequence of `Event`, in revision order, as any recorder can rebuild it), one
+  `WatchRequest` and the `WatchResponse`s observed on that watch, in arrival order.
+  `check_watch` returns a list of `WatchViolation`s (empty: every guarantee held).
+  The guarantees are named as etcd's API guarantees document names them (Ordered,
+  Unique, Reliable, Atomic, Resumable, Bookmarkable) plus Filter, PrevKV, IsCreate and
+  Valid (an event that is not in the history, or differs from it).
+- The history must cover every revision from the watch's start revision to the last
+  revision observed; events before the start may be present and are ignored.
+Known etcd corner (documented, not modelled): after a compaction to revision c, etcd's
+backend no longer holds a tombstone at exactly c, so a real watch from c can miss that
+delete; the model delivers it and the checks report the miss as Reliable/Resumable.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from etcdspec.model.bugs import NO_BUGS, BugSet
+from etcdspec.model.requests import (
+    Event,
+    EventType,
+    KeyValue,
+    ResponseHeader,
+    in_range,
+    show_bytes,
+    show_range,
+)
+from etcdspec.model.store import StoreState
+
+__all__ = [
+    "GUARANTEES",
+    "Event",
+    "EventType",
+    "KeyValue",
+    "WatchFilter",
+    "WatchRequest",
+    "WatchResponse",
+    "WatchViolation",
+    "check_watch",
+    "history_of",
+    "watch_responses",
+]
+
+
+class WatchFilter(enum.Enum):
+    """etcdserverpb.WatchCreateRequest.FilterType."""
+
+    NOPUT = 0
+    NODELETE = 1
+
+
+@dataclass(frozen=True, slots=True)
+class WatchRequest:
+    """etcdserverpb.WatchCreateRequest (fragment and watch_id are transport details)."""
+
+    key: bytes
+    range_end: bytes = b""
+    start_revision: int = 0
+    prev_kv: bool = False
+    progress_notify: bool = False
+    filters: frozenset[WatchFilter] = frozenset()
+
+    def matches(self, event: Event) -> bool:
+        """Whether an event of the store is one this watch must deliver (range, filters)."""
+        if not in_range(event.kv.key, self.key, self.range_end):
+            return False
+        if event.type is EventType.PUT and WatchFilter.NOPUT in self.filters:
+            return False
+        return not (event.type is EventType.DELETE and WatchFilter.NODELETE in self.filters)
+
+    def describe(self) -> str:
+        parts = [show_range(self.key, self.range_end)]
+        if self.start_revision:
+            parts.append(f"from {self.start_revision}")
+        if self.prev_kv:
+            parts.append("prev_kv")
+        if self.progress_notify:
+            parts.append("progress_notify")
+        parts.extend(f.name.lower() for f in sorted(self.filters, key=lambda f: f.value))
+        return f"watch({' '.join(parts)})"
+
+
+@dataclass(frozen=True, slots=True)
+class WatchResponse:
+    """etcdserverpb.WatchResponse. No events and no flags: a progress notification."""
+
+    header: ResponseHeader
+    events: tuple[Event, ...] = ()
+    compact_revision: int = 0
+    canceled: bool = False
+    created: bool = False
+
+    @property
+    def revision(self) -> int:
+        return self.header.revision
+
+    def is_progress_notify(self) -> bool:
+        return not (self.events or self.created or self.canceled or self.compact_revision)
+
+    def describe(self) -> str:
+        flags = []
+        if self.created:
+            flags.append("created")
+        if self.canceled:
+            flags.append("canceled")
+        if self.compact_revision:
+            flags.append(f"compact_revision {self.compact_revision}")
+        if self.is_progress_notify():
+            flags.append("progress")
+        events = ", ".join(e.describe() for e in self.events)
+        head = " ".join([f"watch-> {self.header.describe()}", *flags])
+        return f"{head} [{events}]" if self.events else head
+
+
+def history_of(state: StoreState) -> tuple[Event, ...]:
+    """Every event the state's history still holds, in order."""
+    return state.events_since(state.oldest_event_revision())
+
+
+def _as_delivered(event: Event, prev_kv: bool) -> Event:
+    if prev_kv or event.prev_kv is None:
+        return event
+    return Event(event.type, event.kv, None)
+
+
+def watch_responses(
+    state: StoreState,
+    request: WatchRequest,
+    bugs: BugSet = NO_BUGS,
+    progress: bool = False,
+) -> list[WatchResponse]:
+    """The responses a correct server sends for `request` created on `state`."""
+    current = state.revision
+    start = request.start_revision or current + 1
+    responses = [WatchResponse(ResponseHeader(current), created=True)]
+    if start < state.compact_revision:
+        if not bugs.on("watch_drops_event_at_compaction"):
+            responses.append(
+                WatchResponse(
+                    ResponseHeader(current), compact_revision=state.compact_revision, canceled=True
+                )
+            )
+            return responses
+        # The bug: catch up from what is left after the compaction, say nothing.
+        start = state.compact_revision
+    by_revision: dict[int, list[Event]] = {}
+    if start <= current:
+        for event in state.events_since(start):
+            if request.matches(event):
+                by_revision.setdefault(event.revision, []).append(
+                    _as_delivered(event, request.prev_kv)
+                )
+    for revision in sorted(by_revision):
+        responses.append(WatchResponse(ResponseHeader(revision), tuple(by_revision[revision])))
+    if progress:
+        responses.append(WatchResponse(ResponseHeader(current)))
+    return responses
+
+
+# ---------------------------------------------------------------------------- checks
+
+GUARANTEES: tuple[str, ...] = (
+    "Ordered",
+    "Unique",
+    "Reliable",
+    "Atomic",
+    "Resumable",
+    "Bookmarkable",
+    "Filter",
+    "PrevKV",
+    "IsCreate",
+    "Valid",
+)
+"""The names `check_watch` reports under (etcd's API guarantees, then field checks)."""
+
+
+@dataclass(frozen=True, slots=True)
+class WatchViolation:
+    """One broken guarantee: which, and what was observed against what was expected."""
+
+    guarantee: str
+    detail: str
+
+    def describe(self) -> str:
+        return f"{self.guarantee}: {self.detail}"
+
+
+_EventId = tuple[int, bytes, EventType]
+
+
+def _event_id(event: Event) -> _EventId:
+    return (event.revision, event.kv.key, event.type)
+
+
+def _show_id(event_id: _EventId) -> str:
+    revision, key, kind = event_id
+    return f"{kind.name} {show_bytes(key)}@{revision}"
+
+
+def _effective_start(request: WatchRequest, responses: Sequence[WatchResponse]) -> int | None:
+    if request.start_revision > 0:
+        return request.start_revision
+    for response in responses:
+        if response.created:
+            return response.revision + 1
+    return None
+
+
+def check_watch(
+    history: Sequence[Event],
+    request: WatchRequest,
+    responses: Sequence[WatchResponse],
+) -> list[WatchViolation]:
+    """Check one watch's observed responses against the store's event history."""
+    violations: list[WatchViolation] = []
+
+    def report(guarantee: str, detail: str) -> None:
+        violations.append(WatchViolation(guarantee, f"{request.describe()}: {detail}"))
+
+    by_id: dict[_EventId, Event] = {}
+    order: dict[_EventId, int] = {}
+    for index, event in enumerate(history):
+        by_id.setdefault(_event_id(event), event)
+        order.setdefault(_event_id(event), index)
+    start = _effective_start(request, responses)
+
+    delivered: list[tuple[int, Event]] = []  # (response index, event)
+    for index, response in enumerate(responses):
+        delivered.extend((index, event) for event in response.events)
+
+    # Filter, Valid, PrevKV, IsCreate: each delivered event on its own.
+    for _, event in delivered:
+        eid = _event_id(event)
+        if not request.matches(event):
+            report("Filter", f"delivered {event.describe()}, which the watch does not select")
+        truth = by_id.get(eid)
+        if truth is None:
+            report("Valid", f"delivered {event.describe()}, which is not in the history")
+            continue
+        if event.kv != truth.kv:
+            report("Valid", f"delivered {event.describe()}, history has {truth.describe()}")
+        if event.type is EventType.PUT and event.is_create() != truth.is_create():
+            report(
+                "IsCreate",
+                f"{event.describe()} reads as create={event.is_create()}, "
+                f"history has {truth.describe()}",
+            )
+        expected_prev = truth.prev_kv if request.prev_kv else None
+        if event.prev_kv != expected_prev:
+            shown = "none" if expected_prev is None else expected_prev.describe()
+            report("PrevKV", f"{event.describe()} carries a prev_kv; expected {shown}")
+
+    # Ordered and Unique.
+    seen: set[_EventId] = set()
+    last: Event | None = None
+    for _, event in delivered:
+        eid = _event_id(event)
+        if eid in seen:
+            report("Unique", f"{_show_id(eid)} delivered more than once")
+        seen.add(eid)
+        if last is not None:
+            before, now = order.get(_event_id(last)), order.get(eid)
+            if event.revision < last.revision or (
+                event.revision == last.revision
+                and before is not None
+                and now is not None
+                and now < before
+            ):
+                report("Ordered", f"{event.describe()} delivered after {last.describe()}")
+        last = event
+
+    # Atomic: the events of one revision arrive in one response.
+    response_of_revision: dict[int, int] = {}
+    for index, event in delivered:
+        first = response_of_revision.setdefault(event.revision, index)
+        if first != index:
+            report(
+                "Atomic",
+                f"events of revision {event.revision} split over responses {first} and {index}",
+            )
+            response_of_revision[event.revision] = index
+
+    # Resumable: a watch from an available revision starts exactly there.
+    compacted = [r for r in responses if r.compact_revision]
+    wanted = [e for e in history if request.matches(e)]
+    if start is not None:
+        wanted = [e for e in wanted if e.revision >= start]
+        for response in compacted:
+            if start >= response.compact_revision:
+                report(
+                    "Resumable",
+                    f"refused as compacted at {response.compact_revision}, but start "
+                    f"revision {start} is still available",
+                )
+        if delivered and not compacted:
+            first_revision = delivered[0][1].revision
+            skipped = [
+                e for e in wanted if e.revision < first_revision and _event_id(e) not in seen
+            ]
+            if skipped:
+                report(
+                    "Resumable",
+                    f"watch from {start} began at revision {first_revision}, skipping "
+                    + ", ".join(e.describe() for e in skipped[:5]),
+                )
+
+    # Reliable: no gap between the first and the last delivered event.
+    if delivered:
+        low, high = delivered[0][1].revision, max(e.revision for _, e in delivered)
+        missing = [e for e in wanted if low <= e.revision <= high and _event_id(e) not in seen]
+        if missing:
+            report(
+                "Reliable",
+                "missing " + ", ".join(e.describe() for e in missing[:5]),
+            )
+
+    # Bookmarkable: a progress notification at R means every event <= R is delivered.
+    delivered_before = 0
+    for index, response in enumerate(responses):
+        delivered_before += len(response.events)
+        if not response.is_progress_notify():
+            continue
+        bookmark = response.revision
+        got = {_event_id(e) for _, e in delivered[:delivered_before]}
+        late = [e for e in wanted if e.revision <= bookmark and _event_id(e) not in got]
+        if late and not compacted:
+            report(
+                "Bookmarkable",
+                f"progress at revision {bookmark} (response {index}) before "
+                + ", ".join(e.describe() for e in late[:5]),
+            )
+        after = [e for i, e in delivered if i > index and e.revision <= bookmark]
+        if after:
+            report(
+                "Bookmarkable",
+                f"{after[0].describe()} delivered after progress at revision {bookmark}",
+            )
+    return violations
