@@ -1,0 +1,528 @@
+"""The write-ahead log: Raft's durable state as a sequence of checksummed records.
+
+Directory layout: segment files `<seq:016x>-<first_index:016x>.wal`, seq counting up
+from 0 without gaps; `first_index` is the index the next appended entry had when the
+segment was started. A new segment is started when the current one reaches
+`segment_bytes` (64 MiB by default); records are never split across segments.
+
+Record framing (all big-endian):
+    header  = payload_length:u32 type:u8 payload_crc32:u32 header_crc32:u32
+    payload = payload_length bytes
+where header_crc32 covers the first 9 header bytes (so a damaged length is detected)
+and payload_crc32 covers the payload (CRC-32, zlib). Record types:
+    SEGMENT (1)  first record of every segment: magic, format version, seq, first_index,
+                 the hard state and latest snapshot metadata at the segment's start
+                 (so older segments can be released without losing them).
+    BATCH (2)    one Ready's durable part: optional received snapshot metadata,
+                 optional truncate_from (a conflicting suffix dropped: entries with
+                 index >= truncate_from), entries, optional hard state. One record, so
+                 hard state and entries are persisted atomically, and one fsync.
+    SNAPSHOT (3) a local snapshot was taken at (index, term): replay may start there.
+
+Contract: `save(...)`/`save_ready(ready)` return only after the record is written and
+the injected `fsync` returned (group commit: one fsync per Ready); only then may the
+Ready's messages be sent. `Wal.open` replays everything: a torn final record of the last
+segment (the file ends inside it, or its checksum fails and nothing follows) is
+truncated away and reported as a warning naming the file and offset; a damaged record
+anywhere else raises WalCorruption naming the file and offset, and the server must not
+start. Nothing acknowledged (fsynced) is dropped silently.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import struct
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from etcdspec.impl.raft_codec import (
+    CodecError,
+    Reader,
+    encode_entry,
+    encode_hard_state,
+    encode_snapshot_meta,
+    read_entry,
+    read_hard_state,
+    read_snapshot_meta,
+)
+from etcdspec.impl.raft_driver import Ready
+from etcdspec.impl.raft_messages import Entry, HardState, SnapshotMeta
+
+log = logging.getLogger("etcdspec.impl.wal")
+
+DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
+FORMAT_VERSION = 1
+MAGIC = b"ESWAL"
+
+REC_SEGMENT = 1
+REC_BATCH = 2
+REC_SNAPSHOT = 3
+
+_HEADER = struct.Struct(">IBII")
+_HEADER_BODY = struct.Struct(">IBI")
+_SEGMENT_HEAD = struct.Struct(">5sBQQ")
+_NAME = re.compile(r"^([0-9a-f]{16})-([0-9a-f]{16})\.wal$")
+
+_F_SNAPSHOT = 1
+_F_TRUNCATE = 2
+_F_HARD_STATE = 4
+
+Fsync = Callable[[int], None]
+
+
+class WalError(Exception):
+    """The WAL cannot be opened or written as asked (says what and what to do)."""
+
+
+class WalCorruption(WalError):
+    """A damaged record that is not a torn tail: refusing to start."""
+
+    def __init__(self, path: Path, offset: int, problem: str) -> None:
+        self.path = path
+        self.offset = offset
+        super().__init__(
+            f"{path}: corrupt WAL record at offset {offset}: {problem}. Refusing to start:"
+            " restore this member from a snapshot or remove it and re-add it to the cluster"
+        )
+
+
+@dataclass(frozen=True)
+class WalState:
+    """What replay recovered: the state to restart Raft from."""
+
+    hard_state: HardState
+    snapshot: SnapshotMeta | None  # the snapshot replay started from (None: log start)
+    entries: tuple[Entry, ...]  # the entries after the snapshot, contiguous
+    warnings: tuple[str, ...]
+
+    def describe(self) -> str:
+        snap = self.snapshot.describe() if self.snapshot else "no snapshot"
+        last = (
+            self.entries[-1].index
+            if self.entries
+            else (self.snapshot.index if self.snapshot else 0)
+        )
+        text = f"{self.hard_state.describe()}; {snap}; {len(self.entries)} entries to {last}"
+        return text + "".join(f"\nwarning: {w}" for w in self.warnings)
+
+
+@dataclass(frozen=True)
+class _Segment:
+    seq: int
+    first_index: int
+    path: Path
+
+
+def _frame(rec_type: int, payload: bytes) -> bytes:
+    body = _HEADER_BODY.pack(len(payload), rec_type, zlib.crc32(payload))
+    return body + struct.pack(">I", zlib.crc32(body)) + payload
+
+
+def _segment_name(seq: int, first_index: int) -> str:
+    return f"{seq:016x}-{first_index:016x}.wal"
+
+
+def _encode_batch(
+    snapshot: SnapshotMeta | None,
+    truncate_from: int | None,
+    entries: Sequence[Entry],
+    hard_state: HardState | None,
+) -> bytes:
+    flags = (
+        (_F_SNAPSHOT if snapshot else 0)
+        | (_F_TRUNCATE if truncate_from is not None else 0)
+        | (_F_HARD_STATE if hard_state else 0)
+    )
+    parts = [bytes([flags])]
+    if snapshot is not None:
+        parts.append(encode_snapshot_meta(snapshot))
+    if truncate_from is not None:
+        parts.append(struct.pack(">Q", truncate_from))
+    parts.append(struct.pack(">I", len(entries)))
+    parts.extend(encode_entry(e) for e in entries)
+    if hard_state is not None:
+        parts.append(encode_hard_state(hard_state))
+    return b"".join(parts)
+
+
+class _Replay:
+    """The log as the records describe it, built record by record."""
+
+    def __init__(self) -> None:
+        self.hard_state = HardState()
+        self.snapshot = SnapshotMeta()
+        self.entries: dict[int, Entry] = {}
+        self.last_index = 0
+        self.seen_snapshots: set[tuple[int, int]] = {(0, 0)}
+        self.current_seq = 0
+        self.snapshot_seq = 0  # the segment holding the record of `snapshot`
+
+    def apply_segment_header(self, reader: Reader, first: bool) -> tuple[int, int]:
+        magic, version, seq, first_index = reader.unpack(_SEGMENT_HEAD, "segment header")
+        if magic != MAGIC:
+            raise CodecError(f"segment header: magic {magic!r}, expected {MAGIC!r}")
+        if version != FORMAT_VERSION:
+            raise CodecError(
+                f"segment header: format version {version}, this build reads {FORMAT_VERSION}"
+            )
+        hard_state = read_hard_state(reader)
+        snapshot = read_snapshot_meta(reader)
+        reader.done()
+        self.current_seq = seq
+        if first:
+            self.hard_state = hard_state
+            self.snapshot = snapshot
+            self.snapshot_seq = seq
+            self.last_index = max(first_index - 1, snapshot.index)
+        self.seen_snapshots.add((snapshot.index, snapshot.term))
+        return seq, first_index
+
+    def apply_batch(self, reader: Reader) -> None:
+        flags = reader.u8("batch flags")
+        if flags & ~(_F_SNAPSHOT | _F_TRUNCATE | _F_HARD_STATE):
+            raise CodecError(f"batch: unknown flags {flags:#x}")
+        if flags & _F_SNAPSHOT:
+            meta = read_snapshot_meta(reader)
+            self.snapshot = meta
+            self.snapshot_seq = self.current_seq
+            self.seen_snapshots.add((meta.index, meta.term))
+            self.entries.clear()  # a received snapshot replaces the whole log
+            self.last_index = meta.index
+        if flags & _F_TRUNCATE:
+            start = reader.u64("truncate_from")
+            for index in range(start, self.last_index + 1):
+                self.entries.pop(index, None)
+            self.last_index = min(self.last_index, start - 1)
+        for _ in range(reader.u32("entry count")):
+            entry = read_entry(reader)
+            if entry.index != self.last_index + 1:
+                raise CodecError(
+                    f"batch: entry {entry.index} does not follow the last index {self.last_index}"
+                )
+            self.entries[entry.index] = entry
+            self.last_index = entry.index
+        if flags & _F_HARD_STATE:
+            self.hard_state = read_hard_state(reader)
+        reader.done()
+
+    def apply_snapshot(self, reader: Reader) -> None:
+        meta = read_snapshot_meta(reader)
+        reader.done()
+        self.seen_snapshots.add((meta.index, meta.term))
+        if meta.index > self.snapshot.index:
+            self.snapshot = meta
+            self.snapshot_seq = self.current_seq
+
+    def result(self, start: SnapshotMeta | None, warnings: list[str], where: Path) -> WalState:
+        base = start.index if start is not None else 0
+        if start is not None and (start.index, start.term) not in self.seen_snapshots:
+            raise WalError(
+                f"{where}: the snapshot {start.term}/{start.index} was never recorded in this WAL;"
+                " use the snapshot file the WAL names, or restore the member from a backup"
+            )
+        if start is None and self.entries and min(self.entries) > 1:
+            base = min(self.entries) - 1
+            start = self.snapshot if self.snapshot.index >= base else None
+            if start is None:
+                raise WalError(
+                    f"{where}: the log starts at {base + 1}; open with the snapshot file"
+                    " that precedes it"
+                )
+            base = start.index
+        entries = []
+        for index in range(base + 1, self.last_index + 1):
+            entry = self.entries.get(index)
+            if entry is None:
+                raise WalError(f"{where}: entry {index} is missing after the snapshot at {base}")
+            entries.append(entry)
+        if self.hard_state.commit > max(self.last_index, base):
+            raise WalError(
+                f"{where}: commit index {self.hard_state.commit} beyond the last entry"
+                f" {self.last_index}: the log lost acknowledged entries"
+            )
+        return WalState(self.hard_state, start, tuple(entries), tuple(warnings))
+
+
+class Wal:
+    """An open WAL, appending to its last segment. Not thread-safe: one writer."""
+
+    def __init__(
+        self,
+        directory: Path,
+        segments: list[_Segment],
+        replay: _Replay,
+        segment_bytes: int,
+        fsync: Fsync,
+    ) -> None:
+        self.directory = directory
+        self.segment_bytes = segment_bytes
+        self._fsync = fsync
+        self._segments = segments
+        self._hard_state = replay.hard_state
+        self._snapshot = replay.snapshot
+        self._last_index = replay.last_index
+        self._snapshot_seq = replay.snapshot_seq
+        tail = segments[-1].path
+        self._fd = os.open(tail, os.O_WRONLY | os.O_APPEND)
+        self._size = os.fstat(self._fd).st_size
+
+    # --- opening -----------------------------------------------------------------------
+    @classmethod
+    def open(
+        cls,
+        directory: Path | str,
+        *,
+        snapshot: SnapshotMeta | None = None,
+        segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+        fsync: Fsync = os.fsync,
+    ) -> tuple[Wal, WalState]:
+        """Open (creating if empty) and replay. `snapshot`: the snapshot file loaded."""
+        if segment_bytes <= 0:
+            raise WalError(f"segment_bytes must be positive, got {segment_bytes}")
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        for stale in directory.glob("*.wal.tmp"):
+            stale.unlink()  # a segment whose creation never completed (never renamed)
+        segments = _list_segments(directory)
+        replay = _Replay()
+        warnings: list[str] = []
+        if not segments:
+            path = directory / _segment_name(0, 1)
+            _create_segment(path, 0, 1, HardState(), SnapshotMeta(), fsync)
+            segments = [_Segment(0, 1, path)]
+        for position, segment in enumerate(segments):
+            if position > 0 and segment.seq != segments[position - 1].seq + 1:
+                raise WalError(
+                    f"{segment.path}: segment seq {segment.seq} follows {segments[position - 1].seq}:"
+                    " a segment file is missing"
+                )
+            last = position == len(segments) - 1
+            _replay_segment(
+                segment, replay, first=position == 0, last=last, warnings=warnings, fsync=fsync
+            )
+        state = replay.result(
+            snapshot if snapshot is not None and snapshot.index > 0 else None,
+            warnings,
+            directory,
+        )
+        for warning in warnings:
+            log.warning("%s", warning)
+        return cls(directory, segments, replay, segment_bytes, fsync), state
+
+    # --- writing -----------------------------------------------------------------------
+    def save(
+        self,
+        hard_state: HardState | None,
+        entries: Sequence[Entry],
+        snapshot: SnapshotMeta | None = None,
+        sync: bool = True,
+    ) -> None:
+        """Append one batch (received snapshot, entries, hard state) and fsync once."""
+        if snapshot is None and not entries and hard_state is None:
+            return
+        last_index = snapshot.index if snapshot is not None else self._last_index
+        truncate_from = None
+        if entries:
+            first = entries[0].index
+            if first > last_index + 1:
+                raise WalError(f"entries start at {first} but the WAL ends at {last_index}: a gap")
+            if first <= last_index:
+                truncate_from = first
+            last_index = entries[-1].index
+        self._write(REC_BATCH, _encode_batch(snapshot, truncate_from, entries, hard_state), sync)
+        self._last_index = last_index
+        if hard_state is not None:
+            self._hard_state = hard_state
+        if snapshot is not None:
+            self._snapshot = snapshot
+            self._snapshot_seq = self._segments[-1].seq
+
+    def save_ready(self, ready: Ready) -> None:
+        """Step 1 of the Ready contract: persist its durable part with one fsync."""
+        meta = ready.snapshot.meta if ready.snapshot is not None else None
+        self.save(ready.hard_state, ready.entries, meta, sync=ready.must_sync)
+
+    def save_snapshot(self, meta: SnapshotMeta) -> None:
+        """Record a local snapshot (after its snapfile is durable); replay may start there."""
+        self._write(REC_SNAPSHOT, encode_snapshot_meta(meta), sync=True)
+        if meta.index > self._snapshot.index:
+            self._snapshot = meta
+            self._snapshot_seq = self._segments[-1].seq
+
+    def _write(self, rec_type: int, payload: bytes, sync: bool) -> None:
+        if self._size >= self.segment_bytes:
+            self._roll()
+        record = _frame(rec_type, payload)
+        view = memoryview(record)
+        while view:
+            written = os.write(self._fd, view)
+            view = view[written:]
+        self._size += len(record)
+        if sync:
+            self._fsync(self._fd)
+
+    def _roll(self) -> None:
+        seq = self._segments[-1].seq + 1
+        first = self._last_index + 1
+        path = self.directory / _segment_name(seq, first)
+        _create_segment(path, seq, first, self._hard_state, self._snapshot, self._fsync)
+        os.close(self._fd)
+        self._segments.append(_Segment(seq, first, path))
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+        self._size = os.fstat(self._fd).st_size
+
+    def release_to(self, snapshot_index: int) -> list[Path]:
+        """Delete old segments whose every entry is covered by a snapshot at snapshot_index.
+
+        Call only after the snapshot file and save_snapshot() are durable. Returns the
+        deleted paths. The last segment is never deleted.
+        """
+        removed: list[Path] = []
+        while (
+            len(self._segments) > 1
+            and self._segments[1].first_index <= snapshot_index + 1
+            and self._segments[0].seq < self._snapshot_seq
+            and snapshot_index <= self._snapshot.index
+        ):
+            path = self._segments.pop(0).path
+            path.unlink()
+            removed.append(path)
+        if removed:
+            _fsync_dir(self.directory, self._fsync)
+        return removed
+
+    def segments(self) -> list[Path]:
+        return [s.path for s in self._segments]
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+# --- files -------------------------------------------------------------------------------------
+def _list_segments(directory: Path) -> list[_Segment]:
+    segments = []
+    for path in directory.iterdir():
+        match = _NAME.match(path.name)
+        if match:
+            segments.append(_Segment(int(match.group(1), 16), int(match.group(2), 16), path))
+    return sorted(segments, key=lambda s: s.seq)
+
+
+def _fsync_dir(directory: Path, fsync: Fsync) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _create_segment(
+    path: Path,
+    seq: int,
+    first_index: int,
+    hard_state: HardState,
+    snapshot: SnapshotMeta,
+    fsync: Fsync,
+) -> None:
+    """Write a segment with its header under a temporary name, fsync, then rename it in."""
+    payload = (
+        _SEGMENT_HEAD.pack(MAGIC, FORMAT_VERSION, seq, first_index)
+        + encode_hard_state(hard_state)
+        + encode_snapshot_meta(snapshot)
+    )
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, _frame(REC_SEGMENT, payload))
+        fsync(fd)
+    finally:
+        os.close(fd)
+    os.rename(tmp, path)
+    _fsync_dir(path.parent, fsync)
+
+
+def _records(data: bytes) -> Iterator[tuple[int, int, bytes | str]]:
+    """(offset, type, payload) per record; at a damaged record, (offset, -1, problem)
+    and stop. A problem string starting with "torn:" may be a torn tail."""
+    pos = 0
+    size = len(data)
+    while pos < size:
+        if size - pos < _HEADER.size:
+            yield pos, -1, f"torn: {size - pos} bytes, less than a record header"
+            return
+        length, rec_type, payload_crc, header_crc = _HEADER.unpack_from(data, pos)
+        if zlib.crc32(data[pos : pos + _HEADER_BODY.size]) != header_crc:
+            if not any(data[pos:]):
+                yield pos, -1, "torn: zero-filled tail"
+            else:
+                yield pos, -1, "record header checksum mismatch"
+            return
+        end = pos + _HEADER.size + length
+        if end > size:
+            yield pos, -1, f"torn: record of {length} bytes runs past the end of the file"
+            return
+        payload = data[pos + _HEADER.size : end]
+        if zlib.crc32(payload) != payload_crc:
+            problem = "payload checksum mismatch"
+            yield pos, -1, ("torn: " + problem) if end == size else problem
+            return
+        yield pos, rec_type, payload
+        pos = end
+
+
+def _replay_segment(
+    segment: _Segment,
+    replay: _Replay,
+    *,
+    first: bool,
+    last: bool,
+    warnings: list[str],
+    fsync: Fsync,
+) -> None:
+    data = segment.path.read_bytes()
+    saw_header = False
+    for offset, rec_type, body in _records(data):
+        if isinstance(body, str):
+            if body.startswith("torn:") and last and offset > 0:
+                with open(segment.path, "r+b") as f:
+                    f.truncate(offset)
+                    f.flush()
+                    fsync(f.fileno())
+                warnings.append(
+                    f"{segment.path}: torn final record at offset {offset}"
+                    f" ({len(data) - offset} bytes, {body[6:]}) truncated"
+                )
+                return
+            problem = body[6:] if body.startswith("torn:") else body
+            if not last:
+                problem += " (in a segment that is not the last one)"
+            raise WalCorruption(segment.path, offset, problem)
+        assert isinstance(body, bytes)
+        reader = Reader(body, f"{segment.path.name} record at offset {offset}")
+        try:
+            if not saw_header:
+                if rec_type != REC_SEGMENT:
+                    raise CodecError(f"first record has type {rec_type}, expected a segment header")
+                seq, first_index = replay.apply_segment_header(reader, first)
+                if (seq, first_index) != (segment.seq, segment.first_index):
+                    raise CodecError(
+                        f"header says seq {seq} first_index {first_index}, the file name"
+                        f" {segment.seq}/{segment.first_index}"
+                    )
+                saw_header = True
+            elif rec_type == REC_BATCH:
+                replay.apply_batch(reader)
+            elif rec_type == REC_SNAPSHOT:
+                replay.apply_snapshot(reader)
+            else:
+                raise CodecError(f"unknown record type {rec_type}")
+        except CodecError as exc:
+            raise WalCorruption(segment.path, offset, str(exc)) from None
+    if not saw_header:
+        raise WalCorruption(segment.path, 0, "empty segment without a header")

@@ -1,0 +1,250 @@
+"""The write-ahead log: round trip, conflicting-suffix truncation, torn tails at every byte
+offset of the last record, mid-file corruption refused with file and offset, segment roll
+and release, snapshot records, and exactly one fsync per saved batch (group commit)."""
+
+from __future__ import annotations
+
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+from etcdspec.impl.raft_core import PersistedState, RaftConfig
+from etcdspec.impl.raft_driver import RaftDriver
+from etcdspec.impl.raft_messages import Entry, HardState, SnapshotMeta
+from etcdspec.impl.wal import Wal, WalCorruption, WalError, WalState
+
+
+class FsyncCounter:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, fd: int) -> None:
+        self.calls += 1
+
+
+def entries(term: int, first: int, last: int, tag: str = "") -> list[Entry]:
+    return [Entry(term, i, f"{tag}{term}.{i}".encode()) for i in range(first, last + 1)]
+
+
+def open_wal(path: Path, **kwargs: object) -> tuple[Wal, WalState]:
+    return Wal.open(path, **kwargs)  # type: ignore[arg-type]
+
+
+def reopen(path: Path, **kwargs: object) -> WalState:
+    wal, state = open_wal(path, **kwargs)
+    wal.close()
+    return state
+
+
+def test_round_trip_of_hard_state_and_entries(tmp_path: Path) -> None:
+    wal, state = open_wal(tmp_path)
+    assert state == WalState(HardState(), None, (), ())
+    wal.save(HardState(1, 1, 0), entries(1, 1, 3))
+    wal.save(HardState(1, 1, 3), [])
+    wal.save(HardState(2, 2, 3), entries(2, 4, 5))
+    wal.close()
+    state = reopen(tmp_path)
+    assert state.hard_state == HardState(2, 2, 3)
+    assert state.entries == tuple(entries(1, 1, 3) + entries(2, 4, 5))
+    assert state.warnings == ()
+
+
+def test_conflicting_suffix_truncation_is_recorded_and_replayed(tmp_path: Path) -> None:
+    wal, _ = open_wal(tmp_path)
+    wal.save(HardState(1, 1, 2), entries(1, 1, 5))
+    wal.save(HardState(3, 3, 2), entries(3, 3, 4, tag="new"))
+    wal.close()
+    state = reopen(tmp_path)
+    assert state.entries == tuple(entries(1, 1, 2) + entries(3, 3, 4, tag="new"))
+
+
+def test_gap_in_entries_is_refused(tmp_path: Path) -> None:
+    wal, _ = open_wal(tmp_path)
+    wal.save(HardState(1, 1, 0), entries(1, 1, 2))
+    with pytest.raises(WalError, match="gap"):
+        wal.save(None, entries(1, 5, 6))
+    wal.close()
+
+
+def test_one_fsync_per_batch_and_none_for_an_empty_batch(tmp_path: Path) -> None:
+    counter = FsyncCounter()
+    wal, _ = open_wal(tmp_path, fsync=counter)
+    created = counter.calls
+    assert created >= 1  # the first segment (file and directory)
+    wal.save(HardState(1, 1, 0), entries(1, 1, 50))
+    assert counter.calls == created + 1
+    wal.save(None, [])
+    assert counter.calls == created + 1
+    wal.save(HardState(1, 1, 50), [], sync=False)
+    assert counter.calls == created + 1
+    wal.close()
+
+
+def _write_history(path: Path) -> tuple[int, WalState]:
+    """Three batches; returns the file size before the last one and the state before it."""
+    wal, _ = open_wal(path)
+    wal.save(HardState(1, 1, 0), entries(1, 1, 3))
+    wal.save(HardState(2, 2, 3), entries(2, 4, 4))
+    (segment,) = wal.segments()
+    size_before = segment.stat().st_size
+    wal.save(HardState(2, 2, 5), entries(2, 5, 6))
+    wal.close()
+    before = WalState(HardState(2, 2, 3), None, tuple(entries(1, 1, 3) + entries(2, 4, 4)), ())
+    return size_before, before
+
+
+def test_torn_final_record_is_truncated_at_every_byte_offset(tmp_path: Path) -> None:
+    original = tmp_path / "original"
+    size_before, before = _write_history(original)
+    (segment,) = sorted(original.glob("*.wal"))
+    full = segment.read_bytes()
+    assert len(full) > size_before
+    for cut in range(size_before, len(full)):
+        trial = tmp_path / f"cut{cut}"
+        shutil.copytree(original, trial)
+        (trial / segment.name).write_bytes(full[:cut])
+        state = reopen(trial)
+        assert (state.hard_state, state.entries) == (before.hard_state, before.entries), cut
+        if cut == size_before:
+            assert state.warnings == ()
+        else:
+            (warning,) = state.warnings
+            assert segment.name in warning and f"offset {size_before}" in warning
+        # the torn bytes are gone: the next open is clean and appends work
+        wal, again = open_wal(trial)
+        assert again.warnings == ()
+        wal.save(HardState(3, 3, 4), entries(3, 5, 5))
+        wal.close()
+        assert reopen(trial).entries[-1] == Entry(3, 5, b"3.5")
+        shutil.rmtree(trial)
+
+
+def test_damaged_final_payload_counts_as_torn(tmp_path: Path) -> None:
+    size_before, before = _write_history(tmp_path)
+    (segment,) = tmp_path.glob("*.wal")
+    data = bytearray(segment.read_bytes())
+    data[-1] ^= 0xFF
+    segment.write_bytes(bytes(data))
+    state = reopen(tmp_path)
+    assert state.entries == before.entries
+    assert "payload checksum mismatch" in state.warnings[0]
+
+
+@pytest.mark.parametrize(
+    "where,problem",
+    [("payload", "payload checksum mismatch"), ("length", "header checksum mismatch")],
+)
+def test_mid_file_corruption_refuses_to_start_naming_file_and_offset(
+    tmp_path: Path, where: str, problem: str
+) -> None:
+    wal, _ = open_wal(tmp_path)
+    (segment,) = wal.segments()
+    offset = segment.stat().st_size  # the first batch starts here
+    wal.save(HardState(1, 1, 0), entries(1, 1, 3))
+    wal.save(HardState(1, 1, 3), entries(1, 4, 6))
+    wal.close()
+    data = bytearray(segment.read_bytes())
+    data[offset + (20 if where == "payload" else 1)] ^= 0x40
+    segment.write_bytes(bytes(data))
+    with pytest.raises(WalCorruption) as caught:
+        open_wal(tmp_path)
+    message = str(caught.value)
+    assert segment.name in message and f"offset {offset}" in message and problem in message
+    assert caught.value.offset == offset
+
+
+def test_segments_roll_and_replay_across_them(tmp_path: Path) -> None:
+    wal, _ = open_wal(tmp_path, segment_bytes=300)
+    expected: list[Entry] = []
+    for i in range(1, 41):
+        batch = [Entry(1, i, b"x" * 40)]
+        wal.save(HardState(1, 1, i - 1), batch)
+        expected += batch
+    wal.save(HardState(2, 2, 38), [Entry(2, 39, b"y")])  # truncates across a segment edge
+    expected = [*expected[:38], Entry(2, 39, b"y")]
+    segments = wal.segments()
+    wal.close()
+    assert len(segments) > 5
+    assert [p.name.split("-")[0] for p in segments] == [f"{i:016x}" for i in range(len(segments))]
+    state = reopen(tmp_path, segment_bytes=300)
+    assert state.entries == tuple(expected)
+    assert state.hard_state == HardState(2, 2, 38)
+
+
+def test_corruption_in_a_non_final_segment_is_refused(tmp_path: Path) -> None:
+    wal, _ = open_wal(tmp_path, segment_bytes=200)
+    for i in range(1, 20):
+        wal.save(HardState(1, 1, i - 1), [Entry(1, i, b"z" * 40)])
+    first = wal.segments()[0]
+    wal.close()
+    first.write_bytes(first.read_bytes()[:-3])  # torn, but not in the last segment
+    with pytest.raises(WalCorruption, match="not the last one"):
+        open_wal(tmp_path, segment_bytes=200)
+
+
+def test_missing_middle_segment_is_refused(tmp_path: Path) -> None:
+    wal, _ = open_wal(tmp_path, segment_bytes=200)
+    for i in range(1, 20):
+        wal.save(HardState(1, 1, i - 1), [Entry(1, i, b"z" * 40)])
+    middle = wal.segments()[2]
+    wal.close()
+    middle.unlink()
+    with pytest.raises(WalError, match="missing"):
+        open_wal(tmp_path, segment_bytes=200)
+
+
+def test_snapshot_record_lets_old_segments_go_and_replay_start_there(tmp_path: Path) -> None:
+    wal, _ = open_wal(tmp_path, segment_bytes=200)
+    for i in range(1, 31):
+        wal.save(HardState(1, 1, i - 1), [Entry(1, i, b"s" * 40)])
+    meta = SnapshotMeta(20, 1, (1, 2, 3))
+    wal.save_snapshot(meta)
+    wal.save(HardState(1, 1, 30), [Entry(1, 31, b"t")])  # rolls: the new header names meta
+    before = len(wal.segments())
+    removed = wal.release_to(20)
+    assert removed and len(wal.segments()) == before - len(removed)
+    wal.close()
+    state = reopen(tmp_path, snapshot=meta, segment_bytes=200)
+    assert state.snapshot == meta
+    assert [e.index for e in state.entries] == list(range(21, 32))
+    with pytest.raises(WalError, match="never recorded"):
+        open_wal(tmp_path, snapshot=SnapshotMeta(25, 1, (1, 2, 3)), segment_bytes=200)
+
+
+def test_received_snapshot_in_a_batch_replaces_the_log(tmp_path: Path) -> None:
+    wal, _ = open_wal(tmp_path)
+    wal.save(HardState(1, 1, 1), entries(1, 1, 4))
+    meta = SnapshotMeta(10, 3, (1, 2, 3))
+    wal.save(HardState(3, 0, 10), [Entry(3, 11, b"after")], snapshot=meta)
+    wal.close()
+    state = reopen(tmp_path, snapshot=meta)
+    assert state.snapshot == meta and state.entries == (Entry(3, 11, b"after"),)
+    assert state.hard_state == HardState(3, 0, 10)
+
+
+def test_driver_restarts_from_the_wal_with_its_log_and_hard_state(tmp_path: Path) -> None:
+    config = RaftConfig(id=1, voters=(1,))
+    wal, state = open_wal(tmp_path)
+    driver = RaftDriver(config, random.Random(1))
+    driver.campaign()
+    applied: list[bytes] = []
+    for i in range(12):
+        if i < 5:
+            driver.propose(f"p{i}".encode())
+        while driver.has_ready():
+            ready = driver.ready()
+            wal.save_ready(ready)
+            applied += [e.data for e in ready.committed_entries if e.data]
+            driver.advance(ready)
+    wal.close()
+    assert applied == [f"p{i}".encode() for i in range(5)]
+    wal, state = open_wal(tmp_path)
+    wal.close()
+    assert state.hard_state == HardState(1, 1, 6)
+    restarted = RaftDriver(
+        config, random.Random(2), PersistedState(state.hard_state, None, state.entries)
+    )
+    assert restarted.status().commit_index == 6 and restarted.status().last_index == 6
+    ready = restarted.ready()
+    assert [e.data for e in ready.committed_entries if e.data] == applied
