@@ -2,7 +2,9 @@
 
 Wire format (version 1), on one TCP connection per (sender, receiver) pair, sender to
 receiver only:
-  hello  = b"ETSP" + version (1 byte) + sender member_id (8 bytes, big-endian)
+  hello  = b"ETSP" + version (1 byte) + sender member_id (8 bytes, big-endian),
+           then one frame holding the sender's attributes as JSON (name, client URLs:
+           what MemberList and lease forwarding need to know about a peer)
   frame  = length (4 bytes, big-endian) + payload (length bytes: raft_codec bytes)
 A frame longer than MAX_FRAME_BYTES closes the connection.
 
@@ -18,10 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 MAGIC = b"ETSP"
 VERSION = 1
@@ -35,6 +39,7 @@ BACKOFF_MAX_S = 1.0
 log = logging.getLogger("etcdspec.impl.peer")
 
 Deliver = Callable[[int, bytes], None]
+OnAttributes = Callable[[int, dict[str, Any]], None]
 
 
 class FrameError(Exception):
@@ -88,8 +93,17 @@ class TransportStats:
 class _PeerSender:
     """One peer's outbound queue and the task that drains it over a connection."""
 
-    def __init__(self, self_id: int, peer_id: int, host: str, port: int, stats: TransportStats):
+    def __init__(
+        self,
+        self_id: int,
+        peer_id: int,
+        host: str,
+        port: int,
+        stats: TransportStats,
+        attributes: bytes,
+    ) -> None:
         self.self_id = self_id
+        self.attributes = attributes
         self.peer_id = peer_id
         self.host = host
         self.port = port
@@ -112,7 +126,7 @@ class _PeerSender:
             writer: asyncio.StreamWriter | None = None
             try:
                 _, writer = await asyncio.open_connection(self.host, self.port)
-                writer.write(encode_hello(self.self_id))
+                writer.write(encode_hello(self.self_id) + encode_frame(self.attributes))
                 await writer.drain()
                 self.stats.connects += 1
                 backoff = BACKOFF_START_S
@@ -149,14 +163,18 @@ class PeerTransport:
         listen_port: int,
         peers: dict[int, tuple[str, int]],
         deliver: Deliver,
+        attributes: dict[str, Any] | None = None,
+        on_attributes: OnAttributes | None = None,
     ) -> None:
         self.self_id = self_id
+        self.on_attributes = on_attributes
+        encoded = json.dumps(attributes or {}, sort_keys=True).encode()
         self.listen_host = listen_host
         self.listen_port = listen_port
         self.deliver = deliver
         self.stats = TransportStats()
         self._senders = {
-            peer_id: _PeerSender(self_id, peer_id, host, port, self.stats)
+            peer_id: _PeerSender(self_id, peer_id, host, port, self.stats, encoded)
             for peer_id, (host, port) in peers.items()
             if peer_id != self_id
         }
@@ -186,13 +204,16 @@ class PeerTransport:
             self._readers.add(task)
         try:
             from_id = decode_hello(await reader.readexactly(HELLO.size))
+            attributes = json.loads(await read_frame(reader) or b"{}")
+            if self.on_attributes is not None and isinstance(attributes, dict):
+                self.on_attributes(from_id, attributes)
             while True:
                 payload = await read_frame(reader)
                 self.stats.received_frames += 1
                 self.deliver(from_id, payload)
         except (asyncio.IncompleteReadError, ConnectionError, OSError):
             pass
-        except FrameError as error:
+        except (FrameError, ValueError) as error:
             log.warning("closing peer connection: %s", error)
         finally:
             writer.close()

@@ -1,0 +1,702 @@
+"""One member of the reference server: the asyncio loop around the Raft driver.
+
+The member owns, on one asyncio event loop (one thread; every driver call happens on
+it): the Raft driver (etcdspec.impl.raft_driver), the WAL and snapshot files, the
+applier over the SQLite backend, the lessor and the watch hub, the peer transport, the
+gRPC server and the metrics endpoint.
+
+The loop (`_drain`) follows the driver's Ready contract, in this order:
+1. persist the Ready's snapshot, entries and hard state in the WAL, one fsync;
+2. only then send its messages to the peers;
+3. restore a received snapshot, apply committed entries through the applier (the
+   backend stores the applied index in the same SQLite transaction), answer the client
+   calls waiting on those entries (matched by the request id in the entry), and the
+   linearizable reads whose read index is now applied;
+4. advance.
+A client write is acknowledged only after its entry is committed (durable on a quorum)
+and applied here. Serializable reads read the local backend at once; linearizable reads
+wait for a ReadIndex round. The leader proposes LeaseRevoke for leases its lessor finds
+expired, and takes a snapshot (log compaction) every --snapshot-count applied entries.
+
+Time: a task ticks the driver every --heartbeat-interval; the election timeout is
+counted in ticks. Lease expiry uses time.monotonic() here, the I/O layer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import random
+import signal
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+from etcdspec.impl import errors
+from etcdspec.impl.config import MemberConfig
+from etcdspec.impl.errors import RpcError
+from etcdspec.impl.lessor import LeaseIdGenerator, NotPrimaryError
+from etcdspec.impl.member_storage import MemberStorage
+from etcdspec.impl.metrics import Metrics, MetricsServer
+from etcdspec.impl.pb import raft_internal_pb2 as internal_pb2
+from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
+from etcdspec.impl.peer import PeerTransport
+from etcdspec.impl.raft_driver import RaftConfig, RaftDriver, Ready, Role
+from etcdspec.impl.raft_messages import NONE, Entry, ProposalDropped
+from etcdspec.impl.watch_stream import WatchStream
+from google.protobuf.message import Message as PbMessage
+
+log = logging.getLogger("etcdspec.impl.member")
+
+SERVER_VERSION = "3.5.0"
+STORAGE_VERSION = "3.5.0"
+SNAPSHOT_CHUNK_BYTES = 32 * 1024
+REQUEST_TIMEOUT_S = 7.0
+WATCH_PROGRESS_S = 600.0  # etcd's default progress notify interval (10 minutes)
+_ID_MASK = (1 << 48) - 1
+
+
+class JsonLogFormatter(logging.Formatter):
+    """One JSON object per line: level, ts, logger, msg, and any `extra` fields."""
+
+    _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None)))
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "level": record.levelname.lower(),
+            "ts": round(record.created, 6),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        for key, value in vars(record).items():
+            if key not in self._STANDARD and key not in ("message", "asctime"):
+                entry[key] = value
+        if record.exc_info:
+            entry["error"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str)
+
+
+def configure_logging(level: int = logging.INFO) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonLogFormatter())
+    root = logging.getLogger("etcdspec")
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    root.propagate = False
+
+
+@dataclass
+class _ReadBatch:
+    """Linearizable reads waiting on one ReadIndex request."""
+
+    context: bytes
+    waiters: list[asyncio.Future[None]] = field(default_factory=list)
+    index: int | None = None
+
+
+class Member:
+    """See the module docstring. Create, `await start()`, serve, `await stop()`."""
+
+    def __init__(self, config: MemberConfig) -> None:
+        self.config = config
+        self.member_id = config.member_id
+        self.cluster_id = config.cluster_id
+        self.metrics = Metrics()
+        self.storage_version = STORAGE_VERSION
+        self.rng = random.Random(config.seed ^ self.member_id)
+        self.storage = MemberStorage(Path(config.data_dir), self.member_id)
+        self.driver: RaftDriver | None = None
+        self.transport: PeerTransport | None = None
+        self.grpc_server: grpc.aio.Server | None = None
+        self.metrics_server: MetricsServer | None = None
+        self.peer_attributes: dict[int, dict[str, Any]] = {self.member_id: self._own_attributes()}
+        self._waiters: dict[int, asyncio.Future[PbMessage]] = {}
+        self._request_seq = (time.time_ns() // 1_000_000) << 8
+        self._lease_ids = LeaseIdGenerator(self.member_id, time.time_ns() // 1_000_000)
+        self._read_pending: list[asyncio.Future[None]] = []
+        self._read_inflight: dict[bytes, _ReadBatch] = {}
+        self._read_waiting_apply: list[_ReadBatch] = []
+        self._read_seq = 0
+        self._revoking: dict[int, float] = {}
+        self._wake = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopping = False
+        self._leader_id = NONE
+        self._last_snapshot_index = 0
+        self._applied_index = 0
+        self._leader_clients: dict[int, grpc.aio.Channel] = {}
+        self.stopped = asyncio.Event()
+        self._ticks = 0
+        self._progress_ticks = max(1, int(WATCH_PROGRESS_S * 1000 / config.heartbeat_interval_ms))
+        self._watch_streams: dict[int, WatchStream] = {}
+        self.storage.on_watch_ready = self._on_watch_ready
+
+    # ---- life cycle -------------------------------------------------------------------
+
+    def _own_attributes(self) -> dict[str, Any]:
+        return {
+            "name": self.config.name,
+            "client_urls": [e.url for e in self.config.advertise_client_urls],
+        }
+
+    async def start(self) -> None:
+        recovered = self.storage.open(
+            quota_bytes=self.config.quota_backend_bytes,
+            initial_cluster_state=self.config.initial_cluster_state,
+        )
+        voters = tuple(peer.member_id for peer in self.config.peers)
+        raft_config = RaftConfig(
+            id=self.member_id,
+            voters=voters,
+            election_tick=self.config.election_ticks,
+            heartbeat_tick=1,
+        )
+        self.driver = RaftDriver(
+            raft_config, self.rng, persisted=recovered.persisted, applied=recovered.applied
+        )
+        self._applied_index = recovered.applied
+        self._last_snapshot_index = recovered.snapshot_index
+        log.info(
+            "member starting",
+            extra={
+                "member": self.config.describe(),
+                "recovered": recovered.describe(),
+            },
+        )
+        peers = {
+            peer.member_id: (peer.peer.host, peer.peer.port)
+            for peer in self.config.peers
+            if peer.member_id != self.member_id
+        }
+        listen = self.config.listen_peer_urls[0]
+        self.transport = PeerTransport(
+            self.member_id,
+            listen.host,
+            listen.port,
+            peers,
+            self._on_peer_frame,
+            attributes=self._own_attributes(),
+            on_attributes=self._on_peer_attributes,
+        )
+        await self.transport.start()
+        from etcdspec.impl.server import start_grpc_server
+
+        self.grpc_server = await start_grpc_server(
+            self, [e.target for e in self.config.listen_client_urls]
+        )
+        for endpoint in self.config.listen_metrics_urls[:1]:
+            self.metrics_server = MetricsServer(
+                self.metrics, endpoint.host, endpoint.port, refresh=self._refresh_metrics
+            )
+            await self.metrics_server.start()
+        self._tasks.append(asyncio.create_task(self._ticker(), name="ticker"))
+        self._tasks.append(asyncio.create_task(self._loop(), name="raft-loop"))
+        if len(voters) == 1:
+            self.driver.campaign()
+        self._wake.set()
+
+    async def stop(self) -> None:
+        if self._stopping:
+            return
+        self._stopping = True
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if self.grpc_server is not None:
+            await self.grpc_server.stop(grace=0.5)
+        if self.transport is not None:
+            await self.transport.close()
+        if self.metrics_server is not None:
+            await self.metrics_server.close()
+        for channel in self._leader_clients.values():
+            await channel.close()
+        for future in self._waiters.values():
+            if not future.done():
+                future.set_exception(RpcError(errors.STOPPED))
+        self._fail_reads(RpcError(errors.STOPPED))
+        self.storage.close()
+        self.stopped.set()
+        log.info("member stopped", extra={"member_id": f"{self.member_id:x}"})
+
+    # ---- peers ------------------------------------------------------------------------
+
+    def _on_peer_frame(self, from_id: int, payload: bytes) -> None:
+        if self.driver is None or self._stopping:
+            return
+        try:
+            message = self.storage.decode_message(payload)
+            self.driver.step(message)
+        except Exception:
+            log.exception("dropping a bad raft message", extra={"from": f"{from_id:x}"})
+            return
+        self._wake.set()
+
+    def _on_peer_attributes(self, from_id: int, attributes: dict[str, Any]) -> None:
+        self.peer_attributes[from_id] = attributes
+
+    # ---- the loop ---------------------------------------------------------------------
+
+    async def _ticker(self) -> None:
+        interval = self.config.heartbeat_interval_ms / 1000.0
+        while True:
+            await asyncio.sleep(interval)
+            assert self.driver is not None
+            self.driver.tick()
+            self._expire_leases()
+            self._ticks += 1
+            hub = self.storage.watch_hub
+            if hub.unsynced():
+                hub.sync()
+            if self._ticks % self._progress_ticks == 0:
+                hub.progress()
+            self._wake.set()
+
+    async def _loop(self) -> None:
+        assert self.driver is not None
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            try:
+                self._issue_read_index()
+                while self.driver.has_ready():
+                    self._handle_ready(self.driver.ready())
+                    # Let other tasks (gRPC, peers) run between Readies.
+                    await asyncio.sleep(0)
+            except Exception:
+                log.exception("fatal error in the raft loop; stopping the member")
+                asyncio.get_running_loop().call_soon(lambda: asyncio.ensure_future(self.stop()))
+                return
+
+    def _handle_ready(self, ready: Ready) -> None:
+        assert self.driver is not None and self.transport is not None
+        # 1. Persist (one fsync), before any message leaves.
+        if ready.must_sync:
+            self.storage.persist(ready.hard_state, ready.entries, ready.snapshot)
+            self.metrics.wal_fsyncs += 1
+        # 2. Send.
+        for message in ready.messages:
+            self.transport.send(message.to, self.storage.encode_message(message))
+        # 3. Apply.
+        if ready.soft_state is not None:
+            self._on_soft_state(ready.soft_state.leader_id, ready.soft_state.role)
+        if ready.snapshot is not None:
+            self.storage.restore_snapshot(ready.snapshot)
+            self._applied_index = ready.snapshot.meta.index
+            self._last_snapshot_index = ready.snapshot.meta.index
+        for entry in ready.committed_entries:
+            self._apply(entry)
+        for read_state in ready.read_states:
+            batch = self._read_inflight.pop(read_state.context, None)
+            if batch is not None:
+                batch.index = read_state.index
+                self._read_waiting_apply.append(batch)
+        self._release_reads()
+        self.driver.advance(ready)
+        self._maybe_snapshot()
+
+    def _on_soft_state(self, leader_id: int, role: Role) -> None:
+        if leader_id != self._leader_id:
+            if leader_id != NONE:
+                self.metrics.leader_changes_seen += 1
+            log.info(
+                "leader changed",
+                extra={"leader": f"{leader_id:x}", "role": role.value},
+            )
+            self._leader_id = leader_id
+        self.metrics.has_leader = leader_id != NONE
+        lessor = self.storage.lessor
+        if role is Role.LEADER and not lessor.primary:
+            lessor.promote(time.monotonic(), extend=self.config.election_timeout_ms / 1000.0)
+            self._revoking.clear()
+        elif role is not Role.LEADER and lessor.primary:
+            lessor.demote()
+        if leader_id == NONE or role is not Role.LEADER:
+            # Reads issued to a leader that lost its role are answered by nobody.
+            for batch in list(self._read_inflight.values()):
+                if role is not Role.LEADER and leader_id == NONE:
+                    self._read_inflight.pop(batch.context)
+                    for waiter in batch.waiters:
+                        if not waiter.done():
+                            waiter.set_exception(RpcError(errors.LEADER_CHANGED))
+
+    def _apply(self, entry: Entry) -> None:
+        self.metrics.proposals_committed += 1
+        if entry.index <= self._applied_index:
+            return
+        result = self.storage.apply(entry)
+        self._applied_index = entry.index
+        self.metrics.proposals_applied += 1
+        if result.request_id is not None:
+            future = self._waiters.pop(result.request_id, None)
+            if future is not None and not future.done():
+                if result.error is not None:
+                    self.metrics.proposals_failed += 1
+                    future.set_exception(result.error)
+                else:
+                    assert result.response is not None
+                    future.set_result(result.response)
+
+    def _maybe_snapshot(self) -> None:
+        assert self.driver is not None
+        if self._applied_index - self._last_snapshot_index < self.config.snapshot_count:
+            return
+        index = self._applied_index
+        blob = self.storage.snapshot_blob()
+        snapshot = self.driver.compact(index, blob)
+        self.storage.save_snapshot(snapshot)
+        self._last_snapshot_index = index
+        self.metrics.snapshots_saved += 1
+        log.info("snapshot saved", extra={"index": index, "bytes": len(blob)})
+
+    # ---- leases -----------------------------------------------------------------------
+
+    def _expire_leases(self) -> None:
+        assert self.driver is not None
+        if not self.driver.is_leader():
+            return
+        now = time.monotonic()
+        for lease_id in self.storage.lessor.expired(now):
+            last = self._revoking.get(lease_id)
+            if last is not None and now - last < REQUEST_TIMEOUT_S:
+                continue
+            self._revoking[lease_id] = now
+            request = internal_pb2.InternalRaftRequest(
+                lease_revoke=rpc_pb2.LeaseRevokeRequest(ID=lease_id)
+            )
+            request.header.ID = self._next_request_id()
+            request.header.member_id = self.member_id
+            with contextlib.suppress(ProposalDropped):
+                self.driver.propose(request.SerializeToString())
+
+    async def lease_keepalive(self, lease_id: int) -> int:
+        try:
+            return self.storage.lessor.renew(lease_id, time.monotonic())
+        except NotPrimaryError:
+            pass
+        stub = self._leader_stub()
+        request = rpc_pb2.LeaseKeepAliveRequest(ID=lease_id)
+        try:
+            call = stub.LeaseKeepAlive(iter([request]), timeout=REQUEST_TIMEOUT_S)
+            async for response in call:
+                return int(response.TTL)
+        except grpc.aio.AioRpcError as error:
+            raise RpcError(
+                errors.kind_by_message(error.details() or "") or errors.TIMEOUT
+            ) from error
+        raise RpcError(errors.LEASE_NOT_FOUND)
+
+    def _leader_stub(self) -> rpc_pb2_grpc.LeaseStub:
+        leader = self._leader_id
+        if leader == NONE:
+            raise RpcError(errors.NO_LEADER)
+        attributes = self.peer_attributes.get(leader)
+        if not attributes or not attributes.get("client_urls"):
+            raise RpcError(errors.NO_LEADER, "leader's client URL not known yet")
+        channel = self._leader_clients.get(leader)
+        if channel is None:
+            target = str(attributes["client_urls"][0]).removeprefix("http://")
+            channel = grpc.aio.insecure_channel(target)
+            self._leader_clients[leader] = channel
+        return rpc_pb2_grpc.LeaseStub(channel)
+
+    async def lease_time_to_live(
+        self, request: rpc_pb2.LeaseTimeToLiveRequest
+    ) -> rpc_pb2.LeaseTimeToLiveResponse:
+        assert self.driver is not None
+        if not self.driver.is_leader() and self._leader_id != NONE:
+            try:
+                stub = self._leader_stub()
+                response: rpc_pb2.LeaseTimeToLiveResponse = await stub.LeaseTimeToLive(
+                    request, timeout=REQUEST_TIMEOUT_S
+                )
+                return response
+            except grpc.aio.AioRpcError as error:
+                kind = errors.kind_by_message(error.details() or "")
+                if kind is not None:
+                    raise RpcError(kind) from error
+                raise RpcError(errors.TIMEOUT) from error
+        await self.linearizable_barrier()
+        lessor = self.storage.lessor
+        ttl = lessor.time_to_live(request.ID, time.monotonic(), with_keys=request.keys)
+        remaining = ttl.ttl if lessor.primary else ttl.granted_ttl
+        return rpc_pb2.LeaseTimeToLiveResponse(
+            header=self.header(),
+            ID=ttl.lease_id,
+            TTL=max(remaining, 0) if remaining > 0 else -1 if remaining < 0 else 0,
+            grantedTTL=ttl.granted_ttl,
+            keys=list(ttl.keys),
+        )
+
+    async def lease_leases(self) -> rpc_pb2.LeaseLeasesResponse:
+        await self.linearizable_barrier()
+        return rpc_pb2.LeaseLeasesResponse(
+            header=self.header(),
+            leases=[rpc_pb2.LeaseStatus(ID=i) for i in self.storage.lessor.lease_ids()],
+        )
+
+    # ---- proposals and reads ----------------------------------------------------------
+
+    def _next_request_id(self) -> int:
+        self._request_seq += 1
+        return ((self.member_id & 0xFFFF) << 48) | (self._request_seq & _ID_MASK)
+
+    async def propose(self, request: internal_pb2.InternalRaftRequest) -> PbMessage:
+        """Propose `request`; return the applier's response once it is applied here."""
+        assert self.driver is not None
+        if self._stopping:
+            raise RpcError(errors.STOPPED)
+        kind = request.WhichOneof("request")
+        if kind == "lease_grant" and request.lease_grant.ID == 0:
+            request.lease_grant.ID = self._lease_ids.next()
+        self.storage.precheck(request)
+        request_id = self._next_request_id()
+        request.header.ID = request_id
+        request.header.member_id = self.member_id
+        data = request.SerializeToString()
+        if len(data) > self.config.max_request_bytes:
+            raise RpcError(errors.REQUEST_TOO_LARGE)
+        future: asyncio.Future[PbMessage] = asyncio.get_running_loop().create_future()
+        self._waiters[request_id] = future
+        try:
+            self.driver.propose(data)
+        except ProposalDropped as error:
+            self._waiters.pop(request_id, None)
+            self.metrics.proposals_failed += 1
+            raise RpcError(
+                errors.NO_LEADER if error.leader_id == NONE else errors.LEADER_CHANGED
+            ) from error
+        self.metrics.proposals_pending = len(self._waiters)
+        self._wake.set()
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), REQUEST_TIMEOUT_S)
+        except TimeoutError as error:
+            self.metrics.proposals_failed += 1
+            raise RpcError(
+                errors.TIMEOUT if self._leader_id != NONE else errors.TIMEOUT_LEADER_FAIL
+            ) from error
+        finally:
+            self._waiters.pop(request_id, None)
+            self.metrics.proposals_pending = len(self._waiters)
+
+    async def linearizable_barrier(self) -> None:
+        """Return once this member has applied everything committed before the call."""
+        if self._stopping:
+            raise RpcError(errors.STOPPED)
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._read_pending.append(future)
+        self._wake.set()
+        try:
+            await asyncio.wait_for(asyncio.shield(future), REQUEST_TIMEOUT_S)
+        except TimeoutError as error:
+            raise RpcError(errors.TIMEOUT) from error
+
+    def _issue_read_index(self) -> None:
+        """Send one ReadIndex for all reads queued since the last one (etcd batches them)."""
+        assert self.driver is not None
+        if not self._read_pending or self._read_inflight:
+            return
+        self._read_seq += 1
+        context = self._read_seq.to_bytes(8, "big") + self.member_id.to_bytes(8, "big")
+        batch = _ReadBatch(context=context, waiters=self._read_pending)
+        self._read_pending = []
+        try:
+            self.driver.read_index(context)
+        except ProposalDropped as error:
+            kind = errors.NO_LEADER if error.leader_id == NONE else errors.LEADER_CHANGED
+            for waiter in batch.waiters:
+                if not waiter.done():
+                    waiter.set_exception(RpcError(kind))
+            return
+        self._read_inflight[context] = batch
+        loop = asyncio.get_running_loop()
+        loop.call_later(REQUEST_TIMEOUT_S, self._expire_read, context)
+
+    def _expire_read(self, context: bytes) -> None:
+        batch = self._read_inflight.pop(context, None)
+        if batch is None:
+            return
+        for waiter in batch.waiters:
+            if not waiter.done():
+                waiter.set_exception(RpcError(errors.TIMEOUT))
+        self._wake.set()
+
+    def _release_reads(self) -> None:
+        still: list[_ReadBatch] = []
+        for batch in self._read_waiting_apply:
+            if batch.index is not None and batch.index <= self._applied_index:
+                for waiter in batch.waiters:
+                    if not waiter.done():
+                        waiter.set_result(None)
+            else:
+                still.append(batch)
+        self._read_waiting_apply = still
+        if self._read_pending and not self._read_inflight:
+            self._wake.set()
+
+    def _fail_reads(self, error: RpcError) -> None:
+        batches = [*self._read_inflight.values(), *self._read_waiting_apply]
+        waiters = [w for b in batches for w in b.waiters] + self._read_pending
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_exception(error)
+        self._read_inflight.clear()
+        self._read_waiting_apply = []
+        self._read_pending = []
+
+    # ---- watches ----------------------------------------------------------------------
+
+    def open_watch_stream(self) -> WatchStream:
+        return WatchStream(self.storage.watch_hub, self.header, self._register_watch)
+
+    def _register_watch(self, handle: int, stream: WatchStream | None) -> None:
+        if stream is None:
+            self._watch_streams.pop(handle, None)
+        else:
+            self._watch_streams[handle] = stream
+
+    def _on_watch_ready(self, handle: int) -> None:
+        stream = self._watch_streams.get(handle)
+        if stream is not None:
+            stream.on_ready(handle)
+
+    # ---- local answers ----------------------------------------------------------------
+
+    def header(self) -> rpc_pb2.ResponseHeader:
+        assert self.driver is not None
+        return rpc_pb2.ResponseHeader(
+            cluster_id=self.cluster_id,
+            member_id=self.member_id,
+            revision=self.storage.current_revision(),
+            raft_term=self.driver.term,
+        )
+
+    def local_range(self, request: rpc_pb2.RangeRequest) -> rpc_pb2.RangeResponse:
+        response = self.storage.range(request)
+        response.header.CopyFrom(self._header_at(response.header.revision))
+        return response
+
+    def _header_at(self, revision: int) -> rpc_pb2.ResponseHeader:
+        header = self.header()
+        if revision:
+            header.revision = revision
+        return header
+
+    def member_list(self) -> rpc_pb2.MemberListResponse:
+        header = self.header()
+        header.ClearField("revision")
+        members = []
+        for peer in self.config.peers:
+            attributes = self.peer_attributes.get(peer.member_id, {})
+            members.append(
+                rpc_pb2.Member(
+                    ID=peer.member_id,
+                    name=str(attributes.get("name", "")),
+                    peerURLs=[peer.peer.url],
+                    clientURLs=[str(u) for u in attributes.get("client_urls", [])],
+                )
+            )
+        return rpc_pb2.MemberListResponse(header=header, members=members)
+
+    def status(self) -> rpc_pb2.StatusResponse:
+        assert self.driver is not None
+        status = self.driver.status()
+        size, in_use = self.storage.sizes()
+        alarms = self.storage.alarm_list()
+        return rpc_pb2.StatusResponse(
+            header=self.header(),
+            version=SERVER_VERSION,
+            dbSize=size,
+            leader=status.leader_id,
+            raftIndex=status.commit_index,
+            raftTerm=status.term,
+            raftAppliedIndex=self._applied_index,
+            errors=[
+                f"memberID:{alarm.memberID} alarm:{rpc_pb2.AlarmType.Name(alarm.alarm)} "
+                for alarm in alarms
+            ],
+            dbSizeInUse=in_use,
+            dbSizeQuota=self.config.quota_backend_bytes,
+            storageVersion=STORAGE_VERSION,
+        )
+
+    async def defragment(self) -> rpc_pb2.DefragmentResponse:
+        self.storage.defragment()
+        return rpc_pb2.DefragmentResponse(header=self.header())
+
+    def alarm_list(self) -> rpc_pb2.AlarmResponse:
+        return rpc_pb2.AlarmResponse(header=self.header(), alarms=self.storage.alarm_list())
+
+    def hash(self) -> rpc_pb2.HashResponse:
+        return rpc_pb2.HashResponse(header=self.header(), hash=self.storage.backend_hash())
+
+    def hash_kv(self, revision: int) -> rpc_pb2.HashKVResponse:
+        value, compact_revision, hash_revision = self.storage.hash_kv(revision)
+        header = self.header()
+        header.revision = hash_revision
+        return rpc_pb2.HashKVResponse(header=header, hash=value, compact_revision=compact_revision)
+
+    async def snapshot_chunks(self) -> list[bytes]:
+        """The backend as etcd streams it: the database, then its sha256 (32 bytes)."""
+        data = self.storage.snapshot_blob()
+        data += hashlib.sha256(data).digest()
+        return [
+            data[offset : offset + SNAPSHOT_CHUNK_BYTES]
+            for offset in range(0, len(data), SNAPSHOT_CHUNK_BYTES)
+        ] or [b""]
+
+    async def move_leader(self, target: int) -> rpc_pb2.MoveLeaderResponse:
+        assert self.driver is not None
+        if not self.driver.is_leader():
+            raise RpcError(errors.NOT_LEADER)
+        if target not in {peer.member_id for peer in self.config.peers}:
+            raise RpcError(errors.MEMBER_NOT_FOUND)
+        self.driver.transfer_leader(target)
+        self._wake.set()
+        deadline = time.monotonic() + REQUEST_TIMEOUT_S
+        while self._leader_id != target:
+            if time.monotonic() > deadline:
+                raise RpcError(errors.TIMEOUT)
+            await asyncio.sleep(0.02)
+        return rpc_pb2.MoveLeaderResponse(header=self.header())
+
+    def _refresh_metrics(self) -> None:
+        size, in_use = self.storage.sizes()
+        self.metrics.db_size_bytes = size
+        self.metrics.db_size_in_use_bytes = in_use
+
+
+async def serve_member(config: MemberConfig, ready: Callable[[Member], None] | None = None) -> None:
+    """Run one member until SIGTERM/SIGINT (or until it stops itself)."""
+    member = Member(config)
+    await member.start()
+    if ready is not None:
+        ready(member)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, lambda: asyncio.ensure_future(member.stop()))
+    log.info("member ready", extra={"pid": os.getpid(), "member_id": f"{member.member_id:x}"})
+    await member.stopped.wait()
+
+
+def run_member(config: MemberConfig) -> int:
+    """The `etcdspec serve` entry point: JSON logs on stderr, serve, exit code."""
+    from etcdspec.exitcodes import ExitCode
+
+    configure_logging()
+    try:
+        asyncio.run(serve_member(config))
+    except OSError as error:
+        log.error("cannot serve", extra={"error": str(error)})
+        return int(ExitCode.UNREACHABLE)
+    return int(ExitCode.HOLDS)

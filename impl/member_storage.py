@@ -1,0 +1,212 @@
+"""A member's durable state on disk, and the state machine over it.
+
+Layout of --data-dir (as etcd's): `member/wal/` (the WAL, etcdspec.impl.wal),
+`member/snap/` (Raft snapshot files, etcdspec.impl.snapfile) and `member/snap/db` (the
+SQLite backend, etcdspec.impl.backend).
+
+`open()` recovers: the newest valid snapshot file, then the WAL replayed after it, then
+the backend; a backend older than the snapshot (a crash between persisting a received
+snapshot and restoring it) is restored from the snapshot. The applied index handed to
+Raft is the backend's consistent index, clamped to [snapshot index, commit index]:
+committed entries after it are applied again on start (the applier skips any the backend
+already holds).
+
+`persist()` is step 1 of the Ready contract: a received snapshot's file first, then one
+WAL batch (entries + hard state + snapshot metadata) with one fsync. `save_snapshot()`
+records a local snapshot (file, then WAL record) and releases WAL segments and snapshot
+files it makes obsolete.
+
+Not thread-safe: the member calls it from its event loop only.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from etcdspec.impl import errors, raft_codec
+from etcdspec.impl.applier import Applier, ApplyResult
+from etcdspec.impl.backend import Backend
+from etcdspec.impl.errors import RpcError
+from etcdspec.impl.lessor import Lessor
+from etcdspec.impl.mvcc import KVStore
+from etcdspec.impl.pb import raft_internal_pb2 as internal_pb2
+from etcdspec.impl.pb import rpc_pb2
+from etcdspec.impl.quota import BackendQuota, consumes_space
+from etcdspec.impl.raft_core import PersistedState
+from etcdspec.impl.raft_messages import Entry, HardState, Message, Snapshot
+from etcdspec.impl.wal import Wal
+from etcdspec.impl.watch_hub import WatchHub
+from google.protobuf.message import Message as PbMessage
+
+
+@dataclass(frozen=True)
+class Recovered:
+    """What `open()` found on disk: the Raft state to start from and the applied index."""
+
+    persisted: PersistedState
+    applied: int
+    snapshot_index: int
+    warnings: tuple[str, ...]
+
+    def describe(self) -> str:
+        text = f"{self.persisted.describe()}; applied {self.applied}"
+        return text + "".join(f"; warning: {w}" for w in self.warnings)
+
+
+@dataclass(frozen=True)
+class AppliedEntry:
+    """One applied entry, as the member needs it to answer its waiting client."""
+
+    request_id: int | None
+    response: PbMessage | None
+    error: RpcError | None
+
+    def describe(self) -> str:
+        what = self.error.describe() if self.error else type(self.response).__name__
+        return f"request {self.request_id}: {what}"
+
+
+class MemberStorage:
+    def __init__(self, data_dir: Path, member_id: int) -> None:
+        self.data_dir = data_dir
+        self.member_id = member_id
+        self.wal_dir = data_dir / "member" / "wal"
+        self.snap_dir = data_dir / "member" / "snap"
+        self.db_path = self.snap_dir / "db"
+        self._wal: Wal | None = None
+        self._backend: Backend | None = None
+        self._applier: Applier | None = None
+        self._quota: BackendQuota | None = None
+        self.lessor = Lessor()
+        self.on_watch_ready: Callable[[int], None] = lambda handle: None
+        self._hub: WatchHub | None = None
+
+    # ---- open / close -----------------------------------------------------------------
+
+    def open(self, *, quota_bytes: int, initial_cluster_state: str = "new") -> Recovered:
+        self.snap_dir.mkdir(parents=True, exist_ok=True)
+        snapshot = _snapfile().load_newest(self.snap_dir)
+        wal, state = Wal.open(self.wal_dir, snapshot=snapshot.meta if snapshot else None)
+        self._wal = wal
+        backend = Backend(self.db_path)
+        if snapshot is not None and backend.consistent_index() < snapshot.meta.index:
+            backend.restore(snapshot.data)
+        self._backend = backend
+        self._hub = WatchHub(backend, on_ready=lambda handle: self.on_watch_ready(handle))
+        self._quota = BackendQuota(backend, quota_bytes)
+        self._applier = Applier(backend, self.lessor, self._hub, self._quota, clock=time.monotonic)
+        snapshot_index = snapshot.meta.index if snapshot else 0
+        hard_state = state.hard_state
+        applied = min(
+            max(backend.consistent_index(), snapshot_index), max(hard_state.commit, snapshot_index)
+        )
+        persisted = PersistedState(hard_state=hard_state, snapshot=snapshot, entries=state.entries)
+        return Recovered(persisted, applied, snapshot_index, state.warnings)
+
+    def close(self) -> None:
+        if self._wal is not None:
+            self._wal.close()
+            self._wal = None
+        if self._backend is not None:
+            self._backend.close()
+            self._backend = None
+
+    @property
+    def backend(self) -> Backend:
+        if self._backend is None:
+            raise RpcError(errors.STOPPED)
+        return self._backend
+
+    @property
+    def watch_hub(self) -> WatchHub:
+        if self._hub is None:
+            raise RpcError(errors.STOPPED)
+        return self._hub
+
+    # ---- Raft's durable state ---------------------------------------------------------
+
+    def persist(
+        self,
+        hard_state: HardState | None,
+        entries: tuple[Entry, ...],
+        snapshot: Snapshot | None,
+    ) -> None:
+        assert self._wal is not None
+        if snapshot is not None:
+            _snapfile().save(self.snap_dir, snapshot)
+        self._wal.save(hard_state, entries, snapshot.meta if snapshot else None, sync=True)
+
+    def save_snapshot(self, snapshot: Snapshot) -> None:
+        assert self._wal is not None
+        _snapfile().save(self.snap_dir, snapshot)
+        self._wal.save_snapshot(snapshot.meta)
+        self._wal.release_to(snapshot.meta.index)
+        _snapfile().purge(self.snap_dir, keep=2)
+
+    def snapshot_blob(self) -> bytes:
+        return self.backend.snapshot_bytes()
+
+    def restore_snapshot(self, snapshot: Snapshot) -> None:
+        assert self._applier is not None
+        if self.backend.consistent_index() >= snapshot.meta.index:
+            return
+        self._applier.restore(snapshot.data)
+
+    @staticmethod
+    def encode_message(message: Message) -> bytes:
+        return raft_codec.encode_message(message)
+
+    @staticmethod
+    def decode_message(payload: bytes) -> Message:
+        return raft_codec.decode_message(payload)
+
+    # ---- the state machine ------------------------------------------------------------
+
+    def precheck(self, request: internal_pb2.InternalRaftRequest) -> None:
+        """Refuse, before proposing, what the applier would refuse for lack of space."""
+        assert self._quota is not None
+        if consumes_space(request) and (
+            self._quota.nospace_raised() or not self._quota.available(request)
+        ):
+            raise RpcError(errors.NO_SPACE)
+
+    def apply(self, entry: Entry) -> AppliedEntry:
+        assert self._applier is not None
+        result: ApplyResult = self._applier.apply(entry.index, entry.term, entry.data)
+        if not entry.data or result.skipped or result.proposer_id != self.member_id:
+            return AppliedEntry(None, None, None)
+        return AppliedEntry(result.request_id, result.response, result.error)
+
+    def current_revision(self) -> int:
+        return self.backend.current_revision()
+
+    def range(self, request: rpc_pb2.RangeRequest) -> rpc_pb2.RangeResponse:
+        return KVStore(self.backend).range(request)
+
+    def hash_kv(self, revision: int) -> tuple[int, int, int]:
+        return KVStore(self.backend).hash_kv(revision)
+
+    def backend_hash(self) -> int:
+        return self.backend.hash()
+
+    def sizes(self) -> tuple[int, int]:
+        return self.backend.size(), self.backend.size_in_use()
+
+    def defragment(self) -> None:
+        self.backend.defragment()
+
+    def alarm_list(self) -> list[rpc_pb2.AlarmMember]:
+        return [
+            rpc_pb2.AlarmMember(memberID=member_id, alarm=alarm)  # type: ignore[arg-type]
+            for member_id, alarm in self.backend.alarms()
+        ]
+
+
+def _snapfile() -> Any:
+    import importlib
+
+    return importlib.import_module("etcdspec.impl.snapfile")

@@ -1,0 +1,347 @@
+"""The client API: etcd v3's gRPC services on grpc.aio, over one member.
+
+Each servicer validates a request as etcd's v3rpc layer does (empty keys, txn op counts
+and duplicate keys, request size), then hands it to the member (`etcdspec.impl.member`):
+writes and lease grants/revokes become proposals through Raft; linearizable reads wait
+for a ReadIndex and read locally; serializable reads read locally at once. Every error
+leaves as etcd's gRPC status code and message (`etcdspec.impl.errors`): an `RpcError`, or
+any store error that carries `code` (a grpc.StatusCode) and `message`. Nothing of a
+rejected request is applied: validation happens before the proposal.
+
+Ownership: servicers hold no state of their own except per-stream state (watch ids and
+lease keep-alive loops), which ends with the stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import grpc
+from etcdspec.impl import errors, mvcc
+from etcdspec.impl.errors import RpcError
+from etcdspec.impl.pb import raft_internal_pb2 as internal_pb2
+from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
+
+if TYPE_CHECKING:
+    from etcdspec.impl.member import Member
+
+log = logging.getLogger("etcdspec.impl.server")
+
+T = TypeVar("T")
+GRPC_OVERHEAD_BYTES = 512 * 1024  # etcd lets gRPC frames exceed --max-request-bytes by this
+
+
+def status_of(error: BaseException) -> tuple[grpc.StatusCode, str] | None:
+    """The gRPC (code, message) an error maps to, or None when it is not an etcd error."""
+    if isinstance(error, RpcError):
+        return error.code, error.message
+    code = getattr(error, "code", None)
+    message = getattr(error, "message", None)
+    if callable(code):
+        with contextlib.suppress(Exception):
+            code = code()
+    if isinstance(code, grpc.StatusCode) and isinstance(message, str):
+        return code, message
+    kind = errors.kind_by_message(str(error))
+    if kind is not None:
+        return kind.code, kind.message
+    return None
+
+
+async def _call(context: grpc.aio.ServicerContext, work: Awaitable[T]) -> T:
+    """Await `work`; an etcd error aborts the call with etcd's code and message."""
+    try:
+        return await work
+    except asyncio.CancelledError:
+        raise
+    except Exception as error:
+        mapped = status_of(error)
+        if mapped is None:
+            log.exception("internal error serving a request")
+            await context.abort(grpc.StatusCode.UNKNOWN, f"etcdserver: internal error: {error}")
+            raise
+        await context.abort(mapped[0], mapped[1])
+        raise
+
+
+class KVServicer(rpc_pb2_grpc.KVServicer):
+    def __init__(self, member: Member) -> None:
+        self.member = member
+
+    async def Range(
+        self, request: rpc_pb2.RangeRequest, context: grpc.aio.ServicerContext
+    ) -> rpc_pb2.RangeResponse:
+        return await _call(context, self._range(request))
+
+    async def _range(self, request: rpc_pb2.RangeRequest) -> rpc_pb2.RangeResponse:
+        mvcc.check_range(request)
+        if not request.serializable:
+            await self.member.linearizable_barrier()
+        return self.member.local_range(request)
+
+    async def Put(
+        self, request: rpc_pb2.PutRequest, context: grpc.aio.ServicerContext
+    ) -> rpc_pb2.PutResponse:
+        async def work() -> rpc_pb2.PutResponse:
+            mvcc.check_put(request)
+            response = await self.member.propose(internal_pb2.InternalRaftRequest(put=request))
+            assert isinstance(response, rpc_pb2.PutResponse)
+            return response
+
+        return await _call(context, work())
+
+    async def DeleteRange(
+        self, request: rpc_pb2.DeleteRangeRequest, context: grpc.aio.ServicerContext
+    ) -> rpc_pb2.DeleteRangeResponse:
+        async def work() -> rpc_pb2.DeleteRangeResponse:
+            mvcc.check_delete(request)
+            response = await self.member.propose(
+                internal_pb2.InternalRaftRequest(delete_range=request)
+            )
+            assert isinstance(response, rpc_pb2.DeleteRangeResponse)
+            return response
+
+        return await _call(context, work())
+
+    async def Txn(
+        self, request: rpc_pb2.TxnRequest, context: grpc.aio.ServicerContext
+    ) -> rpc_pb2.TxnResponse:
+        async def work() -> rpc_pb2.TxnResponse:
+            mvcc.check_txn(request)
+            response = await self.member.propose(internal_pb2.InternalRaftRequest(txn=request))
+            assert isinstance(response, rpc_pb2.TxnResponse)
+            return response
+
+        return await _call(context, work())
+
+    async def Compact(
+        self, request: rpc_pb2.CompactionRequest, context: grpc.aio.ServicerContext
+    ) -> rpc_pb2.CompactionResponse:
+        async def work() -> rpc_pb2.CompactionResponse:
+            response = await self.member.propose(
+                internal_pb2.InternalRaftRequest(compaction=request)
+            )
+            assert isinstance(response, rpc_pb2.CompactionResponse)
+            return response
+
+        return await _call(context, work())
+
+
+class LeaseServicer(rpc_pb2_grpc.LeaseServicer):
+    def __init__(self, member: Member) -> None:
+        self.member = member
+
+    async def LeaseGrant(
+        self, request: rpc_pb2.LeaseGrantRequest, context: grpc.aio.ServicerContext
+    ) -> rpc_pb2.LeaseGrantResponse:
+        async def work() -> rpc_pb2.LeaseGrantResponse:
+            response = await self.member.propose(
+                internal_pb2.InternalRaftRequest(lease_grant=request)
+            )
+            assert isinstance(response, rpc_pb2.LeaseGrantResponse)
+            return response
+
+        return await _call(context, work())
+
+    async def LeaseRevoke(
+        self, request: rpc_pb2.LeaseRevokeRequest, context: grpc.aio.ServicerContext
+    ) -> rpc_pb2.LeaseRevokeResponse:
+        async def work() -> rpc_pb2.LeaseRevokeResponse:
+            response = await self.member.propose(
+                internal_pb2.InternalRaftRequest(lease_revoke=request)
+            )
+            assert isinstance(response, rpc_pb2.LeaseRevokeResponse)
+            return response
+
+        return await _call(context, work())
+
+    async def LeaseKeepAlive(
+        self,
+        request_iterator: AsyncIterator[rpc_pb2.LeaseKeepAliveRequest],
+        context: grpc.aio.ServicerContext,
+    ) -> AsyncIterator[rpc_pb2.LeaseKeepAliveResponse]:
+        async for request in request_iterator:
+            try:
+                ttl = await self.member.lease_keepalive(request.ID)
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                mapped = status_of(error)
+                if mapped is None:
+                    raise
+                if mapped[1] == errors.LEASE_NOT_FOUND.message:
+                    # etcd answers an unknown lease on the stream with TTL 0.
+                    ttl = 0
+                else:
+                    await context.abort(mapped[0], mapped[1])
+                    return
+            yield rpc_pb2.LeaseKeepAliveResponse(
+                header=self.member.header(), ID=request.ID, TTL=ttl
+            )
+
+    async def LeaseTimeToLive(
+        self, request: rpc_pb2.LeaseTimeToLiveRequest, context: grpc.aio.ServicerContext
+    ) -> rpc_pb2.LeaseTimeToLiveResponse:
+        return await _call(context, self.member.lease_time_to_live(request))
+
+    async def LeaseLeases(
+        self, request: rpc_pb2.LeaseLeasesRequest, context: grpc.aio.ServicerContext
+    ) -> rpc_pb2.LeaseLeasesResponse:
+        return await _call(context, self.member.lease_leases())
+
+
+class ClusterServicer(rpc_pb2_grpc.ClusterServicer):
+    def __init__(self, member: Member) -> None:
+        self.member = member
+
+    async def MemberList(
+        self, request: rpc_pb2.MemberListRequest, context: grpc.aio.ServicerContext
+    ) -> rpc_pb2.MemberListResponse:
+        async def work() -> rpc_pb2.MemberListResponse:
+            if not request.linearizable:
+                return self.member.member_list()
+            await self.member.linearizable_barrier()
+            return self.member.member_list()
+
+        return await _call(context, work())
+
+
+class MaintenanceServicer(rpc_pb2_grpc.MaintenanceServicer):
+    def __init__(self, member: Member) -> None:
+        self.member = member
+
+    async def Status(
+        self, request: rpc_pb2.StatusRequest, context: grpc.aio.ServicerContext
+    ) -> rpc_pb2.StatusResponse:
+        return await _call(context, self._sync(self.member.status))
+
+    async def Defragment(
+        self, request: rpc_pb2.DefragmentRequest, context: grpc.aio.ServicerContext
+    ) -> rpc_pb2.DefragmentResponse:
+        return await _call(context, self.member.defragment())
+
+    async def Alarm(
+        self, request: rpc_pb2.AlarmRequest, context: grpc.aio.ServicerContext
+    ) -> rpc_pb2.AlarmResponse:
+        async def work() -> rpc_pb2.AlarmResponse:
+            if request.action == rpc_pb2.AlarmRequest.GET:
+                return self.member.alarm_list()
+            response = await self.member.propose(internal_pb2.InternalRaftRequest(alarm=request))
+            assert isinstance(response, rpc_pb2.AlarmResponse)
+            return response
+
+        return await _call(context, work())
+
+    async def Hash(
+        self, request: rpc_pb2.HashRequest, context: grpc.aio.ServicerContext
+    ) -> rpc_pb2.HashResponse:
+        return await _call(context, self._sync(self.member.hash))
+
+    async def HashKV(
+        self, request: rpc_pb2.HashKVRequest, context: grpc.aio.ServicerContext
+    ) -> rpc_pb2.HashKVResponse:
+        return await _call(context, self._sync(lambda: self.member.hash_kv(request.revision)))
+
+    async def Snapshot(
+        self, request: rpc_pb2.SnapshotRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[rpc_pb2.SnapshotResponse]:
+        try:
+            chunks = await self.member.snapshot_chunks()
+        except Exception as error:
+            mapped = status_of(error)
+            if mapped is None:
+                raise
+            await context.abort(mapped[0], mapped[1])
+            return
+        for index, chunk in enumerate(chunks):
+            remaining = sum(len(c) for c in chunks[index + 1 :])
+            yield rpc_pb2.SnapshotResponse(
+                header=self.member.header(),
+                remaining_bytes=remaining,
+                blob=chunk,
+                version=self.member.storage_version,
+            )
+
+    async def MoveLeader(
+        self, request: rpc_pb2.MoveLeaderRequest, context: grpc.aio.ServicerContext
+    ) -> rpc_pb2.MoveLeaderResponse:
+        return await _call(context, self.member.move_leader(request.targetID))
+
+    @staticmethod
+    async def _sync(function: Callable[[], T]) -> T:
+        return function()
+
+
+class WatchServicer(rpc_pb2_grpc.WatchServicer):
+    """One bidirectional stream per client; any number of watchers on it.
+
+    A reader task turns requests into hub calls and queues the answers (created,
+    canceled, progress); when the hub signals a watcher of this stream has events, the
+    writer takes them and sends one response per revision batch. The created response of
+    a watcher is always queued before any of its events.
+    """
+
+    def __init__(self, member: Member) -> None:
+        self.member = member
+
+    async def Watch(
+        self,
+        request_iterator: AsyncIterator[rpc_pb2.WatchRequest],
+        context: grpc.aio.ServicerContext,
+    ) -> AsyncIterator[rpc_pb2.WatchResponse]:
+        stream = self.member.open_watch_stream()
+        reader = asyncio.create_task(self._read(request_iterator, stream))
+        try:
+            while True:
+                response = await stream.next_response(reader)
+                if response is None:
+                    return
+                yield response
+        finally:
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await reader
+            stream.close()
+
+    async def _read(
+        self, request_iterator: AsyncIterator[rpc_pb2.WatchRequest], stream: Any
+    ) -> None:
+        async for request in request_iterator:
+            kind = request.WhichOneof("request_union")
+            if kind == "create_request":
+                stream.create(request.create_request)
+            elif kind == "cancel_request":
+                stream.cancel(request.cancel_request.watch_id)
+            elif kind == "progress_request":
+                stream.progress()
+
+
+def max_receive_bytes(max_request_bytes: int) -> int:
+    return max_request_bytes + GRPC_OVERHEAD_BYTES
+
+
+async def start_grpc_server(member: Member, targets: list[str]) -> grpc.aio.Server:
+    """Create, bind and start the gRPC server with every servicer; returns it running."""
+    limit = max_receive_bytes(member.config.max_request_bytes)
+    server = grpc.aio.server(
+        options=[
+            ("grpc.max_receive_message_length", limit),
+            ("grpc.max_send_message_length", 2**31 - 1),
+            ("grpc.so_reuseport", 0),
+            ("grpc.keepalive_permit_without_calls", 1),
+            ("grpc.http2.min_ping_interval_without_data_ms", 5000),
+        ]
+    )
+    rpc_pb2_grpc.add_KVServicer_to_server(KVServicer(member), server)
+    rpc_pb2_grpc.add_LeaseServicer_to_server(LeaseServicer(member), server)
+    rpc_pb2_grpc.add_ClusterServicer_to_server(ClusterServicer(member), server)
+    rpc_pb2_grpc.add_MaintenanceServicer_to_server(MaintenanceServicer(member), server)
+    rpc_pb2_grpc.add_WatchServicer_to_server(WatchServicer(member), server)
+    for target in targets:
+        server.add_insecure_port(target)
+    await server.start()
+    return server
