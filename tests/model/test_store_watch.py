@@ -1,0 +1,255 @@
+"""Watch semantics and the checks of etcd's watch guarantees (api_guarantees.md "Watch APIs").
+
+The correct model's responses pass every check; each guarantee's check catches a
+response stream broken in the way that guarantee forbids; the seeded bug
+`watch_drops_event_at_compaction` is caught by Resumable/Reliable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from etcdspec.model.bugs import BugSet
+from etcdspec.model.requests import (
+    CompactionRequest,
+    DeleteRangeRequest,
+    Event,
+    EventType,
+    KeyValue,
+    PutRequest,
+    Request,
+    ResponseHeader,
+    TxnRequest,
+)
+from etcdspec.model.store import StoreState, apply_all, initial_state
+from etcdspec.model.watch import (
+    GUARANTEES,
+    WatchFilter,
+    WatchRequest,
+    WatchResponse,
+    check_watch,
+    history_of,
+    watch_responses,
+)
+
+
+def put(key: str, value: str) -> PutRequest:
+    return PutRequest(key.encode(), value.encode())
+
+
+WRITES: list[Request] = [
+    put("a", "1"),  # 2
+    put("b", "1"),  # 3
+    TxnRequest((), (put("a", "2"), put("b", "2"), put("c", "1")), ()),  # 4: one revision
+    DeleteRangeRequest(b"a"),  # 5
+    put("a", "3"),  # 6
+    put("z", "1"),  # 7
+]
+
+
+def store() -> StoreState:
+    state, _ = apply_all(initial_state(), WRITES)
+    return state
+
+
+def shown(responses: list[WatchResponse]) -> list[str]:
+    return [r.describe() for r in responses]
+
+
+RESPONSE_CASES = [
+    # A start revision of 0 means "from now on": only the created response.
+    ("from now", WatchRequest(b"a"), ["watch-> rev 7 created"]),
+    # Start revision is inclusive; one response per revision; atomic txn revision.
+    (
+        "single key from 4",
+        WatchRequest(b"a", start_revision=4),
+        [
+            "watch-> rev 7 created",
+            "watch-> rev 4 [PUT a=2(c2 m4 v2)]",
+            "watch-> rev 5 [DELETE a@5]",
+            "watch-> rev 6 [PUT a=3(c6 m6 v1)]",
+        ],
+    ),
+    (
+        "range a..c with prev_kv",
+        WatchRequest(b"a", b"c", start_revision=4, prev_kv=True),
+        [
+            "watch-> rev 7 created",
+            "watch-> rev 4 [PUT a=2(c2 m4 v2) prev a=1(c2 m2 v1), PUT b=2(c3 m4 v2) prev b=1(c3 m3 v1)]",
+            "watch-> rev 5 [DELETE a@5 prev a=2(c2 m4 v2)]",
+            "watch-> rev 6 [PUT a=3(c6 m6 v1)]",
+        ],
+    ),
+    (
+        "all keys, no puts",
+        WatchRequest(b"\x00", b"\x00", start_revision=1, filters=frozenset({WatchFilter.NOPUT})),
+        ["watch-> rev 7 created", "watch-> rev 5 [DELETE a@5]"],
+    ),
+    (
+        "no deletes",
+        WatchRequest(b"a", start_revision=5, filters=frozenset({WatchFilter.NODELETE})),
+        ["watch-> rev 7 created", "watch-> rev 6 [PUT a=3(c6 m6 v1)]"],
+    ),
+    ("future start", WatchRequest(b"a", start_revision=100), ["watch-> rev 7 created"]),
+]
+
+
+@pytest.mark.parametrize(
+    ("request_", "expected"), [pytest.param(r, e, id=n) for n, r, e in RESPONSE_CASES]
+)
+def test_store_watch_responses_match_etcd(request_: WatchRequest, expected: list[str]) -> None:
+    responses = watch_responses(store(), request_)
+    assert shown(responses) == expected
+    assert check_watch(history_of(store()), request_, responses) == []
+
+
+def test_store_watch_progress_notification_carries_current_revision() -> None:
+    responses = watch_responses(store(), WatchRequest(b"z", start_revision=2), progress=True)
+    assert shown(responses)[-1] == "watch-> rev 7 progress"
+    assert check_watch(history_of(store()), WatchRequest(b"z", start_revision=2), responses) == []
+
+
+@pytest.mark.parametrize(
+    ("start", "expected"),
+    [
+        # watchable_store chooseAll: `if w.minRev < compactRev` -> compacted and canceled.
+        (3, ["watch-> rev 7 created", "watch-> rev 7 canceled compact_revision 4"]),
+        # A watch from the compact revision itself is served.
+        (
+            4,
+            [
+                "watch-> rev 7 created",
+                "watch-> rev 4 [PUT a=2(c2 m4 v2)]",
+                "watch-> rev 5 [DELETE a@5]",
+                "watch-> rev 6 [PUT a=3(c6 m6 v1)]",
+            ],
+        ),
+    ],
+)
+def test_store_watch_below_compact_revision_is_canceled(start: int, expected: list[str]) -> None:
+    state, _ = apply_all(store(), [CompactionRequest(4)])
+    request = WatchRequest(b"a", start_revision=start)
+    responses = watch_responses(state, request)
+    assert shown(responses) == expected
+    assert check_watch(history_of(store()), request, responses) == []
+
+
+# ---------------------------------------------------------------------------- checks
+
+REQUEST = WatchRequest(b"a", b"d", start_revision=2)
+
+
+def correct() -> list[WatchResponse]:
+    return watch_responses(store(), REQUEST, progress=True)
+
+
+def _events(responses: list[WatchResponse]) -> list[tuple[int, Event]]:
+    return [(i, e) for i, r in enumerate(responses) for e in r.events]
+
+
+def swap_revisions(rs: list[WatchResponse]) -> list[WatchResponse]:
+    return [rs[0], rs[2], rs[1], *rs[3:]]
+
+
+def duplicate(rs: list[WatchResponse]) -> list[WatchResponse]:
+    return [*rs[:3], rs[2], *rs[3:]]
+
+
+def drop_middle(rs: list[WatchResponse]) -> list[WatchResponse]:
+    return [*rs[:3], *rs[4:]]
+
+
+def split_txn(rs: list[WatchResponse]) -> list[WatchResponse]:
+    txn = rs[3]
+    first = WatchResponse(txn.header, txn.events[:1])
+    rest = WatchResponse(txn.header, txn.events[1:])
+    return [*rs[:3], first, rest, *rs[4:]]
+
+
+def skip_start(rs: list[WatchResponse]) -> list[WatchResponse]:
+    return [rs[0], *rs[2:]]
+
+
+def early_bookmark(rs: list[WatchResponse]) -> list[WatchResponse]:
+    return [rs[0], rs[1], WatchResponse(ResponseHeader(5)), *rs[2:-1]]
+
+
+def foreign_event(rs: list[WatchResponse]) -> list[WatchResponse]:
+    z = Event(EventType.PUT, KeyValue(b"z", 7, 7, 1, b"1"))
+    return [*rs[:-1], WatchResponse(ResponseHeader(7), (z,)), rs[-1]]
+
+
+def with_prev_kv(rs: list[WatchResponse]) -> list[WatchResponse]:
+    event = rs[1].events[0]
+    fake = Event(event.type, event.kv, KeyValue(b"a", 1, 1, 1, b"0"))
+    return [rs[0], WatchResponse(rs[1].header, (fake,)), *rs[2:]]
+
+
+def not_create(rs: list[WatchResponse]) -> list[WatchResponse]:
+    event = rs[1].events[0]
+    kv = event.kv
+    wrong = Event(
+        event.type, KeyValue(kv.key, kv.create_revision - 1, kv.mod_revision, kv.version, kv.value)
+    )
+    return [rs[0], WatchResponse(rs[1].header, (wrong,)), *rs[2:]]
+
+
+def wrong_value(rs: list[WatchResponse]) -> list[WatchResponse]:
+    event = rs[1].events[0]
+    kv = event.kv
+    wrong = Event(
+        event.type, KeyValue(kv.key, kv.create_revision, kv.mod_revision, kv.version, b"X")
+    )
+    return [rs[0], WatchResponse(rs[1].header, (wrong,)), *rs[2:]]
+
+
+def refuse_available(rs: list[WatchResponse]) -> list[WatchResponse]:
+    return [rs[0], WatchResponse(ResponseHeader(7), compact_revision=2, canceled=True)]
+
+
+MUTATIONS: list[tuple[str, Callable[[list[WatchResponse]], list[WatchResponse]], str]] = [
+    ("revisions out of order", swap_revisions, "Ordered"),
+    ("a revision twice", duplicate, "Unique"),
+    ("a revision dropped in the middle", drop_middle, "Reliable"),
+    ("a txn's events split over two responses", split_txn, "Atomic"),
+    ("the first revision skipped", skip_start, "Resumable"),
+    ("refused as compacted though available", refuse_available, "Resumable"),
+    ("a progress notification ahead of its events", early_bookmark, "Bookmarkable"),
+    ("an event outside the watched range", foreign_event, "Filter"),
+    ("a prev_kv nobody asked for", with_prev_kv, "PrevKV"),
+    ("a created key that does not read as created", not_create, "IsCreate"),
+    ("a value the history never had", wrong_value, "Valid"),
+]
+
+
+def test_store_watch_correct_stream_passes_every_check() -> None:
+    assert check_watch(history_of(store()), REQUEST, correct()) == []
+
+
+@pytest.mark.parametrize(
+    ("mutate", "guarantee"), [pytest.param(m, g, id=n) for n, m, g in MUTATIONS]
+)
+def test_store_watch_check_catches_broken_guarantee(
+    mutate: Callable[[list[WatchResponse]], list[WatchResponse]], guarantee: str
+) -> None:
+    assert guarantee in GUARANTEES
+    violations = check_watch(history_of(store()), REQUEST, mutate(correct()))
+    names = {v.guarantee for v in violations}
+    assert guarantee in names, [v.describe() for v in violations]
+    assert all(v.describe().startswith(f"{v.guarantee}: watch(") for v in violations)
+
+
+def test_store_watch_bug_drops_events_at_compaction_is_caught() -> None:
+    # A client watches from revision 2; the store was compacted to 4 meanwhile. The
+    # correct server cancels with compact_revision 4; the buggy one silently resumes
+    # at 4, so events at 2 and 3 never reach the client.
+    history = history_of(store())  # recorded before the compaction
+    compacted, _ = apply_all(store(), [CompactionRequest(4)])
+    request = WatchRequest(b"a", b"c", start_revision=2)
+    good = watch_responses(compacted, request)
+    assert check_watch(history, request, good) == []
+    bad = watch_responses(compacted, request, BugSet.of("watch_drops_event_at_compaction"))
+    assert not any(r.compact_revision for r in bad)
+    names = {v.guarantee for v in check_watch(history, request, bad)}
+    assert "Resumable" in names
