@@ -121,7 +121,7 @@ def test_torn_final_record_is_truncated_at_every_byte_offset(tmp_path: Path) -> 
 
 
 def test_damaged_final_payload_counts_as_torn(tmp_path: Path) -> None:
-    size_before, before = _write_history(tmp_path)
+    _, before = _write_history(tmp_path)
     (segment,) = tmp_path.glob("*.wal")
     data = bytearray(segment.read_bytes())
     data[-1] ^= 0xFF
