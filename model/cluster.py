@@ -1,0 +1,869 @@
+"""The cluster simulator: N Raft nodes, a network, faults, clients, leases — one pure value.
+
+Contract
+- `Cluster.start(config)` builds nodes n1..nN. A cluster never changes:
+  `cluster.apply(action)` returns a NEW cluster (structure is shared, nothing is deep
+  copied), so any earlier state stays valid for search and shrinking. An action that is
+  not enabled (or would leave the configured bounds) raises `IllegalActionError` and
+  changes nothing.
+- `enabled_actions()` lists the enabled actions in a deterministic order; every action
+  has a label (`Action.describe()`), e.g. `timeout(n2)` or
+  `deliver(n1→n3 AppendEntries term 4 prev 2/3 1 entry commit 2)`.
+- Committed entries are applied to each node's store (etcdspec.model.store.apply) in log
+  order; a StoreError is the entry's result, as etcd answers an invalid request. Each
+  step's results are in `cluster.outputs` (not part of the state's identity).
+- Leases: the leader keeps a tick-counted clock per lease (set to the full TTL when it
+  becomes leader or applies a grant, refreshed by keepalive) and proposes a
+  LeaseRevokeRequest through the log when one runs out. TTL seconds count
+  `lease_tick_scale` ticks each.
+- `check_invariants()` checks Raft's invariants (raft_invariants) and the store's on
+  every node's applied state, raising InvariantViolation.
+- `fingerprint()` identifies the state; `canonical_fingerprint()` identifies it up to
+  renaming nodes (symmetry reduction for the exhaustive explorer).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from etcdspec.model import raft_node as rn
+from etcdspec.model import store as kv
+from etcdspec.model.bugs import NO_BUGS, BugSet
+from etcdspec.model.errors import StoreError
+from etcdspec.model.invariants import InvariantViolation
+from etcdspec.model.network import Network
+from etcdspec.model.raft_invariants import Ghost, check_raft, update_ghost
+from etcdspec.model.raft_log import RaftLog
+from etcdspec.model.raft_messages import Message, Snapshot, node_name
+from etcdspec.model.raft_node import HardState, Node, RaftParams, ReadRound, Role
+from etcdspec.model.requests import (
+    LeaseGrantRequest,
+    LeaseGrantResponse,
+    LeaseRevokeRequest,
+    PutRequest,
+    RangeRequest,
+)
+
+
+class ConfigError(ValueError):
+    """A cluster configuration that cannot be simulated; the message says what to change."""
+
+
+class IllegalActionError(Exception):
+    """An action that is not enabled in this state (or would leave the bounds)."""
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    nodes: int = 3
+    seed: int = 0
+    bugs: BugSet = NO_BUGS
+    election_ticks: int = 10
+    heartbeat_ticks: int = 1
+    prevote: bool = True
+    check_quorum: bool = True
+    timeouts: str = "ticks"  # "ticks": counted with randomized timeouts; "free": timeout(n)
+    max_term: int | None = None
+    max_log: int | None = None
+    max_messages: int | None = None
+    max_snapshot_lag: int = 1  # compact_log(n) is offered once this many applied entries
+    # lie beyond the node's snapshot
+    persist: str = "explicit"  # "explicit": persist(n) is a step; "sync": every step persists
+    noop_on_leader: bool = True
+    max_crashes: int | None = None
+    allow_drop: bool = True
+    allow_duplicate: bool = True
+    allow_partition: bool = True
+    allow_compaction: bool = True
+    proposals: tuple[Any, ...] = field(default_factory=lambda: (PutRequest(b"k", b"v"),))
+    reads: tuple[Any, ...] = field(default_factory=lambda: (RangeRequest(b"k"),))
+    lease_tick_scale: int = 1
+
+    def __post_init__(self) -> None:
+        if self.nodes < 1:
+            raise ConfigError(f"nodes must be at least 1, got {self.nodes}; use 3 or 5")
+        if self.timeouts not in ("ticks", "free"):
+            raise ConfigError(f"timeouts must be 'ticks' or 'free', got {self.timeouts!r}")
+        if self.persist not in ("explicit", "sync"):
+            raise ConfigError(f"persist must be 'explicit' or 'sync', got {self.persist!r}")
+        if self.election_ticks < 1 or self.heartbeat_ticks < 1:
+            raise ConfigError("election_ticks and heartbeat_ticks must be at least 1")
+        if self.heartbeat_ticks >= self.election_ticks:
+            raise ConfigError(
+                f"heartbeat_ticks ({self.heartbeat_ticks}) must be below election_ticks "
+                f"({self.election_ticks}), as etcd requires"
+            )
+        for name in ("max_term", "max_log", "max_messages", "max_crashes"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise ConfigError(f"{name} must be >= 0 or None, got {value}")
+
+    def params(self) -> RaftParams:
+        return RaftParams(
+            nodes=self.nodes,
+            election_ticks=self.election_ticks,
+            heartbeat_ticks=self.heartbeat_ticks,
+            prevote=self.prevote,
+            check_quorum=self.check_quorum,
+            free_timeouts=self.timeouts == "free",
+            explicit_persist=self.persist == "explicit",
+            noop_on_leader=self.noop_on_leader,
+            seed=self.seed,
+            bugs=self.bugs,
+        )
+
+    def describe(self) -> str:
+        bounds = ", ".join(
+            f"{name}={getattr(self, name)}"
+            for name in ("max_term", "max_log", "max_messages", "max_crashes")
+            if getattr(self, name) is not None
+        )
+        return (
+            f"{self.nodes} nodes, seed {self.seed}, timeouts {self.timeouts}, persist "
+            f"{self.persist}, prevote {self.prevote}, check_quorum {self.check_quorum}, "
+            f"bugs {self.bugs.describe()}" + (f", {bounds}" if bounds else "")
+        )
+
+
+# --------------------------------------------------------------------------- actions
+
+NODE_KINDS = ("tick", "timeout", "heartbeat", "persist", "crash", "restart", "compact_log")
+MESSAGE_KINDS = ("deliver", "drop", "duplicate")
+
+
+@dataclass(frozen=True)
+class Action:
+    """One step of the cluster. `args` holds node ids (ints), messages, requests, groups."""
+
+    kind: str
+    args: tuple[Any, ...] = ()
+
+    def describe(self) -> str:
+        kind, args = self.kind, self.args
+        if kind in NODE_KINDS:
+            return f"{kind}({node_name(args[0])})"
+        if kind in MESSAGE_KINDS:
+            target = args[0]
+            text = target.describe() if isinstance(target, Message) else f"#{target}"
+            return f"{kind}({text})"
+        if kind in ("propose", "read_index"):
+            return f"{kind}({node_name(args[0])}, {_describe_request(args[1])})"
+        if kind == "keepalive":
+            return f"keepalive({node_name(args[0])}, lease {args[1]})"
+        if kind == "partition":
+            groups = " | ".join(",".join(node_name(n) for n in sorted(g)) for g in args[0])
+            return f"partition({groups})"
+        return f"{kind}()"
+
+
+def _describe_request(request: Any) -> str:
+    describe = getattr(request, "describe", None)
+    return describe() if callable(describe) else repr(request)
+
+
+def tick(node: int) -> Action:
+    return Action("tick", (node,))
+
+
+def timeout(node: int) -> Action:
+    return Action("timeout", (node,))
+
+
+def heartbeat(node: int) -> Action:
+    return Action("heartbeat", (node,))
+
+
+def persist(node: int) -> Action:
+    return Action("persist", (node,))
+
+
+def crash(node: int) -> Action:
+    return Action("crash", (node,))
+
+
+def restart(node: int) -> Action:
+    return Action("restart", (node,))
+
+
+def compact_log(node: int) -> Action:
+    return Action("compact_log", (node,))
+
+
+def deliver(message: Message | int) -> Action:
+    """Deliver a message in flight (a Message, or its position in `cluster.messages`)."""
+    return Action("deliver", (message,))
+
+
+def drop(message: Message | int) -> Action:
+    return Action("drop", (message,))
+
+
+def duplicate(message: Message | int) -> Action:
+    return Action("duplicate", (message,))
+
+
+def propose(node: int, request: Any) -> Action:
+    return Action("propose", (node, request))
+
+
+def read_index(node: int, request: Any = None) -> Action:
+    return Action("read_index", (node, RangeRequest(b"k") if request is None else request))
+
+
+def keepalive(node: int, lease_id: int) -> Action:
+    return Action("keepalive", (node, lease_id))
+
+
+def partition(groups: Iterable[Iterable[int]]) -> Action:
+    canonical = tuple(sorted((frozenset(g) for g in groups), key=lambda g: sorted(g)))
+    return Action("partition", (canonical,))
+
+
+def heal() -> Action:
+    return Action("heal", ())
+
+
+# --------------------------------------------------------------------------- outputs
+
+
+class Applied(NamedTuple):
+    """A committed entry applied on one node, with the store's response (or StoreError)."""
+
+    node: int
+    log_index: int
+    request: Any
+    response: Any
+
+    def describe(self) -> str:
+        return (
+            f"{node_name(self.node)} applied {self.log_index} {_describe_request(self.request)} -> "
+            f"{_describe_request(self.response)}"
+        )
+
+
+class ReadResult(NamedTuple):
+    """A linearizable read served by a leader through ReadIndex."""
+
+    node: int
+    read_id: int
+    read_index: int
+    request: Any
+    response: Any
+
+    def describe(self) -> str:
+        return (
+            f"{node_name(self.node)} read {self.read_id} at {self.read_index} "
+            f"{_describe_request(self.request)} -> {_describe_request(self.response)}"
+        )
+
+
+Output = Applied | ReadResult
+
+
+# --------------------------------------------------------------------------- cluster
+
+
+class Cluster:
+    """An immutable cluster state; see the module docstring."""
+
+    __slots__ = ("config", "crashes", "ghost", "network", "nodes", "outputs", "params", "up")
+
+    config: ClusterConfig
+    params: RaftParams
+    nodes: tuple[Node, ...]
+    up: tuple[bool, ...]
+    network: Network
+    crashes: int
+    ghost: Ghost
+    outputs: tuple[Output, ...]
+
+    def __init__(
+        self,
+        config: ClusterConfig,
+        params: RaftParams,
+        nodes: tuple[Node, ...],
+        up: tuple[bool, ...],
+        network: Network,
+        crashes: int,
+        ghost: Ghost,
+        outputs: tuple[Output, ...] = (),
+    ) -> None:
+        self.config = config
+        self.params = params
+        self.nodes = nodes
+        self.up = up
+        self.network = network
+        self.crashes = crashes
+        self.ghost = ghost
+        self.outputs = outputs
+
+    @staticmethod
+    def start(config: ClusterConfig | None = None) -> Cluster:
+        config = config or ClusterConfig()
+        params = config.params()
+        initial = kv.initial_state()
+        nodes = tuple(rn.new_node(params, i, initial) for i in range(1, config.nodes + 1))
+        return Cluster(config, params, nodes, (True,) * config.nodes, Network(), 0, Ghost())
+
+    def _with(self, **changes: Any) -> Cluster:
+        values = {name: getattr(self, name) for name in Cluster.__slots__}
+        values["outputs"] = ()
+        values.update(changes)
+        return Cluster(**values)
+
+    # ------------------------------------------------------------------ queries
+
+    def node(self, node_id: int) -> Node:
+        return self.nodes[node_id - 1]
+
+    @property
+    def messages(self) -> tuple[Message, ...]:
+        return self.network.messages
+
+    def leader_ids(self) -> list[int]:
+        return [n.id for n in self.nodes if n.role == Role.LEADER and self.up[n.id - 1]]
+
+    def max_term(self) -> int:
+        return max(n.term for n in self.nodes)
+
+    def committed(self) -> list[tuple[int, int, str]]:
+        """(index, term, request text) of every entry known committed, in log order."""
+        return [(i + 1, term, key) for i, (term, key, _) in enumerate(self.ghost.committed)]
+
+    def commit_index(self) -> int:
+        return len(self.ghost.committed)
+
+    def fingerprint(self) -> tuple[Any, ...]:
+        return (self.nodes, self.up, self.network, self.crashes, self.ghost)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Cluster) and self.fingerprint() == other.fingerprint()
+
+    def __hash__(self) -> int:
+        return hash(self.fingerprint())
+
+    def canonical_fingerprint(self) -> tuple[Any, ...]:
+        """The fingerprint of a renamed copy with nodes in a canonical order: clusters that
+        differ only by node names mostly share it (ties keep the given order, which is
+        sound: equal results always mean renamings of each other)."""
+        order = sorted(range(len(self.nodes)), key=lambda i: _signature(self.nodes[i], self.up[i]))
+        if order == list(range(len(self.nodes))):
+            return self.fingerprint()
+        perm = [0] * (len(self.nodes) + 1)
+        for new_position, old_position in enumerate(order):
+            perm[old_position + 1] = new_position + 1
+        return _relabel_fingerprint(self, perm, order)
+
+    # ------------------------------------------------------------------ checks
+
+    def check_invariants(self) -> None:
+        check_raft(self.nodes, self.ghost)
+        for node in self.nodes:
+            try:
+                kv.check_invariants(node.store)
+            except InvariantViolation as violation:
+                raise InvariantViolation(
+                    violation.invariant, f"{node.name}: {violation.detail}"
+                ) from violation
+
+    # ------------------------------------------------------------------ actions
+
+    def enabled_actions(self) -> list[Action]:
+        if not self._bounded():
+            return list(self._candidate_actions())
+        return [action for action, _ in self.successors()]
+
+    def _bounded(self) -> bool:
+        config = self.config
+        return not (
+            config.max_term is None and config.max_log is None and config.max_messages is None
+        )
+
+    def successors(self) -> Iterator[tuple[Action, Cluster]]:
+        """Every enabled action with the state it leads to, in a deterministic order."""
+        for action in self._candidate_actions():
+            result = self._try(action)
+            if result is not None:
+                yield action, result
+
+    def apply(self, action: Action) -> Cluster:
+        action = self._resolve(action)
+        if not self._precondition(action):
+            raise IllegalActionError(f"{action.describe()} is not enabled: {self._why()}")
+        result = self._try(action)
+        if result is None:
+            raise IllegalActionError(
+                f"{action.describe()} would leave the bounds ({self.config.describe()})"
+            )
+        return result
+
+    def _why(self) -> str:
+        return "see cluster.enabled_actions() for what can happen in this state"
+
+    def _resolve(self, action: Action) -> Action:
+        if action.kind in MESSAGE_KINDS and isinstance(action.args[0], int):
+            index = action.args[0]
+            if not 0 <= index < len(self.network.messages):
+                raise IllegalActionError(
+                    f"{action.kind}(#{index}): only {len(self.network.messages)} messages in flight"
+                )
+            return Action(action.kind, (self.network.messages[index],))
+        return action
+
+    def _candidate_actions(self) -> Iterator[Action]:
+        config = self.config
+        free = config.timeouts == "free"
+        explicit = config.persist == "explicit"
+        for node in self.nodes:
+            i = node.id
+            if not self.up[i - 1]:
+                continue
+            if explicit and rn.needs_persist(node):
+                yield persist(i)
+            if free:
+                if node.role != Role.LEADER or config.check_quorum:
+                    yield timeout(i)
+                if node.role == Role.LEADER:
+                    yield heartbeat(i)
+            else:
+                yield tick(i)
+            if node.role == Role.LEADER:
+                for request in config.proposals:
+                    yield propose(i, request)
+                if rn.can_read_index(node):
+                    for request in config.reads:
+                        yield read_index(i, request)
+                for lease_id, remaining in node.leases:
+                    if remaining > 0:
+                        yield keepalive(i, lease_id)
+            if config.allow_compaction and self._can_compact(node):
+                yield compact_log(i)
+        seen: set[Message] = set()
+        for message in self.network.messages:
+            if message in seen:
+                continue
+            seen.add(message)
+            if self.up[message.dst - 1] and self.network.connected(message.src, message.dst):
+                yield deliver(message)
+            if config.allow_drop:
+                yield drop(message)
+            if config.allow_duplicate:
+                yield duplicate(message)
+        for node in self.nodes:
+            if self.up[node.id - 1]:
+                if config.max_crashes is None or self.crashes < config.max_crashes:
+                    yield crash(node.id)
+            else:
+                yield restart(node.id)
+        if config.allow_partition and config.nodes > 1:
+            if self.network.groups:
+                yield heal()
+            else:
+                everyone = frozenset(range(1, config.nodes + 1))
+                for size in range(1, (config.nodes - 1) // 2 + 1):
+                    for minority in itertools.combinations(range(1, config.nodes + 1), size):
+                        yield partition((frozenset(minority), everyone - set(minority)))
+
+    def _can_compact(self, node: Node) -> bool:
+        lag = node.applied_index - node.log.snapshot.last_index
+        return rn.can_compact(node) and lag >= max(1, self.config.max_snapshot_lag)
+
+    def _precondition(self, action: Action) -> bool:
+        kind, args = action.kind, action.args
+        config = self.config
+        if kind in NODE_KINDS or kind in ("propose", "read_index", "keepalive"):
+            if not isinstance(args[0], int) or not 1 <= args[0] <= config.nodes:
+                return False
+            node = self.nodes[args[0] - 1]
+            alive = self.up[args[0] - 1]
+            if kind == "restart":
+                return not alive
+            if not alive:
+                return False
+            if kind == "crash":
+                return config.max_crashes is None or self.crashes < config.max_crashes
+            if kind == "tick":
+                return config.timeouts == "ticks"
+            if kind == "timeout":
+                return config.timeouts == "free" and (
+                    node.role != Role.LEADER or config.check_quorum
+                )
+            if kind == "heartbeat":
+                return config.timeouts == "free" and node.role == Role.LEADER
+            if kind == "persist":
+                return config.persist == "explicit" and rn.needs_persist(node)
+            if kind == "compact_log":
+                return config.allow_compaction and self._can_compact(node)
+            if kind == "propose":
+                return node.role == Role.LEADER
+            if kind == "read_index":
+                return rn.can_read_index(node)
+            return node.role == Role.LEADER and any(
+                lease == args[1] and remaining > 0 for lease, remaining in node.leases
+            )
+        if kind in MESSAGE_KINDS:
+            message = args[0]
+            if message not in self.network.messages:
+                return False
+            if kind == "deliver":
+                return self.up[message.dst - 1] and self.network.connected(message.src, message.dst)
+            return config.allow_drop if kind == "drop" else config.allow_duplicate
+        if kind == "partition":
+            return (
+                config.allow_partition
+                and not self.network.groups
+                and _is_split(args[0], config.nodes)
+            )
+        if kind == "heal":
+            return bool(self.network.groups)
+        return False
+
+    def _try(self, action: Action) -> Cluster | None:
+        """The successor state, or None if it leaves the configured bounds."""
+        result = self._step(action)
+        return result if result._within_bounds() else None
+
+    def _within_bounds(self) -> bool:
+        config = self.config
+        if config.max_term is not None and any(n.term > config.max_term for n in self.nodes):
+            return False
+        if config.max_log is not None and any(
+            n.log.last_index > config.max_log for n in self.nodes
+        ):
+            return False
+        if config.max_messages is not None:
+            held = sum(len(n.outbox) for n in self.nodes)
+            if len(self.network.messages) + held > config.max_messages:
+                return False
+        return True
+
+    def _step(self, action: Action) -> Cluster:
+        kind, args = action.kind, action.args
+        params = self.params
+        if kind == "deliver":
+            message: Message = args[0]
+            network = self.network.remove(self.network.index_of(message))
+            return self._with(network=network)._node_step(
+                message.dst, lambda node: rn.step(params, node, message)
+            )
+        if kind == "drop":
+            return self._with(network=self.network.remove(self.network.index_of(args[0])))
+        if kind == "duplicate":
+            return self._with(network=self.network.duplicate(self.network.index_of(args[0])))
+        if kind == "partition":
+            return self._with(network=self.network.partition(args[0]))
+        if kind == "heal":
+            return self._with(network=self.network.heal())
+        node_id: int = args[0]
+        if kind == "crash":
+            nodes = list(self.nodes)
+            nodes[node_id - 1] = rn.restart(params, self.nodes[node_id - 1])
+            up = list(self.up)
+            up[node_id - 1] = False
+            return self._with(nodes=tuple(nodes), up=tuple(up), crashes=self.crashes + 1)
+        if kind == "restart":
+            up = list(self.up)
+            up[node_id - 1] = True
+            return self._with(up=tuple(up))
+        if kind == "tick":
+            return self._node_step(node_id, lambda node: _tick(self, node))
+        if kind == "timeout":
+            return self._node_step(node_id, lambda node: rn.timeout(params, node))
+        if kind == "heartbeat":
+            return self._node_step(node_id, lambda node: rn.heartbeat(params, node))
+        if kind == "persist":
+            return self._node_step(node_id, lambda node: rn.persist(params, node), raw=True)
+        if kind == "compact_log":
+            return self._node_step(node_id, lambda node: (rn.compact(params, node), []))
+        if kind == "propose":
+            request = args[1]
+            key = _describe_request(request)
+            return self._node_step(node_id, lambda node: rn.propose(params, node, key, request))
+        if kind == "read_index":
+            request = args[1]
+            return self._node_step(node_id, lambda node: rn.read_index(params, node, request))
+        if kind == "keepalive":
+            lease_id = args[1]
+            return self._node_step(node_id, lambda node: (_refresh_lease(self, node, lease_id), []))
+        raise IllegalActionError(f"unknown action kind {kind!r}")
+
+    def _node_step(
+        self,
+        node_id: int,
+        transition: Any,
+        raw: bool = False,
+    ) -> Cluster:
+        before = self.nodes[node_id - 1]
+        after, messages = transition(before)
+        if raw:
+            out = tuple(messages)
+        else:
+            after, out = rn.finish(self.params, before, after, list(messages))
+        outputs: list[Output] = []
+        if after.role == Role.LEADER and before.role != Role.LEADER:
+            after = _start_lease_clocks(self, after)
+        if after.commit_index > after.applied_index or after.ready_reads:
+            after, outputs = _apply_committed(self, after)
+        nodes = list(self.nodes)
+        nodes[node_id - 1] = after
+        new_nodes = tuple(nodes)
+        ghost = update_ghost(self.ghost, (before,), (after,))
+        return self._with(
+            nodes=new_nodes,
+            network=self.network.send(out),
+            ghost=ghost,
+            outputs=tuple(outputs),
+        )
+
+    # ------------------------------------------------------------------ views
+
+    def abstract(self) -> dict[str, Any]:
+        """Plain values for ITF traces and refinement checks against the spec."""
+        return {
+            "nodes": {
+                node.name: {
+                    "role": node.role.describe(),
+                    "term": node.term,
+                    "voted_for": node_name(node.vote) if node.vote else None,
+                    "log": [[e.term, e.key] for e in node.log.entries],
+                    "snapshot_index": node.log.snapshot.last_index,
+                    "snapshot_term": node.log.snapshot.last_term,
+                    "commit_index": node.commit_index,
+                    "applied_index": node.applied_index,
+                    "up": self.up[node.id - 1],
+                    "durable_term": node.hard_state().term,
+                    "durable_voted_for": (
+                        node_name(node.hard_state().vote) if node.hard_state().vote else None
+                    ),
+                    "durable_log_length": node.hard_state().log.last_index,
+                    "revision": getattr(node.store, "revision", None),
+                }
+                for node in self.nodes
+            },
+            "messages": [m.describe() for m in self.network.messages],
+            "partition": [sorted(node_name(n) for n in g) for g in self.network.groups],
+            "committed": [[term, key] for term, key, _ in self.ghost.committed],
+            "leaders": [[term, node_name(n)] for term, n in self.ghost.leaders],
+        }
+
+    def describe(self) -> str:
+        lines = []
+        for node in self.nodes:
+            state = "" if self.up[node.id - 1] else " [down]"
+            lines.append(node.describe() + state)
+        lines.append("network: " + self.network.describe())
+        return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _is_split(groups: Any, nodes: int) -> bool:
+    if not isinstance(groups, tuple) or not all(isinstance(g, frozenset) for g in groups):
+        return False
+    members = [n for g in groups for n in g]
+    return sorted(members) == list(range(1, nodes + 1)) and len(groups) >= 2
+
+
+def _tick(cluster: Cluster, node: Node) -> tuple[Node, list[Message]]:
+    """A tick: Raft's clock, then the lease clocks (leader, or any holder under the
+    lease_revoke_by_stale_leader bug)."""
+    params = cluster.params
+    node, messages = rn.tick(params, node)
+    if not node.leases:
+        return node, messages
+    expired: list[int] = []
+    clocks: list[tuple[int, int]] = []
+    for lease_id, remaining in node.leases:
+        if remaining > 0:
+            remaining -= 1
+            if remaining == 0:
+                expired.append(lease_id)
+        clocks.append((lease_id, remaining))
+    node = node._replace(leases=tuple(clocks))
+    for lease_id in expired:
+        request = LeaseRevokeRequest(lease_id)
+        if node.role == Role.LEADER:
+            node, more = rn.propose(params, node, request.describe(), request)
+            messages = messages + more
+        elif params.bugs.on("lease_revoke_by_stale_leader"):
+            # Bug: a deposed leader revokes the lease in its own store, not through the log.
+            try:
+                store, _ = kv.apply(node.store, request, params.bugs)
+            except StoreError:
+                store = node.store
+            node = node._replace(store=store)
+    return node, messages
+
+
+def _lease_ticks(cluster: Cluster, node: Node, lease_id: int) -> int:
+    ttl = kv.lease_ttl(node.store, lease_id) or 0
+    return max(1, ttl * cluster.config.lease_tick_scale)
+
+
+def _start_lease_clocks(cluster: Cluster, node: Node) -> Node:
+    """A new leader restarts every lease's clock at its full TTL (etcd's Promote)."""
+    lease_ids = sorted(node.store.lease_ids())
+    return node._replace(
+        leases=tuple((lease_id, _lease_ticks(cluster, node, lease_id)) for lease_id in lease_ids)
+    )
+
+
+def _refresh_lease(cluster: Cluster, node: Node, lease_id: int) -> Node:
+    clocks = tuple(
+        (lid, _lease_ticks(cluster, node, lid) if lid == lease_id else remaining)
+        for lid, remaining in node.leases
+    )
+    return node._replace(leases=clocks)
+
+
+def _apply_committed(cluster: Cluster, node: Node) -> tuple[Node, list[Output]]:
+    """Apply entries applied_index+1..commit_index to the node's store, keep the leader's
+    lease clocks in step with grants and revokes, and serve confirmed reads."""
+    bugs = cluster.params.bugs
+    store = node.store
+    outputs: list[Output] = []
+    leases = dict(node.leases)
+    leader = node.role == Role.LEADER
+    for index in range(node.applied_index + 1, node.commit_index + 1):
+        entry = node.log.entry(index)
+        if entry.request is None:
+            continue
+        response: Any
+        try:
+            store, response = kv.apply(store, entry.request, bugs)
+        except StoreError as error:
+            response = error
+        outputs.append(Applied(node.id, index, entry.request, response))
+        if leader and isinstance(entry.request, LeaseGrantRequest):
+            if isinstance(response, LeaseGrantResponse):
+                leases[response.id] = max(1, response.ttl * cluster.config.lease_tick_scale)
+        elif isinstance(entry.request, LeaseRevokeRequest):
+            leases.pop(entry.request.id, None)
+    node = rn.mark_applied(node, node.commit_index, store)
+    if leader or leases:
+        node = node._replace(leases=tuple(sorted(leases.items())))
+    if node.ready_reads:
+        waiting: list[ReadRound] = []
+        for round_ in node.ready_reads:
+            if round_.read_index > node.applied_index:
+                waiting.append(round_)
+                continue
+            try:
+                _, response = kv.apply(store, round_.request, bugs)
+            except StoreError as error:
+                response = error
+            outputs.append(
+                ReadResult(node.id, round_.id, round_.read_index, round_.request, response)
+            )
+        node = node._replace(ready_reads=tuple(waiting))
+    return node, outputs
+
+
+# --------------------------------------------------------------------------- symmetry
+
+
+def _signature(node: Node, up: bool) -> tuple[Any, ...]:
+    return (
+        int(node.role),
+        node.term,
+        node.log.last_index,
+        node.log.terms(),
+        node.commit_index,
+        node.applied_index,
+        up,
+        node.vote == 0,
+        node.durable is None,
+        len(node.outbox),
+    )
+
+
+def _map_id(perm: Sequence[int], node_id: int) -> int:
+    return perm[node_id] if node_id else 0
+
+
+def _permute_positions(values: tuple[Any, ...], order: Sequence[int]) -> tuple[Any, ...]:
+    if not values:
+        return values
+    return tuple(values[old] for old in order)
+
+
+def _relabel_message(message: Message, perm: Sequence[int]) -> Message:
+    return message._replace(src=perm[message.src], dst=perm[message.dst])
+
+
+def _relabel_node(node: Node, perm: Sequence[int], order: Sequence[int]) -> Node:
+    durable = node.durable
+    if durable is not None and durable.vote:
+        durable = HardState(durable.term, perm[durable.vote], durable.log)
+    return node._replace(
+        id=perm[node.id],
+        vote=_map_id(perm, node.vote),
+        lead=_map_id(perm, node.lead),
+        durable=durable,
+        outbox=tuple(
+            sorted((_relabel_message(m, perm) for m in node.outbox), key=Message.sort_key)
+        ),
+        votes=_permute_positions(node.votes, order),
+        match=_permute_positions(node.match, order),
+        next=_permute_positions(node.next, order),
+        recent_active=_permute_positions(node.recent_active, order),
+        reads=tuple(r._replace(acks=frozenset(perm[a] for a in r.acks)) for r in node.reads),
+        ready_reads=tuple(
+            r._replace(acks=frozenset(perm[a] for a in r.acks)) for r in node.ready_reads
+        ),
+    )
+
+
+def _relabel_fingerprint(
+    cluster: Cluster, perm: Sequence[int], order: Sequence[int]
+) -> tuple[Any, ...]:
+    nodes = tuple(_relabel_node(cluster.nodes[old], perm, order) for old in order)
+    up = tuple(cluster.up[old] for old in order)
+    network = Network(
+        tuple(
+            sorted(
+                (_relabel_message(m, perm) for m in cluster.network.messages), key=Message.sort_key
+            )
+        ),
+        tuple(sorted((frozenset(perm[n] for n in g) for g in cluster.network.groups), key=sorted)),
+    )
+    ghost = cluster.ghost
+    ghost = Ghost(
+        ghost.committed,
+        tuple(sorted((term, perm[n]) for term, n in ghost.leaders)),
+        ghost.violation,
+    )
+    return (nodes, up, network, cluster.crashes, ghost)
+
+
+__all__ = [
+    "Action",
+    "Applied",
+    "Cluster",
+    "ClusterConfig",
+    "ConfigError",
+    "IllegalActionError",
+    "Output",
+    "RaftLog",
+    "ReadResult",
+    "Snapshot",
+    "compact_log",
+    "crash",
+    "deliver",
+    "drop",
+    "duplicate",
+    "heal",
+    "heartbeat",
+    "keepalive",
+    "partition",
+    "persist",
+    "propose",
+    "read_index",
+    "restart",
+    "tick",
+    "timeout",
+]

@@ -1,0 +1,180 @@
+"""Raft's safety invariants over a cluster's nodes, with the small history they need.
+
+Contract: `check_raft(nodes, ghost)` raises `InvariantViolation` (etcdspec.model.invariants)
+naming the first broken invariant: ElectionSafety, LeaderAppendOnly, LogMatching,
+LeaderCompleteness, StateMachineSafety, CommitWithinLog, AppliedStatesAgree. The ghost
+(auxiliary history) is kept small and is part of the cluster's state:
+- `committed`: the committed log as first observed (entry term, entry key, the term in
+  which it was first known committed), index 1 first;
+- `leaders`: every (term, node) that ever became leader;
+- `violation`: a broken transition invariant (LeaderAppendOnly), recorded by
+  `update_ghost` when a step changes a leader's log other than by appending.
+Nothing here does I/O or changes its arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from etcdspec.model.invariants import InvariantViolation
+from etcdspec.model.raft_log import RaftLog
+from etcdspec.model.raft_messages import node_name
+from etcdspec.model.raft_node import Node, Role
+
+
+class Ghost(NamedTuple):
+    committed: tuple[tuple[int, str, int], ...] = ()
+    leaders: tuple[tuple[int, int], ...] = ()
+    violation: tuple[str, str] | None = None
+
+    def describe(self) -> str:
+        committed = " ".join(f"{i + 1}:{t}:{k}" for i, (t, k, _) in enumerate(self.committed))
+        leaders = " ".join(f"{node_name(n)}@{t}" for t, n in self.leaders)
+        return f"committed [{committed}] leaders [{leaders}]"
+
+
+def update_ghost(ghost: Ghost, before: Sequence[Node], after: Sequence[Node]) -> Ghost:
+    """The history after one step from `before` to `after` (same node order)."""
+    committed = ghost.committed
+    leaders = ghost.leaders
+    violation = ghost.violation
+    for old, new in zip(before, after, strict=True):
+        if new is old:
+            continue
+        if new.commit_index > len(committed):
+            extra = []
+            for index in range(len(committed) + 1, new.commit_index + 1):
+                if index <= new.log.snapshot.last_index:
+                    break
+                entry = new.log.entry(index)
+                extra.append((entry.term, entry.key, new.term))
+            committed = committed + tuple(extra)
+        if new.role == Role.LEADER:
+            pair = (new.term, new.id)
+            if pair not in leaders:
+                leaders = tuple(sorted((*leaders, pair)))
+            if (
+                violation is None
+                and old.role == Role.LEADER
+                and old.term == new.term
+                and not _extends(new.log, old.log)
+            ):
+                violation = (
+                    "LeaderAppendOnly",
+                    f"{new.name}, leader in term {new.term}, changed its log from "
+                    f"{old.log.describe()} to {new.log.describe()}",
+                )
+    if committed is ghost.committed and leaders is ghost.leaders and violation is ghost.violation:
+        return ghost
+    return Ghost(committed, leaders, violation)
+
+
+def _extends(new: RaftLog, old: RaftLog) -> bool:
+    if new.last_index < old.last_index:
+        return False
+    lo = max(new.snapshot.last_index, old.snapshot.last_index) + 1
+    return new.slice(lo, old.last_index) == old.slice(lo, old.last_index)
+
+
+def check_raft(nodes: Sequence[Node], ghost: Ghost) -> None:
+    if ghost.violation is not None:
+        raise InvariantViolation(*ghost.violation)
+    _election_safety(ghost)
+    for node in nodes:
+        _commit_within_log(node)
+    _log_matching(nodes)
+    _leader_completeness(nodes, ghost)
+    _state_machine_safety(nodes, ghost)
+    _applied_states_agree(nodes)
+
+
+def _election_safety(ghost: Ghost) -> None:
+    for (term_a, node_a), (term_b, node_b) in zip(ghost.leaders, ghost.leaders[1:], strict=False):
+        if term_a == term_b:
+            raise InvariantViolation(
+                "ElectionSafety",
+                f"two leaders in term {term_a}: {node_name(node_a)} and {node_name(node_b)}",
+            )
+
+
+def _commit_within_log(node: Node) -> None:
+    if node.commit_index > node.log.last_index:
+        raise InvariantViolation(
+            "CommitWithinLog",
+            f"{node.name} commit_index {node.commit_index} > last index {node.log.last_index}: "
+            f"{node.describe()}",
+        )
+    if node.applied_index > node.commit_index:
+        raise InvariantViolation(
+            "CommitWithinLog",
+            f"{node.name} applied_index {node.applied_index} > commit_index "
+            f"{node.commit_index}: {node.describe()}",
+        )
+
+
+def _log_matching(nodes: Sequence[Node]) -> None:
+    for position, a in enumerate(nodes):
+        for b in nodes[position + 1 :]:
+            lo = max(a.log.snapshot.last_index, b.log.snapshot.last_index) + 1
+            hi = min(a.log.last_index, b.log.last_index)
+            for index in range(hi, lo - 1, -1):
+                if a.log.term_at(index) == b.log.term_at(index):
+                    if a.log.slice(lo, index) != b.log.slice(lo, index):
+                        raise InvariantViolation(
+                            "LogMatching",
+                            f"{a.name} and {b.name} agree at index {index} (term "
+                            f"{a.log.term_at(index)}) but differ before it: "
+                            f"{a.describe()}; {b.describe()}",
+                        )
+                    break
+
+
+def _leader_completeness(nodes: Sequence[Node], ghost: Ghost) -> None:
+    for node in nodes:
+        if node.role != Role.LEADER:
+            continue
+        log = node.log
+        for position, (term, key, commit_term) in enumerate(ghost.committed):
+            index = position + 1
+            if commit_term > node.term or index <= log.snapshot.last_index:
+                continue
+            held = log.entry(index) if index <= log.last_index else None
+            if held is None or held.term != term or held.key != key:
+                raise InvariantViolation(
+                    "LeaderCompleteness",
+                    f"entry {index}:{term}:{key} was committed in term {commit_term} but "
+                    f"leader {node.describe()} does not hold it",
+                )
+
+
+def _state_machine_safety(nodes: Sequence[Node], ghost: Ghost) -> None:
+    committed = ghost.committed
+    for node in nodes:
+        log = node.log
+        for index in range(log.snapshot.last_index + 1, min(node.commit_index, len(committed)) + 1):
+            term, key, _ = committed[index - 1]
+            entry = log.entry(index)
+            if entry.term != term or entry.key != key:
+                raise InvariantViolation(
+                    "StateMachineSafety",
+                    f"{node.name} committed {index}:{entry.term}:{entry.key} but "
+                    f"{index}:{term}:{key} was committed before: {node.describe()}",
+                )
+
+
+def _applied_states_agree(nodes: Sequence[Node]) -> None:
+    by_index: dict[int, Node] = {}
+    for node in nodes:
+        other = by_index.setdefault(node.applied_index, node)
+        if other is not node and other.store != node.store:
+            raise InvariantViolation(
+                "AppliedStatesAgree",
+                f"{other.name} and {node.name} both applied {node.applied_index} entries but "
+                f"their stores differ: {_store_text(other)} vs {_store_text(node)}",
+            )
+
+
+def _store_text(node: Node) -> str:
+    describe = getattr(node.store, "describe", None)
+    return describe() if callable(describe) else repr(node.store)
