@@ -73,6 +73,9 @@ class PMap(Generic[K, V]):
         """A new map with each key set to its value, or removed where the value is None."""
         if not changes:
             return self
+        if len(changes) == 1:
+            ((key, value),) = changes.items()
+            return self._update_one(key, value)
         buckets = list(self._buckets)
         copied: set[int] = set()
         size, h = self._size, self._hash
@@ -98,6 +101,26 @@ class PMap(Generic[K, V]):
                 size += 1
                 bucket[key] = value
         return PMap(tuple(buckets), size, h)
+
+    def _update_one(self, key: K, value: V | None) -> PMap[K, V]:
+        index = hash(key) & _MASK
+        bucket = self._buckets[index]
+        old = None if bucket is None else bucket.get(key)
+        if old is None and value is None:
+            return self
+        new_bucket = {} if bucket is None else dict(bucket)
+        size, h = self._size, self._hash
+        if old is not None:
+            h -= hash((key, old))
+            size -= 1
+            del new_bucket[key]
+        if value is not None:
+            h += hash((key, value))
+            size += 1
+            new_bucket[key] = value
+        buckets = list(self._buckets)
+        buckets[index] = new_bucket
+        return PMap(tuple(buckets), size, h % _MOD)
 
     def __hash__(self) -> int:
         return self._hash

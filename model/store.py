@@ -98,7 +98,10 @@ class HistoryNode:
         self.revision = revision
         self.events = events
         self.parent = parent
-        self.hash: int = hash((revision, events, None if parent is None else parent.hash))
+        # The hash covers the revision, the keys touched and the parent: enough to tell
+        # histories apart cheaply; __eq__ of StoreState compares the events themselves.
+        keys = tuple(event.kv.key for event in events)
+        self.hash: int = hash((revision, keys, None if parent is None else parent.hash))
 
     def chain(self) -> list[HistoryNode]:
         """This node and its ancestors, oldest first."""
