@@ -130,6 +130,7 @@ RESPONSE_CASES = [
     ),
     ("all keys", ABC, RangeRequest(b"\x00", b"\x00", count_only=True), "range-> rev 4 count 3 []"),
     # range_end < key: the index walk stops at once, an empty result (no error).
+    # Checked on etcd 3.5.1: `etcdctl get c a` answers an empty range.
     ("range end below key", ABC, get("c", "a"), "range-> rev 4 count 0 []"),
     # limit cuts kvs, count stays the total, more says there are more.
     (
@@ -222,6 +223,7 @@ RESPONSE_CASES = [
     ),
     ("empty txn", ABC, txn([], []), "txn-> rev 4 success []"),
     # Compares on a missing key: VALUE always false; version/create/mod/lease compare with 0.
+    # Checked on etcd 3.5.1: txn [value("x") = ""] on a missing x takes the failure branch.
     (
         "value compare on missing key is false",
         (),
@@ -295,7 +297,8 @@ RESPONSE_CASES = [
         "txn-> rev 5 success [delete-> rev 5 deleted 2; delete-> rev 5 deleted 0]",
     ),
     # etcd quirk: a delete to the end (range_end "\0") is an empty literal interval in
-    # checkIntervals, so a put of a key it covers is NOT a duplicate.
+    # checkIntervals, so a put of a key it covers is NOT a duplicate. Checked on etcd 3.5.1:
+    # txn [del a --from-key; put b z] succeeds at one revision; [del a c; put b] fails.
     (
         "delete to end and put are not duplicates",
         ABC,

@@ -114,7 +114,7 @@ def test_store_watch_progress_notification_carries_current_revision() -> None:
     ("start", "expected"),
     [
         # watchable_store chooseAll: `if w.minRev < compactRev` -> compacted and canceled.
-        (3, ["watch-> rev 7 created", "watch-> rev 7 canceled compact_revision 4"]),
+        (3, ["watch-> rev 7 created", "watch-> rev 0 canceled compact_revision 4"]),
         # A watch from the compact revision itself is served.
         (
             4,
