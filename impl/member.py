@@ -478,7 +478,7 @@ class Member:
         self.metrics.proposals_pending = len(self._waiters)
         self._wake.set()
         try:
-            return await asyncio.wait_for(asyncio.shield(future), REQUEST_TIMEOUT_S)
+            response = await asyncio.wait_for(asyncio.shield(future), REQUEST_TIMEOUT_S)
         except TimeoutError as error:
             self.metrics.proposals_failed += 1
             raise RpcError(
@@ -487,6 +487,15 @@ class Member:
         finally:
             self._waiters.pop(request_id, None)
             self.metrics.proposals_pending = len(self._waiters)
+        header = getattr(response, "header", None)
+        if header is not None:
+            header.cluster_id = self.cluster_id
+            header.member_id = self.member_id
+            if not header.revision:
+                header.revision = self.storage.current_revision()
+            if not header.raft_term:
+                header.raft_term = self.driver.term
+        return response
 
     async def linearizable_barrier(self) -> None:
         """Return once this member has applied everything committed before the call."""

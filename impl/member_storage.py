@@ -25,9 +25,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from etcdspec.impl import errors, raft_codec
+from etcdspec.impl import errors, raft_codec, snapfile
 from etcdspec.impl.applier import Applier, ApplyResult
 from etcdspec.impl.backend import Backend
 from etcdspec.impl.errors import RpcError
@@ -89,7 +88,8 @@ class MemberStorage:
 
     def open(self, *, quota_bytes: int, initial_cluster_state: str = "new") -> Recovered:
         self.snap_dir.mkdir(parents=True, exist_ok=True)
-        snapshot = _snapfile().load_newest(self.snap_dir)
+        loaded = snapfile.load_newest(self.snap_dir)
+        snapshot = loaded.snapshot if loaded is not None else None
         wal, state = Wal.open(self.wal_dir, snapshot=snapshot.meta if snapshot else None)
         self._wal = wal
         backend = Backend(self.db_path)
@@ -137,15 +137,15 @@ class MemberStorage:
     ) -> None:
         assert self._wal is not None
         if snapshot is not None:
-            _snapfile().save(self.snap_dir, snapshot)
+            snapfile.save(self.snap_dir, snapshot)
         self._wal.save(hard_state, entries, snapshot.meta if snapshot else None, sync=True)
 
     def save_snapshot(self, snapshot: Snapshot) -> None:
         assert self._wal is not None
-        _snapfile().save(self.snap_dir, snapshot)
+        snapfile.save(self.snap_dir, snapshot)
         self._wal.save_snapshot(snapshot.meta)
         self._wal.release_to(snapshot.meta.index)
-        _snapfile().purge(self.snap_dir, keep=2)
+        snapfile.prune(self.snap_dir, keep=2)
 
     def snapshot_blob(self) -> bytes:
         return self.backend.snapshot_bytes()
@@ -205,8 +205,3 @@ class MemberStorage:
             for member_id, alarm in self.backend.alarms()
         ]
 
-
-def _snapfile() -> Any:
-    import importlib
-
-    return importlib.import_module("etcdspec.impl.snapfile")

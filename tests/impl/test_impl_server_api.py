@@ -1,0 +1,370 @@
+"""The gRPC API of one in-process member: etcd's answers, errors and headers.
+
+Each test starts a single-member cluster on free loopback ports inside its own event
+loop, talks to it with a grpc.aio client, and stops it. Behaviour checked: every
+response header carries cluster_id, member_id, revision and raft_term; etcd's status
+codes and messages for bad requests (nothing applied); linearizable and serializable
+reads; watches (created first, whole revisions, compacted start); leases; maintenance;
+and that a restarted member still has every acknowledged write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import grpc
+import pytest
+from etcdspec.impl import snapshot_cli
+from etcdspec.impl.config import MemberConfig, build_config
+from etcdspec.impl.launcher import free_port
+from etcdspec.impl.member import Member
+from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
+
+
+def member_config(data_dir: Path, **overrides: object) -> MemberConfig:
+    client, peer = free_port(), free_port()
+    options: dict[str, object] = {
+        "name": "solo",
+        "data_dir": str(data_dir),
+        "listen_client_urls": f"http://127.0.0.1:{client}",
+        "advertise_client_urls": None,
+        "listen_peer_urls": f"http://127.0.0.1:{peer}",
+        "initial_advertise_peer_urls": None,
+        "initial_cluster": None,
+        "heartbeat_interval_ms": 20,
+        "election_timeout_ms": 200,
+    }
+    options.update(overrides)
+    return build_config(**options)  # type: ignore[arg-type]
+
+
+class Client:
+    def __init__(self, channel: grpc.aio.Channel) -> None:
+        self.kv = rpc_pb2_grpc.KVStub(channel)
+        self.watch = rpc_pb2_grpc.WatchStub(channel)
+        self.lease = rpc_pb2_grpc.LeaseStub(channel)
+        self.maintenance = rpc_pb2_grpc.MaintenanceStub(channel)
+        self.cluster = rpc_pb2_grpc.ClusterStub(channel)
+
+    async def put(self, key: bytes, value: bytes, **fields: object) -> rpc_pb2.PutResponse:
+        return await self.kv.Put(rpc_pb2.PutRequest(key=key, value=value, **fields), timeout=5)  # type: ignore[arg-type]
+
+
+async def _with_member(
+    config: MemberConfig, scenario: Callable[[Member, Client], Awaitable[None]]
+) -> None:
+    member = Member(config)
+    await member.start()
+    channel = grpc.aio.insecure_channel(config.listen_client_urls[0].target)
+    try:
+        deadline = asyncio.get_running_loop().time() + 10
+        while not member.metrics.has_leader:
+            assert asyncio.get_running_loop().time() < deadline, "no leader elected"
+            await asyncio.sleep(0.01)
+        await scenario(member, Client(channel))
+    finally:
+        await channel.close()
+        await member.stop()
+
+
+def run(config: MemberConfig, scenario: Callable[[Member, Client], Awaitable[None]]) -> None:
+    asyncio.run(_with_member(config, scenario))
+
+
+async def _status_of(call: Awaitable[object]) -> tuple[grpc.StatusCode, str]:
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await call
+    return caught.value.code(), caught.value.details() or ""
+
+
+def test_every_header_names_cluster_member_revision_and_term(tmp_path: Path) -> None:
+    config = member_config(tmp_path / "d")
+
+    async def scenario(member: Member, client: Client) -> None:
+        put = await client.put(b"a", b"1")
+        got = await client.kv.Range(rpc_pb2.RangeRequest(key=b"a"))
+        status = await client.maintenance.Status(rpc_pb2.StatusRequest())
+        for header in (put.header, got.header, status.header):
+            assert header.cluster_id == config.cluster_id
+            assert header.member_id == config.member_id
+            assert header.revision == 2
+            assert header.raft_term >= 1
+        assert got.kvs[0].value == b"1"
+        assert (got.kvs[0].create_revision, got.kvs[0].mod_revision, got.kvs[0].version) == (
+            2,
+            2,
+            1,
+        )
+
+    run(config, scenario)
+
+
+BAD_REQUESTS: list[tuple[str, Callable[[Client], Awaitable[object]], grpc.StatusCode, str]] = [
+    (
+        "empty key put",
+        lambda c: c.kv.Put(rpc_pb2.PutRequest(key=b"", value=b"v")),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "etcdserver: key is not provided",
+    ),
+    (
+        "empty key range",
+        lambda c: c.kv.Range(rpc_pb2.RangeRequest(key=b"")),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "etcdserver: key is not provided",
+    ),
+    (
+        "unknown lease",
+        lambda c: c.kv.Put(rpc_pb2.PutRequest(key=b"k", value=b"v", lease=12345)),
+        grpc.StatusCode.NOT_FOUND,
+        "etcdserver: requested lease not found",
+    ),
+    (
+        "duplicate key in txn",
+        lambda c: c.kv.Txn(
+            rpc_pb2.TxnRequest(
+                success=[
+                    rpc_pb2.RequestOp(request_put=rpc_pb2.PutRequest(key=b"k", value=b"1")),
+                    rpc_pb2.RequestOp(request_put=rpc_pb2.PutRequest(key=b"k", value=b"2")),
+                ]
+            )
+        ),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "etcdserver: duplicate key given in txn request",
+    ),
+    (
+        "request too large",
+        lambda c: c.kv.Put(rpc_pb2.PutRequest(key=b"big", value=b"x" * (1_572_864 + 100))),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "etcdserver: request is too large",
+    ),
+    (
+        "future revision",
+        lambda c: c.kv.Range(rpc_pb2.RangeRequest(key=b"k", revision=1000)),
+        grpc.StatusCode.OUT_OF_RANGE,
+        "etcdserver: mvcc: required revision is a future revision",
+    ),
+    (
+        "revoke unknown lease",
+        lambda c: c.lease.LeaseRevoke(rpc_pb2.LeaseRevokeRequest(ID=999)),
+        grpc.StatusCode.NOT_FOUND,
+        "etcdserver: requested lease not found",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("request_call", "code", "message"),
+    [pytest.param(call, code, message, id=name) for name, call, code, message in BAD_REQUESTS],
+)
+def test_bad_requests_get_etcds_error_and_change_nothing(
+    tmp_path: Path,
+    request_call: Callable[[Client], Awaitable[object]],
+    code: grpc.StatusCode,
+    message: str,
+) -> None:
+    async def scenario(member: Member, client: Client) -> None:
+        before = (await client.kv.Range(rpc_pb2.RangeRequest(key=b"\0", range_end=b"\0"))).header
+        assert await _status_of(request_call(client)) == (code, message)
+        after = await client.kv.Range(rpc_pb2.RangeRequest(key=b"\0", range_end=b"\0"))
+        assert after.header.revision == before.revision
+        assert after.count == 0
+
+    run(member_config(tmp_path / "d"), scenario)
+
+
+def test_range_end_before_key_is_empty_as_in_etcd(tmp_path: Path) -> None:
+    async def scenario(member: Member, client: Client) -> None:
+        await client.put(b"m", b"1")
+        got = await client.kv.Range(rpc_pb2.RangeRequest(key=b"z", range_end=b"a"))
+        assert (got.count, list(got.kvs)) == (0, [])
+
+    run(member_config(tmp_path / "d"), scenario)
+
+
+def test_serializable_and_linearizable_reads_agree_on_one_member(tmp_path: Path) -> None:
+    async def scenario(member: Member, client: Client) -> None:
+        for index in range(20):
+            await client.put(f"k{index:02d}".encode(), b"v")
+        for serializable in (False, True):
+            got = await client.kv.Range(
+                rpc_pb2.RangeRequest(key=b"k", range_end=b"l", serializable=serializable)
+            )
+            assert got.count == 20
+            assert got.header.revision == 21
+
+    run(member_config(tmp_path / "d"), scenario)
+
+
+async def _responses(
+    stream: AsyncIterator[rpc_pb2.WatchResponse], count: int
+) -> list[rpc_pb2.WatchResponse]:
+    out = []
+    async for response in stream:
+        out.append(response)
+        if len(out) == count:
+            break
+    return out
+
+
+def test_watch_sends_created_then_whole_revisions_then_compaction_cancel(tmp_path: Path) -> None:
+    async def scenario(member: Member, client: Client) -> None:
+        await client.put(b"w1", b"a")  # revision 2
+        txn = rpc_pb2.TxnRequest(
+            success=[
+                rpc_pb2.RequestOp(request_put=rpc_pb2.PutRequest(key=b"w2", value=b"b")),
+                rpc_pb2.RequestOp(request_put=rpc_pb2.PutRequest(key=b"w3", value=b"c")),
+            ]
+        )
+        await client.kv.Txn(txn)  # revision 3, two events
+        requests: asyncio.Queue[rpc_pb2.WatchRequest] = asyncio.Queue()
+
+        async def feed() -> AsyncIterator[rpc_pb2.WatchRequest]:
+            while True:
+                yield await requests.get()
+
+        stream = client.watch.Watch(feed())
+        create = rpc_pb2.WatchCreateRequest(key=b"w", range_end=b"x", start_revision=2)
+        await requests.put(rpc_pb2.WatchRequest(create_request=create))
+        (created,) = await asyncio.wait_for(_responses(stream, 1), 10)
+        assert created.created and created.watch_id == 0
+        # Catch-up may batch revisions in one response but never splits a revision.
+        events: list[tuple[bytes, int]] = []
+        while len(events) < 3:
+            (response,) = await asyncio.wait_for(_responses(stream, 1), 10)
+            revisions = [e.kv.mod_revision for e in response.events]
+            assert 3 not in revisions or revisions.count(3) == 2
+            events.extend((e.kv.key, e.kv.mod_revision) for e in response.events)
+        assert events == [(b"w1", 2), (b"w2", 3), (b"w3", 3)]
+        # Live: one response per revision.
+        await client.put(b"w4", b"d")
+        (live,) = await asyncio.wait_for(_responses(stream, 1), 10)
+        assert [(e.kv.key, e.kv.mod_revision) for e in live.events] == [(b"w4", 4)]
+        stream.cancel()
+        await client.kv.Compact(rpc_pb2.CompactionRequest(revision=4))
+        late = client.watch.Watch(feed())
+        await requests.put(
+            rpc_pb2.WatchRequest(
+                create_request=rpc_pb2.WatchCreateRequest(key=b"w1", start_revision=2)
+            )
+        )
+        created2, canceled = await asyncio.wait_for(_responses(late, 2), 10)
+        assert created2.created
+        assert canceled.canceled and canceled.compact_revision == 4
+        late.cancel()
+
+    run(member_config(tmp_path / "d"), scenario)
+
+
+def test_lease_grant_attach_keepalive_ttl_revoke(tmp_path: Path) -> None:
+    async def scenario(member: Member, client: Client) -> None:
+        grant = await client.lease.LeaseGrant(rpc_pb2.LeaseGrantRequest(TTL=60))
+        assert grant.ID > 0 and grant.TTL == 60
+        await client.put(b"leased", b"x", lease=grant.ID)
+        ttl = await client.lease.LeaseTimeToLive(
+            rpc_pb2.LeaseTimeToLiveRequest(ID=grant.ID, keys=True)
+        )
+        assert ttl.grantedTTL == 60 and 0 < ttl.TTL <= 60 and list(ttl.keys) == [b"leased"]
+        keepalive = client.lease.LeaseKeepAlive(iter([rpc_pb2.LeaseKeepAliveRequest(ID=grant.ID)]))
+        answers = [answer async for answer in keepalive]
+        assert [(a.ID, a.TTL) for a in answers] == [(grant.ID, 60)]
+        leases = await client.lease.LeaseLeases(rpc_pb2.LeaseLeasesRequest())
+        assert [lease.ID for lease in leases.leases] == [grant.ID]
+        await client.lease.LeaseRevoke(rpc_pb2.LeaseRevokeRequest(ID=grant.ID))
+        got = await client.kv.Range(rpc_pb2.RangeRequest(key=b"leased"))
+        assert got.count == 0
+
+    run(member_config(tmp_path / "d"), scenario)
+
+
+def test_expired_lease_is_revoked_by_the_leader(tmp_path: Path) -> None:
+    async def scenario(member: Member, client: Client) -> None:
+        grant = await client.lease.LeaseGrant(rpc_pb2.LeaseGrantRequest(TTL=1))
+        await client.put(b"short", b"x", lease=grant.ID)
+        deadline = asyncio.get_running_loop().time() + 10
+        while (await client.kv.Range(rpc_pb2.RangeRequest(key=b"short"))).count:
+            assert asyncio.get_running_loop().time() < deadline, "lease never expired"
+            await asyncio.sleep(0.1)
+
+    # min TTL is 2 s by default (etcd: 1.5 x election timeout); a 1 s grant gets 2 s.
+    run(member_config(tmp_path / "d"), scenario)
+
+
+def test_maintenance_status_defrag_hashkv_alarm_memberlist(tmp_path: Path) -> None:
+    config = member_config(tmp_path / "d")
+
+    async def scenario(member: Member, client: Client) -> None:
+        for index in range(50):
+            await client.put(b"k", bytes(1000) + str(index).encode())
+        await client.kv.Compact(rpc_pb2.CompactionRequest(revision=50))
+        status = await client.maintenance.Status(rpc_pb2.StatusRequest())
+        assert status.leader == config.member_id and status.dbSizeInUse <= status.dbSize
+        await client.maintenance.Defragment(rpc_pb2.DefragmentRequest())
+        after = await client.maintenance.Status(rpc_pb2.StatusRequest())
+        assert after.dbSize < status.dbSize
+        first = await client.maintenance.HashKV(rpc_pb2.HashKVRequest(revision=0))
+        second = await client.maintenance.HashKV(rpc_pb2.HashKVRequest(revision=0))
+        assert first.hash == second.hash and first.compact_revision == 50
+        alarms = await client.maintenance.Alarm(
+            rpc_pb2.AlarmRequest(action=rpc_pb2.AlarmRequest.GET)
+        )
+        assert list(alarms.alarms) == []
+        members = await client.cluster.MemberList(rpc_pb2.MemberListRequest())
+        assert [(m.ID, m.name) for m in members.members] == [(config.member_id, "solo")]
+        assert list(members.members[0].clientURLs) == [config.advertise_client_urls[0].url]
+
+    run(config, scenario)
+
+
+def test_restart_keeps_every_acknowledged_write(tmp_path: Path) -> None:
+    data_dir = tmp_path / "d"
+    acknowledged: dict[bytes, int] = {}
+
+    async def write(member: Member, client: Client) -> None:
+        for index in range(60):
+            response = await client.put(f"k{index}".encode(), str(index).encode())
+            acknowledged[f"k{index}".encode()] = response.header.revision
+
+    async def read(member: Member, client: Client) -> None:
+        got = await client.kv.Range(rpc_pb2.RangeRequest(key=b"k", range_end=b"l"))
+        assert {kv.key: kv.mod_revision for kv in got.kvs} == acknowledged
+        await client.put(b"after", b"restart")
+
+    # A small --snapshot-count makes the first run take snapshots and compact its log.
+    first = member_config(data_dir, snapshot_count=25)
+    run(first, write)
+    run(member_config(data_dir, snapshot_count=25), read)
+    assert list((data_dir / "member" / "snap").glob("*.snap"))
+
+
+def test_snapshot_save_status_restore_round_trip(tmp_path: Path) -> None:
+    saved = tmp_path / "backup.db"
+
+    async def write_and_save(member: Member, client: Client) -> None:
+        for index in range(10):
+            await client.put(f"s{index}".encode(), b"v")
+        endpoint = member.config.listen_client_urls[0].url
+        await asyncio.to_thread(snapshot_cli.save, endpoint, saved)
+
+    run(member_config(tmp_path / "a"), write_and_save)
+    status = snapshot_cli.status(saved)
+    assert status.revision == 11 and status.total_keys == 10
+    snapshot_cli.restore(saved, tmp_path / "b")
+    with pytest.raises(snapshot_cli.SnapshotError, match="not empty"):
+        snapshot_cli.restore(saved, tmp_path / "b")
+
+    async def read(member: Member, client: Client) -> None:
+        got = await client.kv.Range(rpc_pb2.RangeRequest(key=b"s", range_end=b"t"))
+        assert got.count == 10 and got.header.revision == 11
+        response = await client.put(b"new", b"write")
+        assert response.header.revision == 12
+
+    run(member_config(tmp_path / "b"), read)
+
+
+def test_damaged_snapshot_file_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "bad.db"
+    path.write_bytes(b"SQLite format 3\x00" + bytes(100))
+    with pytest.raises(snapshot_cli.SnapshotError, match="SHA-256"):
+        snapshot_cli.status(path)
