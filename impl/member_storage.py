@@ -204,4 +204,3 @@ class MemberStorage:
             rpc_pb2.AlarmMember(memberID=member_id, alarm=alarm)  # type: ignore[arg-type]
             for member_id, alarm in self.backend.alarms()
         ]
-
