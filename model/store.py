@@ -136,7 +136,7 @@ class StoreState:
 
     __slots__ = (
         "_hash",
-        "compact_revision",
+        "compact_main_revision",
         "config",
         "history",
         "leases",
@@ -150,7 +150,7 @@ class StoreState:
         self,
         *,
         revision: int,
-        compact_revision: int,
+        compact_main_revision: int,
         live: PMap[bytes, KeyValue],
         leases: LeaseTable,
         history: HistoryNode | None,
@@ -159,7 +159,7 @@ class StoreState:
         config: StoreConfig,
     ) -> None:
         self.revision = revision
-        self.compact_revision = compact_revision
+        self.compact_main_revision = compact_main_revision
         self.live = live
         self.leases = leases
         self.history = history
@@ -169,7 +169,7 @@ class StoreState:
         self._hash = hash(
             (
                 revision,
-                compact_revision,
+                compact_main_revision,
                 hash(live),
                 hash(leases),
                 None if history is None else history.hash,
@@ -183,7 +183,7 @@ class StoreState:
         self,
         *,
         revision: int | None = None,
-        compact_revision: int | None = None,
+        compact_main_revision: int | None = None,
         live: PMap[bytes, KeyValue] | None = None,
         leases: LeaseTable | None = None,
         history: HistoryNode | _Keep | None = _KEEP,
@@ -192,8 +192,10 @@ class StoreState:
     ) -> StoreState:
         return StoreState(
             revision=self.revision if revision is None else revision,
-            compact_revision=(
-                self.compact_revision if compact_revision is None else compact_revision
+            compact_main_revision=(
+                self.compact_main_revision
+                if compact_main_revision is None
+                else compact_main_revision
             ),
             live=self.live if live is None else live,
             leases=self.leases if leases is None else leases,
@@ -204,6 +206,11 @@ class StoreState:
         )
 
     # -- queries
+
+    @property
+    def compact_revision(self) -> int:
+        """The revision the store is compacted to; 0 before any compaction."""
+        return max(self.compact_main_revision, 0)
 
     def get(self, key: bytes) -> KeyValue | None:
         """The key's current key-value, or None if it does not exist."""
@@ -259,7 +266,7 @@ class StoreState:
         return (
             self._hash == other._hash
             and self.revision == other.revision
-            and self.compact_revision == other.compact_revision
+            and self.compact_main_revision == other.compact_main_revision
             and self.next_lease_id == other.next_lease_id
             and self.write_count == other.write_count
             and self.config == other.config
@@ -281,7 +288,7 @@ def initial_state(config: StoreConfig | None = None) -> StoreState:
     """The empty store at revision 1, as a fresh etcd starts."""
     return StoreState(
         revision=1,
-        compact_revision=0,
+        compact_main_revision=-1,
         live=PMap(),
         leases=LeaseTable(),
         history=None,
@@ -365,8 +372,9 @@ def _commit(state: StoreState, txn: WriteTxn, leases: LeaseTable | None = None) 
 
 def _compact(state: StoreState, revision: int) -> StoreState:
     # mvcc kvstore.updateCompactRev: <= the current compact revision is ErrCompacted,
-    # beyond the current revision is ErrFutureRev. Compaction takes no revision.
-    if revision <= state.compact_revision:
+    # beyond the current revision is ErrFutureRev. Compaction takes no revision. etcd's
+    # compactMainRev starts at -1, so a fresh store accepts compact(0) once (etcd 3.5.1).
+    if revision <= state.compact_main_revision:
         raise CompactedError(
             f"compact({revision}) but the store is already compacted up to "
             f"{state.compact_revision}; compact to a later revision"
@@ -380,7 +388,7 @@ def _compact(state: StoreState, revision: int) -> StoreState:
     for node in kept:
         if node.revision >= revision:
             history = HistoryNode(node.revision, node.events, history)
-    return state._replace(compact_revision=revision, history=history)
+    return state._replace(compact_main_revision=revision, history=history)
 
 
 def _grant(state: StoreState, request: LeaseGrantRequest) -> tuple[StoreState, Response]:

@@ -48,7 +48,7 @@ def base() -> StoreState:
 CORRUPTIONS: list[tuple[str, Callable[[StoreState], StoreState], str]] = [
     (
         "compact beyond revision",
-        lambda s: s._replace(compact_revision=s.revision + 1),
+        lambda s: s._replace(compact_main_revision=s.revision + 1),
         "CompactRevisionBounded",
     ),
     (

@@ -192,6 +192,7 @@ RESPONSE_CASES = [
     ("delete end below key", ABC, delete("c", "a"), "delete-> rev 4 deleted 0"),
     # Compaction takes no revision.
     ("compact", ABC, CompactionRequest(3), "compact-> rev 4"),
+    ("compact 0 on a fresh store", (), CompactionRequest(0), "compact-> rev 1"),
     # Txn: all writes share one revision; reads in it see its earlier writes.
     (
         "txn writes share a revision",
@@ -348,6 +349,9 @@ ERROR_CASES = [
     ("compact twice", (*ABC, CompactionRequest(3)), CompactionRequest(3), CompactedError),
     ("compact backwards", (*ABC, CompactionRequest(3)), CompactionRequest(2), CompactedError),
     ("compact future", ABC, CompactionRequest(5), FutureRevisionError),
+    # compactMainRev starts at -1: compact(0) works once on a fresh store (etcd 3.5.1).
+    ("compact 0 twice", (CompactionRequest(0),), CompactionRequest(0), CompactedError),
+    ("compact negative", (), CompactionRequest(-1), CompactedError),
     # Unknown lease on put: ErrLeaseNotFound, also inside a txn's chosen branch.
     ("put unknown lease", (), put("a", "1", lease=7), LeaseNotFoundError),
     ("txn put unknown lease", ABC, txn([], [put("z"), put("a", "1", lease=7)]), LeaseNotFoundError),
