@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from etcdspec.impl.raft_core import PersistedState, RaftConfig, Role
 from etcdspec.impl.raft_driver import RaftDriver, Ready
@@ -40,14 +40,33 @@ def decode_state_machine(blob: bytes) -> list[Entry]:
     return [Entry(t, i, bytes.fromhex(d)) for t, i, d in json.loads(blob)]
 
 
+# Seeded durability bugs (the simulator's own bug catalogue): the safety checks must
+# catch each of them in some seeded run.
+BUGS = frozenset({"vote_not_persisted", "ack_before_fsync"})
+
+
 @dataclass
 class Disk:
     hard_state: HardState = field(default_factory=HardState)
     snapshot: Snapshot | None = None
     entries: list[Entry] = field(default_factory=list)
     fsyncs: int = 0
+    bugs: frozenset[str] = frozenset()
+
+    unsynced: Ready | None = None  # with ack_before_fsync: written, but lost by a crash
 
     def save(self, ready: Ready) -> None:
+        if "vote_not_persisted" in self.bugs and ready.hard_state is not None:
+            ready = replace(ready, hard_state=replace(ready.hard_state, vote=0))
+        if "ack_before_fsync" in self.bugs:
+            # the fsync lags one Ready behind: a crash loses the last Ready's writes
+            previous, self.unsynced = self.unsynced, ready
+            if previous is None:
+                return
+            ready = previous
+        self._write(ready)
+
+    def _write(self, ready: Ready) -> None:
         if ready.snapshot is not None:
             self.snapshot = ready.snapshot
             self.entries = []
@@ -60,7 +79,13 @@ class Disk:
         if ready.must_sync:
             self.fsyncs += 1
 
+    def crash(self) -> None:
+        self.unsynced = None
+
     def compact(self, snapshot: Snapshot) -> None:
+        if self.unsynced is not None:  # writing the snapshot file syncs the disk
+            self._write(self.unsynced)
+            self.unsynced = None
         self.snapshot = snapshot
         self.entries = [e for e in self.entries if e.index > snapshot.meta.index]
 
@@ -89,7 +114,11 @@ class Cluster:
         heartbeat_tick: int = 1,
         max_size_per_msg: int = 1024 * 1024,
         max_inflight_msgs: int = 256,
+        bugs: frozenset[str] = frozenset(),
     ) -> None:
+        unknown = bugs - BUGS
+        assert not unknown, f"unknown simulator bugs {sorted(unknown)}; known: {sorted(BUGS)}"
+        self.bugs = bugs
         self.rng = random.Random(seed)
         self.seed = seed
         self.ids = tuple(range(1, n + 1))
@@ -104,7 +133,7 @@ class Cluster:
         self.nodes: dict[int, SimNode] = {}
         self.restarts = 0
         for node_id in self.ids:
-            self.nodes[node_id] = SimNode(node_id, None, Disk(), [])
+            self.nodes[node_id] = SimNode(node_id, None, Disk(bugs=bugs), [])
             self._boot(node_id)
         self.network: list[Message] = []
         self.groups: list[frozenset[int]] | None = None
@@ -126,6 +155,7 @@ class Cluster:
 
     def crash(self, node_id: int) -> None:
         self.nodes[node_id].driver = None
+        self.nodes[node_id].disk.crash()
         self.network = [m for m in self.network if m.to != node_id and m.from_ != node_id]
         self.log.append(f"crash {node_id}")
 

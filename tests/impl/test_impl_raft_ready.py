@@ -1,0 +1,131 @@
+"""The Ready contract of raft_driver: what is persisted in the same Ready as the messages
+that depend on it, when entries become appliable, and the driver's usage rules."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from etcdspec.impl.raft_core import RaftConfig
+from etcdspec.impl.raft_driver import RaftDriver, Ready
+from etcdspec.impl.raft_messages import (
+    ConfigError,
+    Entry,
+    HardState,
+    Message,
+    MessageType,
+    UsageError,
+)
+
+
+def node(node_id: int = 1, voters: tuple[int, ...] = (1, 2, 3), seed: int = 0) -> RaftDriver:
+    return RaftDriver(RaftConfig(id=node_id, voters=voters), random.Random(seed))
+
+
+def drain(driver: RaftDriver) -> list[Ready]:
+    readies = []
+    while driver.has_ready():
+        ready = driver.ready()
+        readies.append(ready)
+        driver.advance(ready)
+    return readies
+
+
+def test_single_node_entries_are_applied_only_after_they_are_persisted() -> None:
+    driver = node(voters=(1,))
+    driver.campaign()
+    drain(driver)
+    driver.propose(b"a")
+    first = driver.ready()
+    assert [e.data for e in first.entries] == [b"a"]
+    assert first.committed_entries == ()  # not durable yet: not committed
+    driver.advance(first)
+    second = driver.ready()
+    assert [e.data for e in second.committed_entries] == [b"a"]
+    assert second.hard_state is not None and second.hard_state.commit == first.entries[0].index
+    driver.advance(second)
+    assert not driver.has_ready()
+
+
+def test_a_vote_is_persisted_in_the_same_ready_as_the_vote_response() -> None:
+    driver = node(node_id=2)
+    driver.step(Message(MessageType.VOTE, to=2, from_=1, term=1, log_term=0, index=0))
+    ready = driver.ready()
+    assert ready.hard_state == HardState(1, 1, 0)
+    (response,) = ready.messages
+    assert response.type is MessageType.VOTE_RESP and not response.reject
+    assert ready.must_sync
+
+
+def test_a_follower_persists_entries_in_the_same_ready_as_its_acknowledgement() -> None:
+    driver = node(node_id=2)
+    entries = (Entry(1, 1), Entry(1, 2, b"x"))
+    driver.step(
+        Message(
+            MessageType.APP, to=2, from_=1, term=1, index=0, log_term=0, entries=entries, commit=1
+        )
+    )
+    ready = driver.ready()
+    assert ready.entries == entries
+    (ack,) = ready.messages
+    assert ack.type is MessageType.APP_RESP and ack.index == 2
+    assert [e.index for e in ready.committed_entries] == [1]
+
+
+def test_a_candidate_persists_its_term_and_self_vote_before_asking_for_votes() -> None:
+    driver = RaftDriver(RaftConfig(id=1, voters=(1, 2, 3), pre_vote=False), random.Random(0))
+    driver.campaign()
+    ready = driver.ready()
+    assert ready.hard_state == HardState(1, 1, 0)
+    assert {m.type for m in ready.messages} == {MessageType.VOTE}
+
+
+def test_messages_only_ready_needs_no_sync() -> None:
+    driver = node(node_id=2)
+    driver.step(Message(MessageType.HEARTBEAT, to=2, from_=1, term=1, commit=0))
+    assert drain(driver)[0].must_sync  # the new term is persisted
+    driver.step(Message(MessageType.HEARTBEAT, to=2, from_=1, term=1, commit=0, context=b"c"))
+    ready = driver.ready()
+    assert ready.messages and not ready.must_sync
+
+
+@pytest.mark.parametrize(
+    "call,problem",
+    [
+        (lambda d: (d.ready(), d.ready()), "before advance"),
+        (lambda d: d.step(Message(MessageType.HUP, to=1, from_=2)), "local-only"),
+        (lambda d: d.step(Message(MessageType.APP, to=3, from_=2)), "stepped into node 1"),
+        (lambda d: d.propose(b""), "non-empty"),
+        (lambda d: d.read_index(b""), "non-empty"),
+        (lambda d: d.transfer_leader(9), "not a voter"),
+    ],
+)
+def test_driver_usage_errors(call, problem: str) -> None:  # type: ignore[no-untyped-def]
+    driver = node()
+    driver.campaign()
+    with pytest.raises(UsageError, match=problem):
+        call(driver)
+
+
+@pytest.mark.parametrize(
+    "kwargs,problem",
+    [
+        ({"id": 0, "voters": (1,)}, "positive"),
+        ({"id": 4, "voters": (1, 2, 3)}, "not among voters"),
+        ({"id": 1, "voters": (1, 1)}, "distinct"),
+        ({"id": 1, "voters": (1,), "election_tick": 1, "heartbeat_tick": 1}, "greater"),
+    ],
+)
+def test_bad_config_is_refused_with_the_field_named(
+    kwargs: dict[str, object], problem: str
+) -> None:
+    with pytest.raises(ConfigError, match=problem):
+        RaftDriver(RaftConfig(**kwargs), random.Random(0))  # type: ignore[arg-type]
+
+
+def test_status_describes_the_node() -> None:
+    driver = node(voters=(1,))
+    driver.campaign()
+    drain(driver)
+    text = driver.status().describe()
+    assert text.startswith("node 1 leader term=1") and "commit=1" in text
