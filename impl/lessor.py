@@ -22,7 +22,6 @@ Contract:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -34,6 +33,11 @@ from etcdspec.impl.mvcc import Event, EventType
 MAX_LEASE_TTL = 9_000_000_000  # etcd's MaxLeaseTTL, seconds
 DEFAULT_MIN_TTL = 2  # etcd: ceil(1.5 * election timeout) with the default 1 s timeout
 _INT63 = (1 << 63) - 1
+
+
+def min_ttl_seconds(election_timeout_ms: int) -> int:
+    """etcd's minimum lease TTL for an election timeout: ceil(1.5 x timeout), in seconds."""
+    return max(1, -(-3 * election_timeout_ms // 2000))
 
 
 class NotPrimaryError(Exception):
@@ -203,11 +207,11 @@ class Lessor:
         return [lease_id for _, lease_id in sorted(due)]
 
     def time_to_live(self, lease_id: int, now: float, with_keys: bool = False) -> TimeToLive:
-        """Remaining TTL (whole seconds, rounded up) and granted TTL of a lease."""
+        """Remaining TTL (whole seconds, truncated as etcd does) and granted TTL."""
         lease = self.leases.get(lease_id)
         if lease is None:
             raise RpcError(errors.LEASE_NOT_FOUND)
-        remaining = math.ceil(lease.remaining(now))
+        remaining = int(lease.remaining(now))
         keys = tuple(sorted(lease.keys)) if with_keys else ()
         return TimeToLive(lease_id, remaining, lease.ttl, keys)
 

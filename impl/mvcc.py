@@ -449,7 +449,7 @@ class WriteTxn:
                 out.response_delete_range.CopyFrom(self.delete_range(op.request_delete_range))
             elif kind == "request_txn":
                 inner = self._run_txn(op.request_txn, path)
-                inner.header.revision = self.visible_revision()
+                inner.header.SetInParent()  # etcd leaves a nested txn's header empty
                 out.response_txn.CopyFrom(inner)
         return resp
 

@@ -16,6 +16,7 @@ from etcdspec.impl.lessor import (
     LeaseIdGenerator,
     Lessor,
     NotPrimaryError,
+    min_ttl_seconds,
 )
 from etcdspec.impl.pb import rpc_pb2 as pb
 from etcdspec.impl.quota import BackendQuota
@@ -195,3 +196,8 @@ def test_time_to_live_of_an_unknown_lease(member: Member) -> None:
     with pytest.raises(RpcError) as info:
         member.lessor.time_to_live(77, 0.0)
     assert info.value.kind == errors.LEASE_NOT_FOUND
+
+
+@pytest.mark.parametrize(("election_ms", "min_ttl"), [(1000, 2), (500, 1), (100, 1), (3000, 5)])
+def test_min_ttl_follows_the_election_timeout(election_ms: int, min_ttl: int) -> None:
+    assert min_ttl_seconds(election_ms) == min_ttl

@@ -11,7 +11,7 @@ from etcdspec.impl import errors
 from etcdspec.impl.applier import Applier, encode_request
 from etcdspec.impl.backend import Backend, BackendError, check_snapshot
 from etcdspec.impl.errors import RpcError
-from etcdspec.impl.lessor import Lessor
+from etcdspec.impl.lessor import Lessor, min_ttl_seconds
 from etcdspec.impl.mvcc import KVStore
 from etcdspec.impl.pb import rpc_pb2 as pb
 from etcdspec.impl.quota import BackendQuota
@@ -25,9 +25,9 @@ RR = pb.RangeRequest
 class Store:
     """A one-member state machine driven with consecutive log indexes."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, min_ttl: int = 2) -> None:
         self.backend = Backend(path)
-        self.lessor = Lessor()
+        self.lessor = Lessor(min_ttl=min_ttl)
         self.applier = Applier(
             self.backend, self.lessor, WatchHub(self.backend), BackendQuota(self.backend)
         )
@@ -454,3 +454,150 @@ def test_a_file_of_another_kind_is_refused(tmp_path: Path) -> None:
     path.write_bytes(b"this is not sqlite" * 100)
     with pytest.raises(BackendError, match="not a usable etcdspec database"):
         Backend(path)
+
+
+# ---- differential: the same requests against real etcd 3.5 and our store ----
+
+P = pb.PutRequest
+D = pb.DeleteRangeRequest
+T = pb.TxnRequest
+Op = pb.RequestOp
+
+
+def _txn(compare: list[pb.Compare], success: list[Op], failure: list[Op] = ()) -> T:  # type: ignore[assignment]
+    return T(compare=compare, success=success, failure=list(failure))
+
+
+DIFFERENTIAL_SCRIPT: list[Message] = [
+    P(key=b"a", value=b"1"),
+    P(key=b"a", value=b"2", prev_kv=True),
+    P(key=b"b", value=b"3"),
+    P(key=b"ba", value=b"0"),
+    P(key=b"c", value=b"9"),
+    P(key=b"", value=b"x"),
+    P(key=b"zz", ignore_value=True),
+    P(key=b"a", value=b"x", ignore_value=True),
+    P(key=b"a", ignore_value=True, prev_kv=True),
+    P(key=b"a", value=b"l", lease=123),
+    pb.LeaseGrantRequest(ID=123, TTL=1),
+    pb.LeaseGrantRequest(ID=123, TTL=100),
+    pb.LeaseGrantRequest(ID=124, TTL=100),
+    P(key=b"a", value=b"l", lease=123),
+    P(key=b"d", value=b"l", lease=123),
+    P(key=b"a", value=b"keep-lease", ignore_lease=True),
+    RR(key=b"a", range_end=b"\x00"),
+    RR(key=b"\x00", range_end=b"\x00", limit=2),
+    RR(key=b"a", range_end=b"c", sort_order=RR.DESCEND, sort_target=RR.VALUE),
+    RR(key=b"a", range_end=b"\x00", sort_target=RR.VERSION, limit=3),
+    RR(key=b"a", range_end=b"\x00", sort_target=RR.CREATE, sort_order=RR.DESCEND),
+    RR(key=b"a", range_end=b"\x00", keys_only=True, min_mod_revision=4),
+    RR(key=b"a", range_end=b"\x00", count_only=True, max_create_revision=4),
+    RR(key=b"a", revision=2),
+    RR(key=b"a", revision=1000),
+    RR(key=b"b", range_end=b"a"),
+    _txn(
+        [Cmp(key=b"a", target=Cmp.VALUE, result=Cmp.EQUAL, value=b"keep-lease")],
+        [Op(request_put=P(key=b"t1", value=b"s")), Op(request_range=RR(key=b"t", range_end=b"u"))],
+        [Op(request_put=P(key=b"t1", value=b"f"))],
+    ),
+    _txn(
+        [Cmp(key=b"missing", target=Cmp.VALUE, result=Cmp.NOT_EQUAL, value=b"x")],
+        [Op(request_put=P(key=b"t2", value=b"s"))],
+        [Op(request_delete_range=D(key=b"t1", prev_kv=True))],
+    ),
+    _txn(
+        [Cmp(key=b"missing", target=Cmp.CREATE, result=Cmp.EQUAL, create_revision=0)],
+        [
+            Op(request_put=P(key=b"n1", value=b"1")),
+            Op(
+                request_txn=_txn(
+                    [Cmp(key=b"n1", target=Cmp.VERSION, result=Cmp.GREATER, version=0)],
+                    [Op(request_put=P(key=b"n2", value=b"inner-s"))],
+                    [Op(request_put=P(key=b"n2", value=b"inner-f"))],
+                )
+            ),
+            Op(request_range=RR(key=b"n", range_end=b"o")),
+        ],
+    ),
+    _txn(
+        [Cmp(key=b"a", range_end=b"c", target=Cmp.MOD, result=Cmp.LESS, mod_revision=100)],
+        [Op(request_range=RR(key=b"a"))],
+    ),
+    _txn([], [Op(request_put=P(key=b"x", value=b"1")), Op(request_put=P(key=b"x", value=b"2"))]),
+    _txn(
+        [],
+        [
+            Op(request_delete_range=D(key=b"a", range_end=b"z")),
+            Op(request_put=P(key=b"b", value=b"2")),
+        ],
+    ),
+    _txn([], [Op(request_delete_range=D(key=b"nothing"))]),
+    _txn([], [Op(request_range=RR(key=b"k%d" % i)) for i in range(129)]),
+    _txn([], [Op(request_put=P(key=b"lease-missing", value=b"1", lease=999))]),
+    D(key=b"b", range_end=b"c", prev_kv=True),
+    D(key=b"nothing"),
+    pb.LeaseRevokeRequest(ID=123),
+    pb.LeaseRevokeRequest(ID=123),
+    RR(key=b"\x00", range_end=b"\x00", keys_only=True),
+    pb.CompactionRequest(revision=5),
+    pb.CompactionRequest(revision=5),
+    pb.CompactionRequest(revision=4),
+    pb.CompactionRequest(revision=10_000),
+    RR(key=b"a", revision=4),
+    RR(key=b"a", range_end=b"\x00", revision=5),
+    RR(key=b"a", range_end=b"\x00", revision=6),
+]
+
+
+def _normalize(message: Message) -> bytes:
+    copy = type(message)()
+    copy.CopyFrom(message)
+    header = getattr(copy, "header", None)
+    if header is not None:
+        header.cluster_id = header.member_id = header.raft_term = 0
+    return bytes(copy.SerializeToString(deterministic=True))
+
+
+def _etcd_call(channel: Any, request: Message) -> Message:
+    from etcdspec.impl.pb import rpc_pb2_grpc
+
+    kv = rpc_pb2_grpc.KVStub(channel)
+    lease = rpc_pb2_grpc.LeaseStub(channel)
+    method = {
+        pb.RangeRequest: kv.Range,
+        pb.PutRequest: kv.Put,
+        pb.DeleteRangeRequest: kv.DeleteRange,
+        pb.TxnRequest: kv.Txn,
+        pb.CompactionRequest: kv.Compact,
+        pb.LeaseGrantRequest: lease.LeaseGrant,
+        pb.LeaseRevokeRequest: lease.LeaseRevoke,
+    }[type(request)]
+    return method(request, timeout=10)  # type: ignore[no-any-return]
+
+
+@pytest.mark.etcd
+def test_responses_match_real_etcd(tmp_path: Path) -> None:
+    import grpc
+    from etcd_procs import cluster
+
+    election_ms = 500
+    ours = Store(tmp_path / "ours.db", min_ttl=min_ttl_seconds(election_ms))
+    mismatches = []
+    with cluster("etcd", tmp_path / "etcd", size=1, election_ms=election_ms) as etcd:
+        target = etcd.endpoints[0].removeprefix("http://")
+        with grpc.insecure_channel(target) as channel:
+            for step, request in enumerate(DIFFERENTIAL_SCRIPT):
+                try:
+                    theirs: Any = _normalize(_etcd_call(channel, request))
+                except grpc.RpcError as error:
+                    theirs = (error.code(), error.details())
+                try:
+                    mine: Any = _normalize(ours.do(request))
+                except RpcError as error:
+                    mine = (error.code, error.message)
+                if mine != theirs:
+                    mismatches.append(
+                        f"step {step}: {type(request).__name__} {request}\n"
+                        f"  etcd: {theirs!r}\n  ours: {mine!r}"
+                    )
+    assert not mismatches, "\n".join(mismatches)
