@@ -103,6 +103,9 @@ class HistoryNode:
         keys = tuple(event.kv.key for event in events)
         self.hash: int = hash((revision, keys, None if parent is None else parent.hash))
 
+    def describe(self) -> str:
+        return f"rev {self.revision}: " + ", ".join(e.describe() for e in self.events)
+
     def chain(self) -> list[HistoryNode]:
         """This node and its ancestors, oldest first."""
         nodes: list[HistoryNode] = []

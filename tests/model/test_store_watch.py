@@ -32,6 +32,8 @@ from etcdspec.model.watch import (
     history_of,
     watch_responses,
 )
+from hypothesis import given
+from hypothesis import strategies as st
 
 
 def put(key: str, value: str) -> PutRequest:
@@ -253,3 +255,38 @@ def test_store_watch_bug_drops_events_at_compaction_is_caught() -> None:
     assert not any(r.compact_revision for r in bad)
     names = {v.guarantee for v in check_watch(history, request, bad)}
     assert "Resumable" in names
+
+
+# ---------------------------------------------------------------------------- property
+
+_keys = st.sampled_from([b"a", b"b", b"c"])
+_writes: st.SearchStrategy[Request] = st.one_of(
+    st.builds(PutRequest, _keys, st.sampled_from([b"1", b"2"])),
+    st.builds(DeleteRangeRequest, _keys, st.sampled_from([b"", b"c", b"\x00"])),
+    st.builds(
+        TxnRequest,
+        st.just(()),
+        st.lists(st.builds(PutRequest, _keys), max_size=2, unique_by=lambda p: p.key).map(tuple),
+        st.just(()),
+    ),
+)
+
+
+@given(
+    st.lists(_writes, max_size=15),
+    st.integers(0, 16),
+    st.integers(0, 16),
+    _keys,
+    st.sampled_from([b"", b"c", b"\x00"]),
+    st.booleans(),
+)
+def test_store_watch_model_keeps_every_guarantee(
+    writes: list[Request], start: int, compact: int, key: bytes, end: bytes, prev_kv: bool
+) -> None:
+    state, _ = apply_all(initial_state(), writes)
+    history = history_of(state)
+    if 0 < compact <= state.revision:
+        state, _ = apply_all(state, [CompactionRequest(compact)])
+    request = WatchRequest(key, end, start_revision=start, prev_kv=prev_kv)
+    responses = watch_responses(state, request, progress=True)
+    assert check_watch(history, request, responses) == []
