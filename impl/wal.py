@@ -404,6 +404,24 @@ class Wal:
             self._fd = -1
 
 
+def recorded_snapshots(directory: Path | str) -> frozenset[tuple[int, int]]:
+    """The (index, term) of every snapshot the WAL in `directory` records (read-only).
+
+    Recovery picks the newest snapshot file among these (snapfile.load_newest with
+    `accept`): a snapshot file written just before a crash, whose WAL record never made it
+    to disk, is then passed over instead of making Wal.open refuse to start.
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        return frozenset({(0, 0)})
+    segments = _list_segments(directory)
+    replay = _Replay()
+    for position, segment in enumerate(segments):
+        last = position == len(segments) - 1
+        _replay_segment(segment, replay, first=position == 0, last=last, warnings=[], fsync=None)
+    return frozenset(replay.seen_snapshots)
+
+
 # --- files -------------------------------------------------------------------------------------
 def _list_segments(directory: Path) -> list[_Segment]:
     segments = []
@@ -483,17 +501,19 @@ def _replay_segment(
     first: bool,
     last: bool,
     warnings: list[str],
-    fsync: Fsync,
+    fsync: Fsync | None,
 ) -> None:
+    """Replay one segment; a torn tail is truncated (when `fsync` is given) and reported."""
     data = segment.path.read_bytes()
     saw_header = False
     for offset, rec_type, body in _records(data):
         if isinstance(body, str):
             if body.startswith("torn:") and last and offset > 0:
-                with open(segment.path, "r+b") as f:
-                    f.truncate(offset)
-                    f.flush()
-                    fsync(f.fileno())
+                if fsync is not None:
+                    with open(segment.path, "r+b") as f:
+                        f.truncate(offset)
+                        f.flush()
+                        fsync(f.fileno())
                 warnings.append(
                     f"{segment.path}: torn final record at offset {offset}"
                     f" ({len(data) - offset} bytes, {body[6:]}) truncated"

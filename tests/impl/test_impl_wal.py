@@ -12,7 +12,7 @@ import pytest
 from etcdspec.impl.raft_core import PersistedState, RaftConfig
 from etcdspec.impl.raft_driver import RaftDriver
 from etcdspec.impl.raft_messages import Entry, HardState, SnapshotMeta
-from etcdspec.impl.wal import Wal, WalCorruption, WalError, WalState
+from etcdspec.impl.wal import Wal, WalCorruption, WalError, WalState, recorded_snapshots
 
 
 class FsyncCounter:
@@ -248,3 +248,23 @@ def test_driver_restarts_from_the_wal_with_its_log_and_hard_state(tmp_path: Path
     assert restarted.status().commit_index == 6 and restarted.status().last_index == 6
     ready = restarted.ready()
     assert [e.data for e in ready.committed_entries if e.data] == applied
+
+
+def test_recorded_snapshots_lets_recovery_skip_an_unrecorded_snapshot_file(tmp_path: Path) -> None:
+    from etcdspec.impl import snapfile
+    from etcdspec.impl.raft_messages import Snapshot
+
+    wal_dir, snap_dir = tmp_path / "wal", tmp_path / "snap"
+    wal, _ = open_wal(wal_dir)
+    wal.save(HardState(1, 1, 6), entries(1, 1, 6))
+    recorded = SnapshotMeta(3, 1, (1,))
+    snapfile.save(snap_dir, Snapshot(recorded, b"three"))
+    wal.save_snapshot(recorded)
+    snapfile.save(snap_dir, Snapshot(SnapshotMeta(5, 1, (1,)), b"five"))  # crash: no WAL record
+    wal.close()
+    seen = recorded_snapshots(wal_dir)
+    assert (3, 1) in seen and (5, 1) not in seen
+    loaded = snapfile.load_newest(snap_dir, accept=lambda m: (m.index, m.term) in seen)
+    assert loaded is not None and loaded.snapshot.meta == recorded
+    state = reopen(wal_dir, snapshot=loaded.snapshot.meta)
+    assert [e.index for e in state.entries] == [4, 5, 6]
