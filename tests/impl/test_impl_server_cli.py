@@ -1,0 +1,106 @@
+"""The `cluster`, `serve` and `snapshot` verbs, run in-process through etcdspec.cli.main.run.
+
+`cluster up` starts separate member processes and records them; `status` reports every
+member with a leader; `snapshot save/status` work against it; `down` stops exactly the
+recorded processes (their pids are gone afterwards). Bad flags exit 2 with a message
+naming the flag.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from etcdspec.impl import launcher
+
+from etcdspec.cli.main import run
+from etcdspec.exitcodes import ExitCode
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text().rsplit(")", 1)[-1].split()[0] != "Z"
+
+
+def test_cluster_up_status_snapshot_down(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    directory = tmp_path / "c"
+    args = ["--dir", str(directory)]
+    try:
+        assert (
+            run(
+                [
+                    "cluster",
+                    "up",
+                    "--size",
+                    "3",
+                    "--heartbeat-interval",
+                    "50",
+                    "--election-timeout",
+                    "500",
+                    "--json",
+                    *args,
+                ]
+            )
+            == 0
+        )
+        endpoints = json.loads(capsys.readouterr().out)["endpoints"]
+        assert len(endpoints) == 3
+        assert run(["cluster", "up", *args]) == ExitCode.USAGE  # already recorded
+        assert run(["cluster", "status", "--json", *args]) == 0
+        rows = json.loads(capsys.readouterr().out)
+        leaders = {row["leader"] for row in rows}
+        assert len(rows) == 3 and len(leaders) == 1 and 0 not in leaders
+        snap = tmp_path / "s.db"
+        assert run(["snapshot", "save", str(snap), "--endpoints", endpoints[0]]) == 0
+        assert run(["snapshot", "status", str(snap), "--json"]) == 0
+        status = json.loads(capsys.readouterr().out.splitlines()[-1])
+        assert status["revision"] == 1
+    finally:
+        _, members = launcher.read_state(directory)
+        pids = [member.pid for member in members]
+        assert run(["cluster", "down", *args]) == 0
+    assert not any(_pid_alive(pid) for pid in pids)
+    assert run(["cluster", "status", *args]) == ExitCode.BAD_INPUT
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (["serve", "--listen-client-urls", "http://10.1.2.3:2379"], "loopback"),
+        (["serve", "--initial-cluster", "other=http://127.0.0.1:1"], "does not name"),
+        (
+            ["serve", "--heartbeat-interval", "100", "--election-timeout", "200"],
+            "--election-timeout",
+        ),
+    ],
+)
+def test_serve_rejects_bad_flags(
+    argv: list[str], fragment: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(argv) == ExitCode.USAGE
+    assert fragment in capsys.readouterr().err
+
+
+def test_snapshot_of_unreachable_endpoint_exits_5(tmp_path: Path) -> None:
+    port = launcher.free_port()
+    code = run(
+        [
+            "snapshot",
+            "save",
+            str(tmp_path / "x.db"),
+            "--endpoints",
+            f"http://127.0.0.1:{port}",
+            "--timeout",
+            "2",
+        ]
+    )
+    assert code == ExitCode.UNREACHABLE
+    assert not (tmp_path / "x.db").exists()
