@@ -54,6 +54,8 @@ from etcdspec.model.requests import (
     RangeRequest,
     RangeResponse,
     ResponseHeader,
+    SortOrder,
+    SortTarget,
     TxnOp,
     TxnOpResponse,
     TxnRequest,
@@ -106,13 +108,27 @@ def keys_at(state: StoreState, key: bytes, range_end: bytes, revision: int) -> l
 def range_response(
     kvs: list[KeyValue], request: RangeRequest, header_revision: int
 ) -> RangeResponse:
-    """Cut `kvs` (every key in range, sorted) to what the request asks for."""
+    """Cut `kvs` (every key in range, sorted by key) to what the request asks for.
+
+    As etcd's applier Range: `count` is taken before the revision filters; the filters
+    prune, then the sort (stable, ties in key order), then the limit sets `more`.
+    """
     header = ResponseHeader(header_revision)
     count = len(kvs)
     if request.count_only:
         return RangeResponse(header, (), False, count)
+    if request.has_filters():
+        kvs = [kv for kv in kvs if _passes_filters(request, kv)]
+    order = request.sort_order
+    if request.sort_target is not SortTarget.KEY and order is SortOrder.NONE:
+        order = SortOrder.ASCEND  # etcd sorts ASCEND by default for a non-key target
+    if order is not SortOrder.NONE and not (
+        request.sort_target is SortTarget.KEY and order is SortOrder.ASCEND
+    ):
+        field = _SORT_FIELDS[request.sort_target]
+        kvs = sorted(kvs, key=field, reverse=order is SortOrder.DESCEND)
     more = False
-    if request.limit > 0 and count > request.limit:
+    if request.limit > 0 and len(kvs) > request.limit:
         kvs = kvs[: request.limit]
         more = True
     if request.keys_only:
@@ -121,6 +137,25 @@ def range_response(
             for kv in kvs
         ]
     return RangeResponse(header, tuple(kvs), more, count)
+
+
+def _passes_filters(request: RangeRequest, kv: KeyValue) -> bool:
+    if request.max_mod_revision and kv.mod_revision > request.max_mod_revision:
+        return False
+    if request.min_mod_revision and kv.mod_revision < request.min_mod_revision:
+        return False
+    if request.max_create_revision and kv.create_revision > request.max_create_revision:
+        return False
+    return not (request.min_create_revision and kv.create_revision < request.min_create_revision)
+
+
+_SORT_FIELDS: dict[SortTarget, Callable[[KeyValue], int | bytes]] = {
+    SortTarget.KEY: lambda kv: kv.key,
+    SortTarget.VERSION: lambda kv: kv.version,
+    SortTarget.CREATE: lambda kv: kv.create_revision,
+    SortTarget.MOD: lambda kv: kv.mod_revision,
+    SortTarget.VALUE: lambda kv: kv.value,
+}
 
 
 def do_range(state: StoreState, request: RangeRequest) -> RangeResponse:

@@ -131,9 +131,27 @@ class Event:
 # ---------------------------------------------------------------------------- requests
 
 
+class SortOrder(enum.Enum):
+    """etcdserverpb.RangeRequest.SortOrder."""
+
+    NONE = 0
+    ASCEND = 1
+    DESCEND = 2
+
+
+class SortTarget(enum.Enum):
+    """etcdserverpb.RangeRequest.SortTarget."""
+
+    KEY = 0
+    VERSION = 1
+    CREATE = 2
+    MOD = 3
+    VALUE = 4
+
+
 @dataclass(frozen=True, slots=True)
 class RangeRequest:
-    """etcdserverpb.RangeRequest (sorting and revision filters are not modelled)."""
+    """etcdserverpb.RangeRequest (serializable is a read-path detail, not modelled)."""
 
     key: bytes
     range_end: bytes = b""
@@ -141,12 +159,33 @@ class RangeRequest:
     revision: int = 0
     keys_only: bool = False
     count_only: bool = False
+    sort_order: SortOrder = SortOrder.NONE
+    sort_target: SortTarget = SortTarget.KEY
+    min_mod_revision: int = 0
+    max_mod_revision: int = 0
+    min_create_revision: int = 0
+    max_create_revision: int = 0
 
     def __post_init__(self) -> None:
         _check_bytes("RangeRequest", "key", self.key)
         _check_bytes("RangeRequest", "range_end", self.range_end)
         _check_int("RangeRequest", "limit", self.limit)
         _check_int("RangeRequest", "revision", self.revision)
+        if not isinstance(self.sort_order, SortOrder) or not isinstance(
+            self.sort_target, SortTarget
+        ):
+            raise TypeError(
+                f"RangeRequest sort_order/sort_target must be SortOrder/SortTarget, got "
+                f"{self.sort_order!r}/{self.sort_target!r}"
+            )
+
+    def has_filters(self) -> bool:
+        return bool(
+            self.min_mod_revision
+            or self.max_mod_revision
+            or self.min_create_revision
+            or self.max_create_revision
+        )
 
     def describe(self) -> str:
         parts = [show_range(self.key, self.range_end)]
@@ -158,6 +197,16 @@ class RangeRequest:
             parts.append("keys_only")
         if self.count_only:
             parts.append("count_only")
+        if self.sort_order is not SortOrder.NONE or self.sort_target is not SortTarget.KEY:
+            parts.append(f"sort {self.sort_target.name.lower()} {self.sort_order.name.lower()}")
+        for name in (
+            "min_mod_revision",
+            "max_mod_revision",
+            "min_create_revision",
+            "max_create_revision",
+        ):
+            if getattr(self, name):
+                parts.append(f"{name} {getattr(self, name)}")
         return f"range({' '.join(parts)})"
 
 

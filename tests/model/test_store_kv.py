@@ -30,6 +30,8 @@ from etcdspec.model.requests import (
     PutRequest,
     RangeRequest,
     Request,
+    SortOrder,
+    SortTarget,
     TxnRequest,
     prefix_end,
 )
@@ -79,6 +81,7 @@ def setup(*requests: Request) -> StoreState:
 
 
 ABC = (put("a", "1"), put("b", "2"), put("c", "3"))  # revisions 2, 3, 4
+SORTED = (*ABC, put("b", "9"))  # b: version 2, mod revision 5
 
 
 RESPONSE_CASES = [
@@ -147,6 +150,45 @@ RESPONSE_CASES = [
     ),
     ("keys_only", ABC[:1], get("a", keys_only=True), "range-> rev 2 count 1 [a=''(c2 m2 v1)]"),
     ("count_only", ABC, get("a", b"\x00", count_only=True, limit=1), "range-> rev 4 count 3 []"),
+    # Sorting and revision filters (apply.go Range): count is taken before the filters;
+    # a non-key target sorts ASCEND by default; ties keep key order; limit applies last.
+    # Sorts checked on etcd 3.5.1 (get --sort-by=VERSION --order=DESCEND: b, a, c).
+    (
+        "sort version descend",
+        SORTED,
+        get(
+            "a",
+            b"\x00",
+            sort_target=SortTarget.VERSION,
+            sort_order=SortOrder.DESCEND,
+            keys_only=True,
+        ),
+        "range-> rev 5 count 3 [b=''(c3 m5 v2), a=''(c2 m2 v1), c=''(c4 m4 v1)]",
+    ),
+    (
+        "sort mod default ascend",
+        SORTED,
+        get("a", b"\x00", sort_target=SortTarget.MOD, limit=2, keys_only=True),
+        "range-> rev 5 count 3 more [a=''(c2 m2 v1), c=''(c4 m4 v1)]",
+    ),
+    (
+        "sort key descend",
+        SORTED,
+        get("a", b"\x00", sort_order=SortOrder.DESCEND, count_only=False, keys_only=True),
+        "range-> rev 5 count 3 [c=''(c4 m4 v1), b=''(c3 m5 v2), a=''(c2 m2 v1)]",
+    ),
+    (
+        "min mod revision",
+        SORTED,
+        get("a", b"\x00", min_mod_revision=4, keys_only=True),
+        "range-> rev 5 count 3 [b=''(c3 m5 v2), c=''(c4 m4 v1)]",
+    ),
+    (
+        "max create revision with limit",
+        SORTED,
+        get("a", b"\x00", max_create_revision=3, limit=1, keys_only=True),
+        "range-> rev 5 count 3 more [a=''(c2 m2 v1)]",
+    ),
     # Reads at a past revision see the store as it was; header is the current revision.
     (
         "past read",
