@@ -6,7 +6,7 @@ API (stable; the server and the simulator use only this):
                         persisted=PersistedState(hard_state, snapshot, entries),
                         applied=None)       # None: the snapshot index
     driver.tick()                           # one logical clock tick
-    driver.step(message)                    # a message received from a peer
+    driver.step(message)                    # a message from a peer (False: dropped)
     driver.propose(data)                    # ProposalDropped / NotLeader if not accepted
     driver.read_index(context)              # ReadIndex request; answer is a ReadState
     driver.transfer_leader(target_id)       # leader transfer (MsgTimeoutNow)
@@ -57,6 +57,7 @@ from etcdspec.impl.raft_messages import (
     HardState,
     Message,
     MessageType,
+    ProposalDropped,
     ReadState,
     Snapshot,
     UsageError,
@@ -132,6 +133,7 @@ class RaftDriver:
         self._prev_hard = persisted.hard_state
         self._prev_soft = self.core.soft_state()
         self._outstanding = False
+        self.dropped_messages = 0
 
     # --- inputs ------------------------------------------------------------------------
     @property
@@ -141,15 +143,26 @@ class RaftDriver:
     def tick(self) -> None:
         self.core.tick()
 
-    def step(self, message: Message) -> None:
-        """A message from a peer. Local-only kinds and misaddressed messages are refused."""
-        if message.type in LOCAL_MESSAGES:
-            raise UsageError(f"{message.type.name} is local-only and cannot arrive from a peer")
-        if message.to != self.core.id:
-            raise UsageError(f"message for node {message.to} stepped into node {self.core.id}")
-        if message.from_ not in self.core.voters:
-            return  # not a member: ignore, as Raft ignores unknown peers
-        self.core.step(message)
+    def step(self, message: Message) -> bool:
+        """A message from a peer; False if it was dropped (counted in `dropped_messages`).
+
+        Network input never raises for being unwanted: local-only kinds, messages for
+        another node or from a non-member, and forwarded proposals or reads this node
+        cannot pass on (no leader known) are dropped, as etcd raft drops them.
+        """
+        if (
+            message.type in LOCAL_MESSAGES
+            or message.to != self.core.id
+            or message.from_ not in self.core.voters
+        ):
+            self.dropped_messages += 1
+            return False
+        try:
+            self.core.step(message)
+        except ProposalDropped:
+            self.dropped_messages += 1
+            return False
+        return True
 
     def propose(self, data: bytes) -> None:
         if not data:

@@ -93,8 +93,6 @@ def test_messages_only_ready_needs_no_sync() -> None:
     "call,problem",
     [
         (lambda d: (d.ready(), d.ready()), "before advance"),
-        (lambda d: d.step(Message(MessageType.HUP, to=1, from_=2)), "local-only"),
-        (lambda d: d.step(Message(MessageType.APP, to=3, from_=2)), "stepped into node 1"),
         (lambda d: d.propose(b""), "non-empty"),
         (lambda d: d.read_index(b""), "non-empty"),
         (lambda d: d.transfer_leader(9), "not a voter"),
@@ -129,3 +127,20 @@ def test_status_describes_the_node() -> None:
     drain(driver)
     text = driver.status().describe()
     assert text.startswith("node 1 leader term=1") and "commit=1" in text
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        Message(MessageType.HUP, to=1, from_=2),
+        Message(MessageType.APP, to=3, from_=2, term=5),
+        Message(MessageType.APP, to=1, from_=9, term=5),
+        Message(MessageType.PROP, to=1, from_=2, entries=(Entry(0, 0, b"x"),)),
+    ],
+    ids=["local-only", "misaddressed", "non-member", "unforwardable-proposal"],
+)
+def test_unwanted_network_messages_are_dropped_not_raised(message: Message) -> None:
+    driver = node()
+    assert driver.step(message) is False
+    assert driver.dropped_messages == 1
+    assert driver.term == 0 and not driver.has_ready()
