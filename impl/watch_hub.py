@@ -12,8 +12,11 @@ Contract:
   or the server calls `sync()`; catch-up reads at most about `buffer_limit` events at a
   time (whole revisions), so memory stays bounded however slow the consumer is.
 - A watcher whose next revision has been compacted away (next_revision <
-  compact_revision, etcd's rule) gets one response with compact_revision set and
-  canceled, and is removed after it is taken.
+  compact_revision, etcd's rule: starting AT the compact revision is allowed) gets one
+  response with compact_revision set, canceled, header revision 0 and no cancel reason
+  (as etcd 3.5 sends it), and is removed after it is taken.
+- Catch-up events carry prev_kv only when the previous revision still exists and is not
+  a deletion (as etcd).
 - Filters (NOPUT, NODELETE) drop events; prev_kv is included only if asked for.
 - Progress: `progress()` queues an empty response carrying the current revision for
   synced watchers that asked for progress_notify and have nothing pending;
@@ -30,7 +33,6 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from etcdspec.impl.backend import Backend, KeyRevision
-from etcdspec.impl.errors import WATCH_CANCEL_COMPACTED
 from etcdspec.impl.mvcc import Event, EventType, KeyValue, key_in_range
 from etcdspec.impl.pb import rpc_pb2
 
@@ -250,15 +252,10 @@ class WatchHub:
         compact = self.backend.compact_revision()
         if watcher.next_revision < compact:
             watcher.state = WatcherState.CANCELED
+            # As etcd 3.5 sends it: no header revision, no cancel reason.
             self._enqueue(
                 watcher,
-                WatchEvents(
-                    watcher.watch_id,
-                    current,
-                    compact_revision=compact,
-                    canceled=True,
-                    cancel_reason=WATCH_CANCEL_COMPACTED,
-                ),
+                WatchEvents(watcher.watch_id, 0, compact_revision=compact, canceled=True),
             )
             return
         if watcher.next_revision > current:

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 from etcdspec.impl.applier import Applier, encode_request
 from etcdspec.impl.backend import Backend
-from etcdspec.impl.errors import WATCH_CANCEL_COMPACTED
 from etcdspec.impl.lessor import Lessor
 from etcdspec.impl.pb import rpc_pb2 as pb
 from etcdspec.impl.quota import BackendQuota
@@ -141,11 +140,26 @@ def test_compacted_start_revision_is_answered_with_a_cancel(
     if canceled:
         (only,) = batches
         assert only.canceled and only.compact_revision == 5
-        assert only.cancel_reason == WATCH_CANCEL_COMPACTED
+        assert (only.revision, only.cancel_reason) == (0, "")
         assert only.to_pb().canceled
         assert member.hub.get(handle) is None
     else:
         assert [rev for _, _, rev in _flat(batches)] == list(range(start, 7))
+
+
+def test_catch_up_prev_kv_is_absent_when_compacted_or_deleted(member: Member) -> None:
+    for i in range(5):
+        member.put(b"k", b"%d" % i)  # revisions 2..6
+    member.delete(b"k")  # 7
+    member.put(b"k", b"x")  # 8
+    member.do(pb.CompactionRequest(revision=5))
+    handle = member.hub.create(1, b"k", start_revision=5, prev_kv=True)
+    (batch,) = member.hub.take(handle)
+    assert batch.revision == 8
+    events = batch.to_pb().events
+    assert [e.kv.mod_revision for e in events] == [5, 6, 7, 8]
+    assert [e.HasField("prev_kv") for e in events] == [False, True, True, False]
+    assert events[2].prev_kv.value == b"4" and events[2].kv.value == b""
 
 
 def test_a_slow_watcher_is_bounded_and_caught_up_later(tmp_path: Path) -> None:
