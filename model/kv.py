@@ -25,7 +25,7 @@ server/mvcc/kvstore_txn.go, index.go, key_index.go):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from etcdspec.model.bugs import BugSet
@@ -299,19 +299,39 @@ def check_put_against(state: StoreState, request: PutRequest) -> None:
 
 
 def txn_path_checks(state: StoreState, request: TxnRequest) -> None:
-    """checkRequests on the branch each compare chooses, before the txn writes anything."""
-    branch = (
-        request.success
-        if all(compare_holds(state, c) for c in request.compare)
-        else (request.failure)
-    )
-    for op in branch:
-        if isinstance(op, PutRequest):
-            check_put_against(state, op)
-        elif isinstance(op, RangeRequest):
-            check_read_revision(state, op.revision)
-        elif isinstance(op, TxnRequest):
-            txn_path_checks(state, op)
+    """etcd's checkRequests along the path the compares choose, before any write.
+
+    As applierV3backend.Txn: first checkPut on every put of the path (write txns only),
+    then checkRange on every range of the path. checkRange compares a range revision
+    with compactMainRev, so inside a txn a negative revision below it is ErrCompacted
+    (a top-level range reads "now" for any revision <= 0).
+    """
+    path = list(_path_ops(state, request))
+    if not request.is_read_only():
+        for op in path:
+            if isinstance(op, PutRequest):
+                check_put_against(state, op)
+    for op in path:
+        if isinstance(op, RangeRequest) and op.revision != 0:
+            if op.revision > state.revision:
+                raise FutureRevisionError(
+                    f"{op.describe()} in a txn, but the store is at {state.revision}"
+                )
+            if op.revision < state.compact_main_revision:
+                raise CompactedError(
+                    f"{op.describe()} in a txn, but the store is compacted up to "
+                    f"{state.compact_revision}"
+                )
+
+
+def _path_ops(state: StoreState, request: TxnRequest) -> Iterator[TxnOp]:
+    """The ops of the branches the compares choose, nested txns flattened, in order."""
+    holds = all(compare_holds(state, c) for c in request.compare)
+    for op in request.success if holds else request.failure:
+        if isinstance(op, TxnRequest):
+            yield from _path_ops(state, op)
+        else:
+            yield op
 
 
 # ---------------------------------------------------------------------------- writes

@@ -190,6 +190,19 @@ RESPONSE_CASES = [
         "range-> rev 5 count 3 more [a=''(c2 m2 v1)]",
     ),
     # Reads at a past revision see the store as it was; header is the current revision.
+    # rangeKeys: a revision <= 0 reads now (etcd 3.5.1: get a --rev=-3 answers a).
+    (
+        "negative read revision means now",
+        ABC,
+        get("a", revision=-3),
+        "range-> rev 4 count 1 [a=1(c2 m2 v1)]",
+    ),
+    (
+        "txn read revision -1 passes checkRange",
+        ABC,
+        txn([], [get("a", revision=-1)]),
+        "txn-> rev 4 success [range-> rev 4 count 1 [a=1(c2 m2 v1)]]",
+    ),
     (
         "past read",
         (put("a", "1"), put("a", "2")),
@@ -381,6 +394,15 @@ ERROR_CASES = [
         CompactedError,
     ),
     ("txn read future revision", ABC, txn([], [get("a", revision=9)]), FutureRevisionError),
+    # applierV3backend.Txn: checkPut on the whole path first, then checkRange.
+    (
+        "txn put check before range check",
+        ABC,
+        txn([], [get("a", revision=9), put("a", "1", lease=7)]),
+        LeaseNotFoundError,
+    ),
+    # checkRange: a revision below compactMainRev (-1 before any compaction) fails.
+    ("txn negative read revision", ABC, txn([], [get("a", revision=-3)]), CompactedError),
     (
         "txn read compacted",
         (*ABC, CompactionRequest(3)),
