@@ -5,7 +5,8 @@
 `ApplyResult` holding the response message or the etcd error the proposer must answer.
 
 Contract:
-- One backend transaction per entry. The request's changes and the consistent index
+- One backend transaction per entry (`apply`) or per batch of consecutive entries
+  (`apply_batch`, one fsync for all). The request's changes and the consistent index
   (index, term) commit together; a request that fails with an etcd error (compacted,
   lease not found, duplicate key, NO_SPACE...) leaves no change but still advances the
   consistent index — applying an entry is deterministic, so every member reaches the
@@ -13,8 +14,10 @@ Contract:
 - Idempotent on replay: an entry with index <= the stored consistent index is skipped
   (after a restart, or kill -9, the log is replayed from the last snapshot and entries
   already in the file are not applied twice).
-- After the commit, and only then, in-memory followers are updated: the lessor (grant,
-  revoke, key attachment) and the watch hub (`notify(revision, events)`).
+- The lessor (grant, revoke, key attachment) follows each entry as it is applied, so a
+  later entry of the same batch sees its leases; the watch hub is notified
+  (`notify(revision, events)`) only after the commit, so no watcher ever sees a change
+  that could still be rolled back.
 - An empty `data` (the leader's no-op entry) only advances the consistent index.
 - A NOSPACE alarm in the backend rejects puts, txns with a put and lease grants
   (quota.py); the proposal-time quota check is the server's (`BackendQuota.available`).
@@ -23,7 +26,7 @@ Contract:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from etcdspec.impl import errors
@@ -69,6 +72,19 @@ class ApplyResult:
         return (
             f"{where} req {self.request_id:x}: {what} rev {self.revision} events {len(self.events)}"
         )
+
+
+def _decode(index: int, term: int, data: bytes) -> raft_internal_pb2.InternalRaftRequest | None:
+    """The request an entry carries; None for an empty (no-op) entry."""
+    if not data:
+        return None
+    try:
+        req = raft_internal_pb2.InternalRaftRequest.FromString(data)
+    except DecodeError as exc:
+        raise ApplyError(f"entry {index}@{term}: undecodable request ({exc})") from exc
+    if req.WhichOneof("request") is None:
+        raise ApplyError(f"entry {index}@{term}: request carries no operation")
+    return req
 
 
 def encode_request(request: Message, request_id: int = 0, member_id: int = 0) -> bytes:
@@ -120,29 +136,57 @@ class Applier:
 
     def apply(self, index: int, term: int, data: bytes) -> ApplyResult:
         """Apply the committed entry (index, term, data); see the module contract."""
-        if index <= self.backend.consistent_index():
-            return ApplyResult(index, term, skipped=True)
-        if not data:
+        return self.apply_batch([(index, term, data)])[0]
+
+    def apply_batch(self, entries: Sequence[tuple[int, int, bytes]]) -> list[ApplyResult]:
+        """Apply consecutive committed entries (index, term, data) in ONE backend transaction.
+
+        One commit (one fsync) for the whole batch; each entry still succeeds or fails on
+        its own (a savepoint each), and the consistent index ends at the last entry.
+        Entries at or below the consistent index are skipped. Every entry is decoded
+        before anything is applied, so an ApplyError leaves the state untouched. Any other
+        exception (a failing disk) leaves the in-memory lessor ahead of the file: the
+        member must stop and recover from disk.
+        """
+        applied = self.backend.consistent_index()
+        decoded: list[tuple[int, int, raft_internal_pb2.InternalRaftRequest | None]] = []
+        results: dict[int, ApplyResult] = {}
+        for index, term, data in entries:
+            if index <= applied:
+                results[index] = ApplyResult(index, term, skipped=True)
+                continue
+            if (decoded and index != decoded[-1][0] + 1) or (not decoded and index != applied + 1):
+                expected = decoded[-1][0] + 1 if decoded else applied + 1
+                raise ApplyError(f"entry {index}@{term}: out of order, expected index {expected}")
+            decoded.append((index, term, _decode(index, term, data)))
+        notifications: list[tuple[int, list[Event]]] = []
+        if decoded:
             with self.backend.transaction():
-                self.backend.set_applied(index, term)
+                for index, term, req in decoded:
+                    result = self._apply_one(index, term, req)
+                    results[index] = result
+                    if result.events:
+                        notifications.append((result.revision, list(result.events)))
+        for revision, events in notifications:
+            self.watch_hub.notify(revision, events)
+        return [results[index] for index, _, _ in entries]
+
+    def _apply_one(
+        self, index: int, term: int, req: raft_internal_pb2.InternalRaftRequest | None
+    ) -> ApplyResult:
+        if req is None:  # the leader's empty entry
+            self.backend.set_applied(index, term)
             return ApplyResult(index, term, revision=self.backend.current_revision())
-        try:
-            req = raft_internal_pb2.InternalRaftRequest.FromString(data)
-        except DecodeError as exc:
-            raise ApplyError(f"entry {index}@{term}: undecodable request ({exc})") from exc
-        if req.WhichOneof("request") is None:
-            raise ApplyError(f"entry {index}@{term}: request carries no operation")
         error: RpcError | None = None
         response: Message | None = None
         events: list[Event] = []
         after: list[Callable[[], None]] = []
-        with self.backend.transaction():
-            try:
-                with self.backend.savepoint():
-                    response, revision, events, after = self._dispatch(req, index)
-            except RpcError as exc:
-                error, events, after = exc, [], []
-            self.backend.set_applied(index, term)
+        try:
+            with self.backend.savepoint():
+                response, _, events, after = self._dispatch(req, index)
+        except RpcError as exc:
+            error, events, after = exc, [], []
+        self.backend.set_applied(index, term)
         revision = self.backend.current_revision()
         if response is not None:
             header = getattr(response, "header", None)
@@ -152,8 +196,6 @@ class Applier:
         self.lessor.on_events(events)
         for action in after:
             action()
-        if events:
-            self.watch_hub.notify(revision, events)
         return ApplyResult(
             index,
             term,

@@ -13,12 +13,14 @@ Contract:
 - Writes happen only inside `transaction()` (BEGIN IMMEDIATE ... COMMIT, rolled back on an
   exception). The applier writes the consistent index and term with `set_applied()` in
   the SAME transaction as the data it applied, so after a crash the file says exactly
-  which log entries its contents include. synchronous=FULL: a commit is on disk when it
-  returns.
+  which log entries its contents include. SQLite's write-ahead-log journal with
+  synchronous=FULL: a commit is on disk when it returns (one fsync per commit).
 - Reads outside a transaction see committed data; reads inside one also see its own
   uncommitted writes (same connection).
 - `compact()` deletes superseded revisions (the file does not shrink: pages go to the
-  free list); `defragment()` rebuilds the file with VACUUM so it shrinks.
+  free list); `defragment()` rebuilds the file with VACUUM so it shrinks. `size()` is
+  the database's page count times page size: the file's size once `checkpoint()` has
+  moved the journal's pages into it.
 - `snapshot_bytes()`/`save_snapshot()` make a consistent copy with SQLite's backup API;
   `restore()` replaces the file's contents with a snapshot.
 - Not thread-safe by itself: every call takes an internal lock, but a transaction must be
@@ -128,7 +130,7 @@ class Backend:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA journal_mode=DELETE")
+            conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=FULL")
             conn.execute("BEGIN IMMEDIATE")
             for statement in _SCHEMA:
@@ -151,6 +153,9 @@ class Backend:
                 f"{SCHEMA_VERSION}; use a matching etcdspec release"
             )
         return conn
+
+    def _sidecar(self, suffix: str) -> Path:
+        return self.path.with_name(self.path.name + suffix)
 
     def close(self) -> None:
         with self._lock:
@@ -395,6 +400,14 @@ class Backend:
             if self._in_txn:
                 raise BackendError("defragment inside a transaction: finish it first")
             self._conn.execute("VACUUM")
+            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def checkpoint(self) -> None:
+        """Move committed pages from the write-ahead log into the database file."""
+        with self._lock:
+            if self._in_txn:
+                raise BackendError("checkpoint inside a transaction: finish it first")
+            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def hash(self) -> int:
         """CRC-32 over every table's contents in a canonical order (Maintenance.Hash)."""
@@ -449,7 +462,9 @@ class Backend:
             tmp.write_bytes(snapshot)
             with open(tmp, "rb") as f:
                 os.fsync(f.fileno())
-            self._conn.close()
+            self._conn.close()  # the last connection checkpoints and removes the -wal file
+            for leftover in (self._sidecar("-wal"), self._sidecar("-shm")):
+                leftover.unlink(missing_ok=True)
             os.replace(tmp, self.path)
             dir_fd = os.open(self.path.parent, os.O_RDONLY)
             try:

@@ -264,3 +264,49 @@ def test_kill_9_while_applying_then_replay_gives_the_same_state(tmp_path: Path) 
         assert result.skipped is (index <= applied)
     assert applier.backend.current_revision() == applied + 6
     assert KVStore(applier.backend).hash_kv(0)[2] == applied + 6
+
+
+# ---- batches: one transaction for consecutive entries ----
+
+
+def test_a_batch_applies_each_entry_on_its_own_and_commits_once(tmp_path: Path) -> None:
+    applier = make_applier(tmp_path / "m.db")
+    handle = applier.watch_hub.create(1, b"\x00", b"\x00")
+    batch = [
+        (1, 1, encode_request(pb.LeaseGrantRequest(ID=5, TTL=60))),
+        (2, 1, put(b"a")),
+        (3, 1, b""),
+        (4, 1, encode_request(pb.PutRequest(key=b"b", value=b"1", lease=5))),  # sees lease 5
+        (5, 1, encode_request(pb.PutRequest(key=b"c", value=b"1", lease=6))),  # no lease 6
+        (6, 1, encode_request(pb.DeleteRangeRequest(key=b"a"))),
+    ]
+    results = applier.apply_batch(batch)
+    assert [r.index for r in results] == [1, 2, 3, 4, 5, 6]
+    assert [r.revision for r in results] == [1, 2, 2, 3, 3, 4]
+    assert results[4].error is not None and results[4].error.kind == errors.LEASE_NOT_FOUND
+    assert applier.applied_index() == 6
+    assert applier.lessor.keys_of(5) == [b"b"]
+    revisions = [b.revision for b in applier.watch_hub.take(handle)]
+    assert revisions == [2, 3, 4]
+    again = applier.apply_batch([*batch[4:], (7, 2, put(b"d"))])
+    assert [r.skipped for r in again] == [True, True, False]
+
+
+@pytest.mark.parametrize(
+    ("indexes", "message"),
+    [([2], "expected index 1"), ([1, 3], "expected index 2"), ([1, 1], "expected index 2")],
+)
+def test_a_batch_with_a_gap_is_refused_before_applying_anything(
+    tmp_path: Path, indexes: list[int], message: str
+) -> None:
+    applier = make_applier(tmp_path / "m.db")
+    with pytest.raises(ApplyError, match=message):
+        applier.apply_batch([(i, 1, put(b"k")) for i in indexes])
+    assert applier.applied_index() == 0 and applier.backend.current_revision() == 1
+
+
+def test_an_undecodable_entry_in_a_batch_applies_nothing(tmp_path: Path) -> None:
+    applier = make_applier(tmp_path / "m.db")
+    with pytest.raises(ApplyError, match="entry 2@1"):
+        applier.apply_batch([(1, 1, put(b"a")), (2, 1, b"\xff\xff")])
+    assert applier.applied_index() == 0 and applier.backend.current_revision() == 1

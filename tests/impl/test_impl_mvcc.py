@@ -404,9 +404,11 @@ def test_compaction_frees_pages_and_defragment_shrinks_the_file(store: Store) ->
     for i in range(300):
         store.put(b"key%d" % (i % 3), blob)
     path = store.backend.path
+    store.backend.checkpoint()
     before = path.stat().st_size
     assert store.backend.size() == before
     store.do(pb.CompactionRequest(revision=store.rev()))
+    store.backend.checkpoint()
     after_compact = path.stat().st_size
     assert after_compact >= before  # the file does not shrink
     assert store.backend.size_in_use() < store.backend.size() // 4
