@@ -427,8 +427,12 @@ class WriteTxn:
         prev = tuple(doomed) if request.prev_kv else ()
         return DeleteRangeResponse(ResponseHeader(self.last_revision), len(doomed), prev)
 
-    def txn(self, request: TxnRequest) -> TxnResponse:
-        """Run a txn whose request and path checks have passed."""
+    def txn(self, request: TxnRequest, nested: bool = False) -> TxnResponse:
+        """Run a txn whose request and path checks have passed.
+
+        A nested txn's response carries an empty header (revision 0), as etcd's
+        newTxnResp builds it (checked on etcd 3.5.1).
+        """
         # compareToPath: every compare, nested ones too, sees the store before the txn.
         succeeded = all(compare_holds(self.state, c) for c in request.compare)
         branch = request.success if succeeded else request.failure
@@ -441,8 +445,9 @@ class WriteTxn:
             elif isinstance(op, DeleteRangeRequest):
                 responses.append(self.delete(op))
             else:
-                responses.append(self.txn(op))
-        return TxnResponse(ResponseHeader(self.last_revision), succeeded, tuple(responses))
+                responses.append(self.txn(op, nested=True))
+        header = ResponseHeader(0 if nested else self.last_revision)
+        return TxnResponse(header, succeeded, tuple(responses))
 
     def delete_keys(self, keys: Iterable[bytes]) -> None:
         """Delete each key in key order in one revision (a lease revoke's write)."""

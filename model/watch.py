@@ -3,13 +3,17 @@
 Contract:
 - `watch_responses(state, request)` gives the responses a correct etcd server sends
   for a watch created on `state`: the `created` response (header = current revision),
-  then either one response per revision with matching events (header = that
-  revision; all events of a revision in one response), or, when the start revision is
-  below the compact revision, one response with `compact_revision` set, `canceled`
-  and a header revision of 0 (etcd's watchable store: `if w.minRev < compactRev`;
-  checked against etcd 3.5.1). A start revision of 0 means
-  current + 1. With `progress=True` a progress notification (no events, header =
-  current revision) closes the list.
+  then either the catch-up, or, when the start revision is below the compact
+  revision, one response with `compact_revision` set, `canceled` and a header
+  revision of 0 (etcd's watchable store: `if w.minRev < compactRev`). The catch-up is
+  what etcd's syncWatchers sends: every matching event from the start revision on,
+  in one response per 1000 revisions (watchBatchMaxRevs), each with the current
+  revision as header. A start revision of 0 means current + 1. With `progress=True`
+  a progress notification (no events, header = current revision) closes the list.
+  All checked against etcd 3.5.1.
+- `live_responses(state, request, after)` gives what a synced watcher receives for
+  the writes after revision `after`: one response per revision, header = that
+  revision (etcd's notify path).
 - The guarantee checks are pure functions over PLAIN DATA: the store's event history
   (a sequence of `Event`, in revision order, as any recorder can rebuild it), one
   `WatchRequest` and the `WatchResponse`s observed on that watch, in arrival order.
@@ -55,6 +59,7 @@ __all__ = [
     "WatchViolation",
     "check_watch",
     "history_of",
+    "live_responses",
     "watch_responses",
 ]
 
@@ -140,6 +145,23 @@ def _as_delivered(event: Event, prev_kv: bool) -> Event:
     return Event(event.type, event.kv, None)
 
 
+WATCH_BATCH_MAX_REVISIONS = 1000
+"""etcd's watchBatchMaxRevs: the most revisions one catch-up response carries."""
+
+
+def _matching_by_revision(
+    state: StoreState, request: WatchRequest, start: int
+) -> dict[int, list[Event]]:
+    by_revision: dict[int, list[Event]] = {}
+    if start <= state.revision:
+        for event in state.events_since(start):
+            if request.matches(event):
+                by_revision.setdefault(event.revision, []).append(
+                    _as_delivered(event, request.prev_kv)
+                )
+    return by_revision
+
+
 def watch_responses(
     state: StoreState,
     request: WatchRequest,
@@ -161,18 +183,24 @@ def watch_responses(
             return responses
         # The bug: catch up from what is left after the compaction, say nothing.
         start = state.compact_revision
-    by_revision: dict[int, list[Event]] = {}
-    if start <= current:
-        for event in state.events_since(start):
-            if request.matches(event):
-                by_revision.setdefault(event.revision, []).append(
-                    _as_delivered(event, request.prev_kv)
-                )
-    for revision in sorted(by_revision):
-        responses.append(WatchResponse(ResponseHeader(revision), tuple(by_revision[revision])))
+    by_revision = _matching_by_revision(state, request, start)
+    revisions = sorted(by_revision)
+    for first in range(0, len(revisions), WATCH_BATCH_MAX_REVISIONS):
+        batch = revisions[first : first + WATCH_BATCH_MAX_REVISIONS]
+        events = tuple(event for revision in batch for event in by_revision[revision])
+        responses.append(WatchResponse(ResponseHeader(current), events))
     if progress:
         responses.append(WatchResponse(ResponseHeader(current)))
     return responses
+
+
+def live_responses(state: StoreState, request: WatchRequest, after: int) -> list[WatchResponse]:
+    """What a synced watcher gets for the writes after revision `after`, one per revision."""
+    by_revision = _matching_by_revision(state, request, after + 1)
+    return [
+        WatchResponse(ResponseHeader(revision), tuple(by_revision[revision]))
+        for revision in sorted(by_revision)
+    ]
 
 
 # ---------------------------------------------------------------------------- checks

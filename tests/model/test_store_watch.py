@@ -30,6 +30,7 @@ from etcdspec.model.watch import (
     WatchResponse,
     check_watch,
     history_of,
+    live_responses,
     watch_responses,
 )
 from hypothesis import given
@@ -62,15 +63,15 @@ def shown(responses: list[WatchResponse]) -> list[str]:
 RESPONSE_CASES = [
     # A start revision of 0 means "from now on": only the created response.
     ("from now", WatchRequest(b"a"), ["watch-> rev 7 created"]),
-    # Start revision is inclusive; one response per revision; atomic txn revision.
+    # Start revision is inclusive; the catch-up comes in one response whose header is
+    # the current revision (etcd 3.5.1 syncWatchers: watch a from 2 at rev 6 gets
+    # [a@2, b@3, a@4, a@5, c@6] in one response with header 6).
     (
         "single key from 4",
         WatchRequest(b"a", start_revision=4),
         [
             "watch-> rev 7 created",
-            "watch-> rev 4 [PUT a=2(c2 m4 v2)]",
-            "watch-> rev 5 [DELETE a@5]",
-            "watch-> rev 6 [PUT a=3(c6 m6 v1)]",
+            "watch-> rev 7 [PUT a=2(c2 m4 v2), DELETE a@5, PUT a=3(c6 m6 v1)]",
         ],
     ),
     (
@@ -78,20 +79,20 @@ RESPONSE_CASES = [
         WatchRequest(b"a", b"c", start_revision=4, prev_kv=True),
         [
             "watch-> rev 7 created",
-            "watch-> rev 4 [PUT a=2(c2 m4 v2) prev a=1(c2 m2 v1), PUT b=2(c3 m4 v2) prev b=1(c3 m3 v1)]",
-            "watch-> rev 5 [DELETE a@5 prev a=2(c2 m4 v2)]",
-            "watch-> rev 6 [PUT a=3(c6 m6 v1)]",
+            "watch-> rev 7 [PUT a=2(c2 m4 v2) prev a=1(c2 m2 v1), "
+            "PUT b=2(c3 m4 v2) prev b=1(c3 m3 v1), DELETE a@5 prev a=2(c2 m4 v2), "
+            "PUT a=3(c6 m6 v1)]",
         ],
     ),
     (
         "all keys, no puts",
         WatchRequest(b"\x00", b"\x00", start_revision=1, filters=frozenset({WatchFilter.NOPUT})),
-        ["watch-> rev 7 created", "watch-> rev 5 [DELETE a@5]"],
+        ["watch-> rev 7 created", "watch-> rev 7 [DELETE a@5]"],
     ),
     (
         "no deletes",
         WatchRequest(b"a", start_revision=5, filters=frozenset({WatchFilter.NODELETE})),
-        ["watch-> rev 7 created", "watch-> rev 6 [PUT a=3(c6 m6 v1)]"],
+        ["watch-> rev 7 created", "watch-> rev 7 [PUT a=3(c6 m6 v1)]"],
     ),
     ("future start", WatchRequest(b"a", start_revision=100), ["watch-> rev 7 created"]),
 ]
@@ -122,9 +123,7 @@ def test_store_watch_progress_notification_carries_current_revision() -> None:
             4,
             [
                 "watch-> rev 7 created",
-                "watch-> rev 4 [PUT a=2(c2 m4 v2)]",
-                "watch-> rev 5 [DELETE a@5]",
-                "watch-> rev 6 [PUT a=3(c6 m6 v1)]",
+                "watch-> rev 7 [PUT a=2(c2 m4 v2), DELETE a@5, PUT a=3(c6 m6 v1)]",
             ],
         ),
     ],
@@ -143,7 +142,11 @@ REQUEST = WatchRequest(b"a", b"d", start_revision=2)
 
 
 def correct() -> list[WatchResponse]:
-    return watch_responses(store(), REQUEST, progress=True)
+    """A watch created at revision 1 that then saw every write live, then a progress."""
+    state = store()
+    created = WatchResponse(ResponseHeader(1), created=True)
+    progress = WatchResponse(ResponseHeader(state.revision))
+    return [created, *live_responses(state, REQUEST, 1), progress]
 
 
 def _events(responses: list[WatchResponse]) -> list[tuple[int, Event]]:
@@ -227,6 +230,18 @@ MUTATIONS: list[tuple[str, Callable[[list[WatchResponse]], list[WatchResponse]],
 
 def test_store_watch_correct_stream_passes_every_check() -> None:
     assert check_watch(history_of(store()), REQUEST, correct()) == []
+    assert [r.describe() for r in correct()[1:3]] == [
+        "watch-> rev 2 [PUT a=1(c2 m2 v1)]",
+        "watch-> rev 3 [PUT b=1(c3 m3 v1)]",
+    ]
+
+
+def test_store_watch_catch_up_is_batched_by_1000_revisions() -> None:
+    state, _ = apply_all(initial_state(), [put("k", str(i)) for i in range(1500)])
+    responses = watch_responses(state, WatchRequest(b"k", start_revision=2))
+    assert [len(r.events) for r in responses] == [0, 1000, 500]
+    assert {r.revision for r in responses} == {1501}
+    assert check_watch(history_of(state), WatchRequest(b"k", start_revision=2), responses) == []
 
 
 @pytest.mark.parametrize(
