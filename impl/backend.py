@@ -55,6 +55,11 @@ _SCHEMA = (
         PRIMARY KEY (main, sub)
     )""",
     "CREATE INDEX IF NOT EXISTS kv_by_key ON kv (key, main)",
+    """CREATE TABLE IF NOT EXISTS key_latest (
+        key BLOB PRIMARY KEY,
+        main INTEGER NOT NULL,
+        tombstone INTEGER NOT NULL
+    ) WITHOUT ROWID""",
     "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL)",
     "CREATE TABLE IF NOT EXISTS lease (id INTEGER PRIMARY KEY, ttl INTEGER NOT NULL)",
     """CREATE TABLE IF NOT EXISTS alarm (
@@ -102,17 +107,19 @@ def _row(r: tuple[int, int, bytes, bytes, int, int, int, int, int]) -> KeyRevisi
     return KeyRevision(r[0], r[1], bytes(r[2]), bytes(r[3]), r[4], r[5], r[6], r[7], bool(r[8]))
 
 
-def key_range_clause(key: bytes, range_end: bytes) -> tuple[str, tuple[bytes, ...]]:
-    """SQL condition and parameters for etcd's key range rules.
+def key_range_clause(
+    key: bytes, range_end: bytes, column: str = "key"
+) -> tuple[str, tuple[bytes, ...]]:
+    """SQL condition on `column` and its parameters for etcd's key range rules.
 
     Empty range_end: the key alone. range_end b"\\0": every key >= key. Otherwise the
     half-open interval [key, range_end) (empty when range_end <= key).
     """
     if not range_end:
-        return "key = ?", (key,)
+        return f"{column} = ?", (key,)
     if range_end == b"\x00":
-        return "key >= ?", (key,)
-    return "key >= ? AND key < ?", (key, range_end)
+        return f"{column} >= ?", (key,)
+    return f"{column} >= ? AND {column} < ?", (key, range_end)
 
 
 class Backend:
@@ -138,6 +145,11 @@ class Backend:
             for name, value in _META_DEFAULTS.items():
                 conn.execute(
                     "INSERT OR IGNORE INTO meta (name, value) VALUES (?, ?)", (name, value)
+                )
+            if conn.execute("SELECT 1 FROM key_latest LIMIT 1").fetchone() is None:
+                conn.execute(
+                    "INSERT INTO key_latest (key, main, tombstone) "
+                    "SELECT key, MAX(main), tombstone FROM kv GROUP BY key"
                 )
             conn.execute("COMMIT")
         except sqlite3.DatabaseError as exc:
@@ -254,9 +266,38 @@ class Backend:
                 int(row.tombstone),
             ),
         )
+        self._conn.execute(
+            "INSERT INTO key_latest (key, main, tombstone) VALUES (?, ?, ?) "
+            "ON CONFLICT (key) DO UPDATE SET main = excluded.main, tombstone = excluded.tombstone",
+            (row.key, row.main, int(row.tombstone)),
+        )
 
     def latest(self, key: bytes, range_end: bytes, revision: int) -> list[KeyRevision]:
-        """Each key's newest row with main <= revision (tombstones included), by key."""
+        """Each key's newest row with main <= revision (tombstones included), by key.
+
+        Reads at (or above) the current revision go through `key_latest`, the newest
+        revision of every key; older reads scan the key's revisions.
+        """
+        if revision < self.current_revision():
+            return self._latest_scan(key, range_end, revision)
+        clause, params = key_range_clause(key, range_end, column="latest.key")
+        columns = ", ".join(f"kv.{c.strip()}" for c in _KV_COLUMNS.split(","))
+        sql = (
+            f"SELECT {columns} FROM key_latest AS latest "
+            "JOIN kv ON kv.key = latest.key AND kv.main = latest.main "
+            f"WHERE {clause} ORDER BY latest.key"
+        )
+        with self._lock:
+            rows = [_row(r) for r in self._conn.execute(sql, params).fetchall()]
+        if all(r.main <= revision for r in rows):
+            return rows
+        # Only inside a write transaction that reads below its own writes.
+        out: list[KeyRevision] = []
+        for r in rows:
+            out.extend([r] if r.main <= revision else self._latest_scan(r.key, b"", revision))
+        return out
+
+    def _latest_scan(self, key: bytes, range_end: bytes, revision: int) -> list[KeyRevision]:
         clause, params = key_range_clause(key, range_end)
         # SQLite takes bare columns from the row holding MAX(main) in each group.
         sql = (
@@ -324,6 +365,7 @@ class Backend:
             "(SELECT MAX(k2.main) FROM kv AS k2 WHERE k2.key = kv.key AND k2.main <= :rev))",
             {"rev": revision},
         )
+        self._conn.execute("DELETE FROM key_latest WHERE tombstone = 1 AND main <= ?", (revision,))
         self._set_meta("compact_revision", revision)
         return int(cur.rowcount)
 
