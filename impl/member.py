@@ -49,8 +49,10 @@ from etcdspec.impl.metrics import Metrics, MetricsServer
 from etcdspec.impl.pb import raft_internal_pb2 as internal_pb2
 from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
 from etcdspec.impl.peer import PeerTransport
+from etcdspec.impl.quota import nospace_alarm_request
 from etcdspec.impl.raft_driver import RaftConfig, RaftDriver, Ready, Role
 from etcdspec.impl.raft_messages import NONE, Entry, ProposalDropped
+from etcdspec.impl.trace import TraceWriter
 from etcdspec.impl.watch_stream import WatchStream
 from google.protobuf.message import Message as PbMessage
 
@@ -60,6 +62,7 @@ SERVER_VERSION = "3.5.0"
 STORAGE_VERSION = "3.5.0"
 SNAPSHOT_CHUNK_BYTES = 32 * 1024
 REQUEST_TIMEOUT_S = 7.0
+AUTO_COMPACTION_CHECK_S = 1.0  # etcd's revision mode checks every 5 min; we check often
 WATCH_PROGRESS_S = 600.0  # etcd's default progress notify interval (10 minutes)
 _ID_MASK = (1 << 48) - 1
 
@@ -137,6 +140,11 @@ class Member:
         self._ticks = 0
         self._progress_ticks = max(1, int(WATCH_PROGRESS_S * 1000 / config.heartbeat_interval_ms))
         self._watch_streams: dict[int, WatchStream] = {}
+        self._compaction_ticks = max(
+            1, int(AUTO_COMPACTION_CHECK_S * 1000 / config.heartbeat_interval_ms)
+        )
+        self._compact_proposed = 0
+        self.tracer: TraceWriter | None = None
         self.storage.on_watch_ready = self._on_watch_ready
 
     # ---- life cycle -------------------------------------------------------------------
@@ -164,6 +172,9 @@ class Member:
         )
         self._applied_index = recovered.applied
         self._last_snapshot_index = recovered.snapshot_index
+        if self.config.trace_file:
+            self.tracer = TraceWriter(self.config.trace_file, self.member_id)
+            self._trace("start")
         log.info(
             "member starting",
             extra={
@@ -225,6 +236,8 @@ class Member:
                 future.set_exception(RpcError(errors.STOPPED))
         self._fail_reads(RpcError(errors.STOPPED))
         self.storage.close()
+        if self.tracer is not None:
+            self.tracer.close()
         self.stopped.set()
         log.info("member stopped", extra={"member_id": f"{self.member_id:x}"})
 
@@ -239,6 +252,7 @@ class Member:
         except Exception:
             log.exception("dropping a bad raft message", extra={"from": f"{from_id:x}"})
             return
+        self._trace("receive", message=message)
         self._wake.set()
 
     def _on_peer_attributes(self, from_id: int, attributes: dict[str, Any]) -> None:
@@ -259,6 +273,8 @@ class Member:
                 hub.sync()
             if self._ticks % self._progress_ticks == 0:
                 hub.progress()
+            if self._ticks % self._compaction_ticks == 0:
+                self._auto_compact()
             self._wake.set()
 
     async def _loop(self) -> None:
@@ -288,9 +304,11 @@ class Member:
                 self.storage.persist, ready.hard_state, ready.entries, ready.snapshot
             )
             self.metrics.wal_fsyncs += 1
+            self._trace("persist", entries=ready.entries)
         # 2. Send.
         for message in ready.messages:
             self.transport.send(message.to, self.storage.encode_message(message))
+            self._trace("send", message=message)
         # 3. Apply.
         if ready.soft_state is not None:
             self._on_soft_state(ready.soft_state.leader_id, ready.soft_state.role)
@@ -300,6 +318,7 @@ class Member:
             self._last_snapshot_index = ready.snapshot.meta.index
         for entry in ready.committed_entries:
             self._apply(entry)
+            self._trace("apply", entries=(entry,))
         for read_state in ready.read_states:
             batch = self._read_inflight.pop(read_state.context, None)
             if batch is not None:
@@ -308,8 +327,11 @@ class Member:
         self._release_reads()
         self.driver.advance(ready)
         self._maybe_snapshot()
+        if self.tracer is not None:
+            self.tracer.flush()
 
     def _on_soft_state(self, leader_id: int, role: Role) -> None:
+        self._trace("role", leader=leader_id)
         if leader_id != self._leader_id:
             if leader_id != NONE:
                 self.metrics.leader_changes_seen += 1
@@ -362,6 +384,11 @@ class Member:
         self._last_snapshot_index = index
         self.metrics.snapshots_saved += 1
         log.info("snapshot saved", extra={"index": index, "bytes": len(blob)})
+        self._trace("snapshot", index=index)
+
+    def _trace(self, event: str, **fields: Any) -> None:
+        if self.tracer is not None and self.driver is not None:
+            self.tracer.event(self.driver, event, applied=self._applied_index, **fields)
 
     # ---- leases -----------------------------------------------------------------------
 
@@ -375,13 +402,36 @@ class Member:
             if last is not None and now - last < REQUEST_TIMEOUT_S:
                 continue
             self._revoking[lease_id] = now
-            request = internal_pb2.InternalRaftRequest(
-                lease_revoke=rpc_pb2.LeaseRevokeRequest(ID=lease_id)
+            self._propose_internal(
+                internal_pb2.InternalRaftRequest(
+                    lease_revoke=rpc_pb2.LeaseRevokeRequest(ID=lease_id)
+                )
             )
-            request.header.ID = self._next_request_id()
-            request.header.member_id = self.member_id
-            with contextlib.suppress(ProposalDropped):
-                self.driver.propose(request.SerializeToString())
+
+    def _propose_internal(self, request: internal_pb2.InternalRaftRequest) -> None:
+        """Propose a request of the member's own (no client waits for it); best effort."""
+        assert self.driver is not None
+        request.header.ID = self._next_request_id()
+        request.header.member_id = self.member_id
+        with contextlib.suppress(ProposalDropped):
+            self.driver.propose(request.SerializeToString())
+            self._wake.set()
+
+    def _auto_compact(self) -> None:
+        """--auto-compaction-retention N (revision mode): the leader keeps N revisions."""
+        assert self.driver is not None
+        retention = self.config.compaction_retention_revisions
+        if retention <= 0 or not self.driver.is_leader():
+            return
+        target = self.storage.current_revision() - retention
+        if target > self.storage.backend.compact_revision() and target > self._compact_proposed:
+            self._compact_proposed = target
+            self._propose_internal(
+                internal_pb2.InternalRaftRequest(
+                    compaction=rpc_pb2.CompactionRequest(revision=target)
+                )
+            )
+            log.info("auto compaction proposed", extra={"revision": target})
 
     async def lease_keepalive(self, lease_id: int) -> int:
         try:
@@ -463,7 +513,15 @@ class Member:
         kind = request.WhichOneof("request")
         if kind == "lease_grant" and request.lease_grant.ID == 0:
             request.lease_grant.ID = self._lease_ids.next()
-        self.storage.precheck(request)
+        try:
+            self.storage.precheck(request)
+        except RpcError as error:
+            if error.kind is errors.NO_SPACE and not self.storage.nospace_raised():
+                # As etcd: the first write refused for lack of space raises the alarm.
+                self._propose_internal(
+                    internal_pb2.InternalRaftRequest(alarm=nospace_alarm_request(self.member_id))
+                )
+            raise
         request_id = self._next_request_id()
         request.header.ID = request_id
         request.header.member_id = self.member_id
@@ -474,6 +532,7 @@ class Member:
         self._waiters[request_id] = future
         try:
             self.driver.propose(data)
+            self._trace("propose", size=len(data))
         except ProposalDropped as error:
             self._waiters.pop(request_id, None)
             self.metrics.proposals_failed += 1

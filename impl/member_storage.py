@@ -194,6 +194,10 @@ class MemberStorage:
         ):
             raise RpcError(errors.NO_SPACE)
 
+    def nospace_raised(self) -> bool:
+        assert self._quota is not None
+        return self._quota.nospace_raised()
+
     def apply(self, entry: Entry) -> AppliedEntry:
         assert self._applier is not None
         result: ApplyResult = self._applier.apply(entry.index, entry.term, entry.data)

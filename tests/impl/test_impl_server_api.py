@@ -11,6 +11,7 @@ and that a restarted member still has every acknowledged write.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
@@ -368,3 +369,69 @@ def test_damaged_snapshot_file_is_refused(tmp_path: Path) -> None:
     path.write_bytes(b"SQLite format 3\x00" + bytes(100))
     with pytest.raises(snapshot_cli.SnapshotError, match="SHA-256"):
         snapshot_cli.status(path)
+
+
+def test_quota_exceeded_refuses_writes_and_raises_nospace_alarm(tmp_path: Path) -> None:
+    async def scenario(member: Member, client: Client) -> None:
+        refused = None
+        for index in range(200):
+            try:
+                await client.put(f"big{index}".encode(), bytes(8192))
+            except grpc.aio.AioRpcError as error:
+                refused = (error.code(), error.details())
+                break
+        assert refused == (
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            "etcdserver: mvcc: database space exceeded",
+        )
+        deadline = asyncio.get_running_loop().time() + 10
+        while True:
+            alarms = await client.maintenance.Alarm(
+                rpc_pb2.AlarmRequest(action=rpc_pb2.AlarmRequest.GET)
+            )
+            if alarms.alarms:
+                break
+            assert asyncio.get_running_loop().time() < deadline, "no NOSPACE alarm raised"
+            await asyncio.sleep(0.05)
+        assert [(a.memberID, a.alarm) for a in alarms.alarms] == [
+            (member.member_id, rpc_pb2.NOSPACE)
+        ]
+        status = await client.maintenance.Status(rpc_pb2.StatusRequest())
+        assert any("NOSPACE" in text for text in status.errors)
+        # Deletes still go through under the alarm.
+        deleted = await client.kv.DeleteRange(rpc_pb2.DeleteRangeRequest(key=b"big0"))
+        assert deleted.deleted == 1
+
+    run(member_config(tmp_path / "d", quota_backend_bytes=256 * 1024), scenario)
+
+
+def test_auto_compaction_keeps_the_last_n_revisions(tmp_path: Path) -> None:
+    async def scenario(member: Member, client: Client) -> None:
+        for index in range(30):
+            await client.put(b"ac", str(index).encode())  # revisions 2..31
+        deadline = asyncio.get_running_loop().time() + 10
+        while member.storage.backend.compact_revision() != 31 - 10:
+            assert asyncio.get_running_loop().time() < deadline, "no auto compaction"
+            await asyncio.sleep(0.05)
+        code, _ = await _status_of(client.kv.Range(rpc_pb2.RangeRequest(key=b"ac", revision=5)))
+        assert code == grpc.StatusCode.OUT_OF_RANGE
+
+    run(member_config(tmp_path / "d", auto_compaction_retention="10"), scenario)
+
+
+def test_trace_file_records_transitions_as_ndjson(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.ndjson"
+
+    async def scenario(member: Member, client: Client) -> None:
+        await client.put(b"t", b"1")
+
+    run(member_config(tmp_path / "d", trace_file=str(trace)), scenario)
+    lines = [json.loads(line) for line in trace.read_text().splitlines()]
+    events = [line["event"] for line in lines]
+    assert events[0] == "start"
+    for required in ("role", "propose", "persist", "apply"):
+        assert required in events
+    assert [line["seq"] for line in lines] == list(range(1, len(lines) + 1))
+    assert all(line["v"] == 1 and line["commit"] <= line["last_index"] for line in lines)
+    leader = [line for line in lines if line["event"] == "role" and line["role"] == "leader"]
+    assert leader and leader[0]["term"] >= 1
