@@ -5,6 +5,9 @@ Schema (version 1, `meta.schema_version`):
 - `kv`: one row per key revision — (main, sub) is the revision (main is the store
   revision, sub orders the changes inside it), key, value, create_revision, mod_revision,
   version, lease, tombstone (1 for a deletion). Indexed on (key, main).
+- `key_latest`: key -> its newest revision (main, tombstone), kept with every insert and
+  compaction, for fast reads at the current revision; rebuilt from `kv` on open if
+  missing.
 - `meta`: name -> integer: schema_version, consistent_index (the last applied Raft
   index), term (its term), current_revision, compact_revision.
 - `lease`: id -> granted ttl. `alarm`: (member_id, alarm type).

@@ -13,7 +13,8 @@ Contract:
   tracks expiries: `promote(now)` starts every lease afresh at now + TTL (so a lease
   survives a leader change with at least its full TTL), `demote()` stops tracking,
   `expired(now)` lists leases the server must revoke by proposing a LeaseRevoke through
-  the log, and `renew()` (keep-alive) works only on the primary.
+  the log (each once per `retry_interval`, 3 s as etcd), and `renew()` (keep-alive)
+  works only on the primary.
 - Lease ids are chosen before proposing (`LeaseIdGenerator`), so applying is
   deterministic; `allocate_id(index)` is the applier's deterministic fallback for a
   grant proposed with ID 0.
@@ -22,6 +23,7 @@ Contract:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -32,6 +34,7 @@ from etcdspec.impl.mvcc import Event, EventType
 
 MAX_LEASE_TTL = 9_000_000_000  # etcd's MaxLeaseTTL, seconds
 DEFAULT_MIN_TTL = 2  # etcd: ceil(1.5 * election timeout) with the default 1 s timeout
+EXPIRED_RETRY_INTERVAL = 3.0  # etcd's expiredLeaseRetryInterval, seconds
 _INT63 = (1 << 63) - 1
 
 
@@ -101,10 +104,14 @@ class LeaseIdGenerator:
 class Lessor:
     """The leases of one member."""
 
-    def __init__(self, min_ttl: int = DEFAULT_MIN_TTL) -> None:
+    def __init__(
+        self, min_ttl: int = DEFAULT_MIN_TTL, retry_interval: float = EXPIRED_RETRY_INTERVAL
+    ) -> None:
         self.min_ttl = min_ttl
+        self.retry_interval = retry_interval
         self.leases: dict[int, Lease] = {}
         self.primary = False
+        self._reported: dict[int, float] = {}  # lease id -> when expired() last listed it
 
     # ---- replicated state (applier only) ----
 
@@ -158,6 +165,7 @@ class Lessor:
     def revoke(self, lease_id: int) -> None:
         """Forget a revoked lease (its keys were deleted in the same applied entry)."""
         self.leases.pop(lease_id, None)
+        self._reported.pop(lease_id, None)
 
     def on_events(self, events: Iterable[Event]) -> None:
         """Follow applied changes: detach each key from its previous lease, attach the new."""
@@ -173,12 +181,14 @@ class Lessor:
     def promote(self, now: float, extend: float = 0.0) -> None:
         """Become primary: every lease expires TTL (+extend) seconds from now."""
         self.primary = True
+        self._reported.clear()
         for lease in self.leases.values():
             lease.expiry = now + lease.ttl + extend
 
     def demote(self) -> None:
         """Stop tracking expiry (no longer leader)."""
         self.primary = False
+        self._reported.clear()
         for lease in self.leases.values():
             lease.expiry = None
 
@@ -196,14 +206,23 @@ class Lessor:
         return lease.ttl
 
     def expired(self, now: float) -> list[int]:
-        """Ids of leases whose expiry has passed, soonest first (empty unless primary)."""
+        """Ids of leases whose expiry has passed, soonest first (empty unless primary).
+
+        A lease listed once is listed again only after `retry_interval` seconds if it is
+        still there (its revocation got lost), so a server polling every tick proposes
+        each revocation once, not once per tick.
+        """
         if not self.primary:
             return []
         due = [
             (lease.expiry, lease.lease_id)
             for lease in self.leases.values()
-            if lease.expiry is not None and lease.expiry <= now
+            if lease.expiry is not None
+            and lease.expiry <= now
+            and now - self._reported.get(lease.lease_id, -math.inf) >= self.retry_interval
         ]
+        for _, lease_id in due:
+            self._reported[lease_id] = now
         return [lease_id for _, lease_id in sorted(due)]
 
     def time_to_live(self, lease_id: int, now: float, with_keys: bool = False) -> TimeToLive:

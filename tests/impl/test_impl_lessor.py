@@ -201,3 +201,15 @@ def test_time_to_live_of_an_unknown_lease(member: Member) -> None:
 @pytest.mark.parametrize(("election_ms", "min_ttl"), [(1000, 2), (500, 1), (100, 1), (3000, 5)])
 def test_min_ttl_follows_the_election_timeout(election_ms: int, min_ttl: int) -> None:
     assert min_ttl_seconds(election_ms) == min_ttl
+
+
+def test_expired_lists_a_lease_again_only_after_the_retry_interval(
+    member: Member, clock: Clock
+) -> None:
+    member.do(pb.LeaseGrantRequest(ID=1, TTL=10))
+    member.lessor.promote(clock.now)
+    assert member.lessor.expired(clock.now + 10) == [1]
+    assert member.lessor.expired(clock.now + 11) == []  # its revocation is under way
+    assert member.lessor.expired(clock.now + 13) == [1]  # lost: propose it again
+    member.do(pb.LeaseRevokeRequest(ID=1))
+    assert member.lessor.expired(clock.now + 100) == []
