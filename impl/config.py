@@ -97,9 +97,13 @@ def parse_initial_cluster(text: str) -> tuple[tuple[str, Endpoint], ...]:
 
 
 def member_id_of(name: str, peer_url: str, cluster_token: str) -> int:
-    """A member's 64-bit id, derived (as etcd does) from its peer URL and the token."""
+    """A member's id, derived (as etcd does) from its peer URL and the token.
+
+    etcd's ids are uint64; ours keep the top bit clear (63 bits) so that every store
+    that keeps them as a signed 64-bit integer (SQLite) can hold them.
+    """
     digest = hashlib.sha1(f"{peer_url}{cluster_token}{name}".encode()).digest()
-    value = int.from_bytes(digest[:8], "big")
+    value = int.from_bytes(digest[:8], "big") & ((1 << 63) - 1)
     return value or 1
 
 

@@ -69,6 +69,7 @@ def test_member_ids_are_distinct_and_stable() -> None:
     assert first.member_id != second.member_id  # type: ignore[attr-defined]
     assert first.cluster_id == second.cluster_id  # type: ignore[attr-defined]
     assert _config().member_id == first.member_id  # type: ignore[attr-defined]
+    assert 0 < first.member_id < 2**63  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize(
