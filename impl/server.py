@@ -297,10 +297,7 @@ class WatchServicer(rpc_pb2_grpc.WatchServicer):
         reader = asyncio.create_task(self._read(request_iterator, stream))
         try:
             while True:
-                response = await stream.next_response(reader)
-                if response is None:
-                    return
-                yield response
+                yield await stream.next_response()
         finally:
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):

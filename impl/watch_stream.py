@@ -136,23 +136,16 @@ class WatchStream:
                 response.header.CopyFrom(header)
                 self.queue.append(response)
 
-    async def next_response(self, reader: asyncio.Task[None]) -> rpc_pb2.WatchResponse | None:
-        """The next response to send; None once the client closed its side and all is sent."""
+    async def next_response(self) -> rpc_pb2.WatchResponse:
+        """The next response to send. A client that half-closes its side still gets
+        events (as from etcd); the stream ends when the client cancels the call."""
         while True:
             if not self.queue:
                 self._drain_ready()
             if self.queue:
                 return self.queue.popleft()
-            if reader.done():
-                return None
             self.wake.clear()
-            waiter = asyncio.create_task(self.wake.wait())
-            try:
-                await asyncio.wait(
-                    {waiter, reader}, timeout=0.5, return_when=asyncio.FIRST_COMPLETED
-                )
-            finally:
-                waiter.cancel()
+            await self.wake.wait()
 
     def close(self) -> None:
         if self.closed:
