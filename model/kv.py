@@ -290,10 +290,21 @@ def _check_intervals(ops: tuple[TxnOp, ...]) -> tuple[set[bytes], list[tuple[byt
     return puts, deletes
 
 
-def check_put_against(state: StoreState, request: PutRequest) -> None:
-    """etcd's apply-time checks of a put: ignore_* needs the key, the lease must exist."""
+def check_put_against(state: StoreState, request: PutRequest, in_txn: bool) -> None:
+    """etcd's apply-time checks of a put: ignore_* needs the key, the lease must exist.
+
+    The order differs, as in etcd: a put inside a txn goes through checkPut (key, then
+    lease); a plain put through applierV3backend.Put (lease, then key). Found by the
+    differential test against etcd 3.5.1.
+    """
+    if not in_txn:
+        _check_lease_exists(state, request)
     if (request.ignore_value or request.ignore_lease) and state.live.get(request.key) is None:
         raise KeyNotFoundError(f"{request.describe()} ignores the value or lease of a missing key")
+    _check_lease_exists(state, request)
+
+
+def _check_lease_exists(state: StoreState, request: PutRequest) -> None:
     if request.lease and request.lease not in state.leases:
         raise LeaseNotFoundError(f"{request.describe()}: grant lease {request.lease} first")
 
@@ -310,7 +321,7 @@ def txn_path_checks(state: StoreState, request: TxnRequest) -> None:
     if not request.is_read_only():
         for op in path:
             if isinstance(op, PutRequest):
-                check_put_against(state, op)
+                check_put_against(state, op, in_txn=True)
     for op in path:
         if isinstance(op, RangeRequest) and op.revision != 0:
             if op.revision > state.revision:

@@ -312,7 +312,7 @@ def apply(
         return state, do_range(state, request)
     if isinstance(request, PutRequest):
         check_put_request(request)
-        check_put_against(state, request)
+        check_put_against(state, request, in_txn=False)
         txn = WriteTxn(state, bugs)
         response = txn.put(request)
         return _commit(state, txn), response

@@ -424,6 +424,20 @@ ERROR_CASES = [
     ("ignore_value missing key", (), put("a", ignore_value=True), KeyNotFoundError),
     ("ignore_value with value", ABC, put("a", "1", ignore_value=True), ValueProvidedError),
     ("ignore_lease with lease", ABC, put("a", "1", lease=3, ignore_lease=True), LeaseProvidedError),
+    # A plain put checks the lease first, a put in a txn the key first (apply.go Put vs
+    # checkPut; found by the differential test against etcd 3.5.1).
+    (
+        "put ignore_value missing key unknown lease",
+        (),
+        put("a", lease=7, ignore_value=True),
+        LeaseNotFoundError,
+    ),
+    (
+        "txn put ignore_value missing key unknown lease",
+        (),
+        txn([], [put("a", lease=7, ignore_value=True)]),
+        KeyNotFoundError,
+    ),
     # checkIntervals: ErrDuplicateKey.
     ("put twice", (), txn([], [put("a", "1"), put("a", "2")]), DuplicateKeyError),
     ("put and delete", (), txn([], [put("a", "1"), delete("a")]), DuplicateKeyError),

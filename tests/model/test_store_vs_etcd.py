@@ -368,6 +368,8 @@ SCRIPT: list[Request] = [
     put("a", ignore_value=True),
     put("zz", "", ignore_value=True),
     put("b", "1", ignore_value=True),
+    put("zz", "", lease=12345, ignore_value=True),
+    TxnRequest((), (put("zz", "", lease=12345, ignore_value=True),), ()),
     LeaseGrantRequest(1, 70),  # raised to the minimum TTL
     LeaseRevokeRequest(70),
     LeaseGrantRequest(600, 71),
@@ -433,8 +435,15 @@ class RandomRequests:
     def simple(self, current: int) -> TxnOp:
         kind = self.rng.randrange(3)
         if kind == 0:
+            ignore_value = self.rng.random() < 0.1
+            ignore_lease = self.rng.random() < 0.1
             return PutRequest(
-                self.key(), self.rng.choice([b"1", b"2"]), self.lease(), self.rng.random() < 0.3
+                self.key(),
+                b"" if ignore_value else self.rng.choice([b"1", b"2"]),
+                0 if ignore_lease else self.lease(),
+                self.rng.random() < 0.3,
+                ignore_value,
+                ignore_lease,
             )
         if kind == 1:
             return DeleteRangeRequest(self.key(), self.end(), self.rng.random() < 0.5)
@@ -443,7 +452,12 @@ class RandomRequests:
             self.end(),
             limit=self.rng.choice([0, 0, 1, 2]),
             revision=self.revision(current),
+            keys_only=self.rng.random() < 0.1,
             count_only=self.rng.random() < 0.1,
+            sort_order=self.rng.choice([SortOrder.NONE, SortOrder.NONE, *SortOrder]),
+            sort_target=self.rng.choice([SortTarget.KEY, SortTarget.KEY, *SortTarget]),
+            min_mod_revision=self.rng.choice([0, 0, 0, max(current - 2, 1)]),
+            max_create_revision=self.rng.choice([0, 0, 0, max(current - 2, 1)]),
         )
 
     def compare(self) -> Compare:
@@ -484,7 +498,13 @@ class RandomRequests:
             return LeaseRevokeRequest(self.rng.choice(self.granted))
         if roll < 0.96:
             return CompactionRequest(max(0, current - self.rng.randrange(4)))
-        return LeaseTimeToLiveRequest(self.lease(), keys=True)
+        return self.rng.choice(
+            [
+                LeaseTimeToLiveRequest(self.lease(), keys=True),
+                LeaseKeepAliveRequest(self.lease()),
+                LeaseLeasesRequest(),
+            ]
+        )
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
