@@ -67,6 +67,10 @@ WATCH_PROGRESS_S = 600.0  # etcd's default progress notify interval (10 minutes)
 _ID_MASK = (1 << 48) - 1
 
 
+class MemberStartError(Exception):
+    """The member could not start (data directory, ports); the message says why."""
+
+
 class JsonLogFormatter(logging.Formatter):
     """One JSON object per line: level, ts, logger, msg, and any `extra` fields."""
 
@@ -137,6 +141,7 @@ class Member:
         self._applied_index = 0
         self._leader_clients: dict[int, grpc.aio.Channel] = {}
         self.stopped = asyncio.Event()
+        self.failure: str | None = None
         self._ticks = 0
         self._progress_ticks = max(1, int(WATCH_PROGRESS_S * 1000 / config.heartbeat_interval_ms))
         self._watch_streams: dict[int, WatchStream] = {}
@@ -156,6 +161,19 @@ class Member:
         }
 
     async def start(self) -> None:
+        """Recover from disk and start serving; on failure, release everything and raise
+        MemberStartError saying what could not be done."""
+        try:
+            await self._start()
+        except Exception as error:
+            self._stopping = False
+            with contextlib.suppress(Exception):
+                await self.stop()
+            if isinstance(error, MemberStartError):
+                raise
+            raise MemberStartError(f"{self.config.name}: cannot start: {error}") from error
+
+    async def _start(self) -> None:
         recovered = self.storage.open(
             quota_bytes=self.config.quota_backend_bytes,
             initial_cluster_state=self.config.initial_cluster_state,
@@ -200,9 +218,14 @@ class Member:
         await self.transport.start()
         from etcdspec.impl.server import start_grpc_server
 
-        self.grpc_server = await start_grpc_server(
-            self, [e.target for e in self.config.listen_client_urls]
-        )
+        targets = [e.target for e in self.config.listen_client_urls]
+        try:
+            self.grpc_server = await start_grpc_server(self, targets)
+        except RuntimeError as error:
+            raise MemberStartError(
+                f"cannot listen for clients on {', '.join(targets)} ({error}); "
+                "is another server using the port? choose --listen-client-urls"
+            ) from error
         for endpoint in self.config.listen_metrics_urls[:1]:
             self.metrics_server = MetricsServer(
                 self.metrics, endpoint.host, endpoint.port, refresh=self._refresh_metrics
@@ -288,8 +311,9 @@ class Member:
                     await self._handle_ready(self.driver.ready())
                     # Let other tasks (gRPC, peers) run between Readies.
                     await asyncio.sleep(0)
-            except Exception:
+            except Exception as error:
                 log.exception("fatal error in the raft loop; stopping the member")
+                self.failure = f"raft loop: {error!r}"
                 asyncio.get_running_loop().call_soon(lambda: asyncio.ensure_future(self.stop()))
                 return
 
@@ -748,8 +772,10 @@ class Member:
         self.metrics.db_size_in_use_bytes = in_use
 
 
-async def serve_member(config: MemberConfig, ready: Callable[[Member], None] | None = None) -> None:
-    """Run one member until SIGTERM/SIGINT (or until it stops itself)."""
+async def serve_member(
+    config: MemberConfig, ready: Callable[[Member], None] | None = None
+) -> str | None:
+    """Run one member until SIGTERM/SIGINT (or until it stops itself); its failure, if any."""
     member = Member(config)
     await member.start()
     if ready is not None:
@@ -760,6 +786,7 @@ async def serve_member(config: MemberConfig, ready: Callable[[Member], None] | N
             loop.add_signal_handler(sig, lambda: asyncio.ensure_future(member.stop()))
     log.info("member ready", extra={"pid": os.getpid(), "member_id": f"{member.member_id:x}"})
     await member.stopped.wait()
+    return member.failure
 
 
 def run_member(config: MemberConfig) -> int:
@@ -768,8 +795,12 @@ def run_member(config: MemberConfig) -> int:
 
     configure_logging()
     try:
-        asyncio.run(serve_member(config))
-    except OSError as error:
+        failure = asyncio.run(serve_member(config))
+    except MemberStartError as error:
         log.error("cannot serve", extra={"error": str(error)})
-        return int(ExitCode.UNREACHABLE)
+        print(f"etcdspec: {error}", file=sys.stderr)
+        return int(ExitCode.USAGE)
+    if failure is not None:
+        print(f"etcdspec: member stopped on an internal error: {failure}", file=sys.stderr)
+        return int(ExitCode.INTERNAL_ERROR)
     return int(ExitCode.HOLDS)

@@ -147,3 +147,38 @@ def test_kill_follower_then_leader_loses_no_acknowledged_write(tmp_path: Path) -
                     maintenance.HashKV(rpc_pb2.HashKVRequest(revision=revision), timeout=10).hash
                 )
         assert len(hashes) == 1, f"members' HashKV at revision {revision} differ: {hashes}"
+
+
+@pytest.mark.slow
+def test_kill_every_member_at_once_loses_no_acknowledged_write(tmp_path: Path) -> None:
+    """A total crash (all three kill -9 together, mid-load): only the WALs remain, and
+    they must hold every acknowledged write (fsync before acknowledgement)."""
+    with etcd_procs.cluster("ours", tmp_path, 3, snapshot_count=150) as cluster:
+        load = Load(cluster.endpoints)
+        writers = [threading.Thread(target=load.writer, args=(n,)) for n in range(4)]
+        for writer in writers:
+            writer.start()
+        try:
+            _wait_for_more(load, 300)
+            for member in list(cluster.members):
+                launcher.kill_member(member)
+        finally:
+            load.stop.set()
+            for writer in writers:
+                writer.join(timeout=30)
+        acked = dict(load.acked)
+        for member in cluster.plan.members:
+            cluster.restart(member.name)
+        launcher.wait_ready(cluster.endpoints, timeout_s=30)
+        _converged(cluster)
+        for endpoint in cluster.endpoints:
+            with grpc.insecure_channel(endpoint.removeprefix("http://")) as channel:
+                got = rpc_pb2_grpc.KVStub(channel).Range(
+                    rpc_pb2.RangeRequest(key=b"w", range_end=b"x"), timeout=10
+                )
+            stored = {item.key: item.value for item in got.kvs}
+            missing = [key for key, value in acked.items() if stored.get(key) != value]
+            assert not missing, (
+                f"{endpoint} lost {len(missing)} of {len(acked)} acknowledged writes"
+            )
+        assert len(acked) >= 300

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from pathlib import Path
 
 import pytest
@@ -104,3 +105,25 @@ def test_snapshot_of_unreachable_endpoint_exits_5(tmp_path: Path) -> None:
     )
     assert code == ExitCode.UNREACHABLE
     assert not (tmp_path / "x.db").exists()
+
+
+def test_serve_on_a_busy_port_exits_2_and_says_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        code = run(
+            [
+                "serve",
+                "--data-dir",
+                str(tmp_path / "d"),
+                "--listen-client-urls",
+                f"http://127.0.0.1:{port}",
+                "--listen-peer-urls",
+                f"http://127.0.0.1:{launcher.free_port()}",
+            ]
+        )
+    assert code == ExitCode.USAGE
+    assert "cannot listen for clients" in capsys.readouterr().err
