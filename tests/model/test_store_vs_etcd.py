@@ -63,7 +63,13 @@ from etcdspec.model.requests import (
 )
 from etcdspec.model.requests import CompactionResponse as ModelCompactionResponse
 from etcdspec.model.store import StoreState, apply, initial_state
-from etcdspec.model.watch import WatchRequest, WatchResponse, check_watch, watch_responses
+from etcdspec.model.watch import (
+    WatchFilter,
+    WatchRequest,
+    WatchResponse,
+    check_watch,
+    watch_responses,
+)
 
 # ---------------------------------------------------------------------------- etcd process
 
@@ -468,7 +474,9 @@ class RandomRequests:
             if target is CompareTarget.VALUE
             else self.rng.randrange(6)
         )
-        return Compare(self.key(), target, result, operand, self.rng.choice([b"", b"", b"\x00"]))
+        return Compare(
+            self.key(), target, result, operand, self.rng.choice([b"", b"", b"\x00", b"c"])
+        )
 
     def txn(self, current: int, depth: int = 0) -> TxnRequest:
         def ops() -> tuple[TxnOp, ...]:
@@ -538,6 +546,7 @@ def _collect(
         range_end=request.range_end,
         start_revision=request.start_revision,
         prev_kv=request.prev_kv,
+        filters=[f.value for f in sorted(request.filters, key=lambda f: f.value)],
     )
     done = threading.Event()
 
@@ -586,8 +595,15 @@ def _without_tombstones_at(responses: list[WatchResponse], revision: int) -> lis
 
 def _compare_watches(diff: Differential, starts: list[int]) -> None:
     for start in starts:
-        for key, end, prev_kv in [(b"a", b"", False), (b"\x00", b"\x00", True)]:
-            request = WatchRequest(key, end, start_revision=max(start, 1), prev_kv=prev_kv)
+        for key, end, prev_kv, filters in [
+            (b"a", b"", False, frozenset()),
+            (b"\x00", b"\x00", True, frozenset()),
+            (b"b", b"d", True, frozenset({WatchFilter.NODELETE})),
+            (b"a", b"\x00", False, frozenset({WatchFilter.NOPUT})),
+        ]:
+            request = WatchRequest(
+                key, end, start_revision=max(start, 1), prev_kv=prev_kv, filters=filters
+            )
             expected = [r.describe() for r in watch_responses(diff.state, request)]
             observed = _collect(diff.etcd, request, len(expected))
             # etcd's background compactor may or may not have removed a tombstone at
