@@ -197,14 +197,15 @@ class RaftDriver:
     def has_ready(self) -> bool:
         core = self.core
         log = core.log
+        last = log.last_index()
         return bool(
             core.msgs
             or core.read_states
-            or core.soft_state() != self._prev_soft
-            or core.hard_state() != self._prev_hard
             or log.pending_snapshot is not None
-            or log.unstable_entries()
-            or log.next_committed(log.last_index())
+            or last > max(log.stable_index, log.offset)
+            or min(log.committed, last) > max(log.applied, log.offset)
+            or core.hard_state() != self._prev_hard
+            or core.soft_state() != self._prev_soft
         )
 
     def ready(self) -> Ready:

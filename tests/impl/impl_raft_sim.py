@@ -71,7 +71,8 @@ class Disk:
             self.entries = []
         if ready.entries:
             first = ready.entries[0].index
-            self.entries = [e for e in self.entries if e.index < first]
+            while self.entries and self.entries[-1].index >= first:
+                self.entries.pop()
             self.entries.extend(ready.entries)
         if ready.hard_state is not None:
             self.hard_state = ready.hard_state
