@@ -360,7 +360,7 @@ def _commit(state: StoreState, txn: WriteTxn, leases: LeaseTable | None = None) 
     if leases is None:
         leases = state.leases.with_key_moves(txn.lease_moves)
     if not txn.events:
-        return state._replace(leases=leases)
+        return state if leases is state.leases else state._replace(leases=leases)
     history = state.history
     for revision, events in txn.events:
         history = HistoryNode(revision, tuple(events), history)

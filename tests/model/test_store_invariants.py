@@ -26,6 +26,7 @@ from etcdspec.model.requests import (
     TxnRequest,
 )
 from etcdspec.model.store import StoreState, apply, apply_all, check_invariants, initial_state
+from etcdspec.model.store_bench import measure
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -214,3 +215,11 @@ def test_store_pmap_behaves_like_a_dict(changes: list[tuple[bytes, int | None]])
         assert len(snapshot) == len(expected)
         rebuilt = PMap.from_mapping(expected)
         assert rebuilt == snapshot and hash(rebuilt) == hash(snapshot)
+
+
+def test_store_bench_measures_every_workload() -> None:
+    result = measure(keys=50, requests=200)
+    assert min(result.puts_per_s, result.ranges_per_s, result.mixed_per_s) > 0
+    assert result.describe().startswith("store apply() at 50 keys")
+    with pytest.raises(ValueError, match="keys >= 1"):
+        measure(keys=0)
