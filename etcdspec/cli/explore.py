@@ -1,0 +1,178 @@
+"""`etcdspec explore`: explore the model with Hypothesis or exhaustively, find bugs.
+
+A thin layer over `etcdspec.model.explore` (run_hypothesis, run_exhaustive). Output
+discipline: progress on stderr (throttled), the counterexample or `--json` on stdout.
+Exit codes: 0 nothing found, 1 violation found, 2 usage error, 3 the exhaustive search
+ran out of budget before covering its space (never 0 then), 255 the model crashed.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import click
+
+from etcdspec.cli.errors import CliError
+from etcdspec.exitcodes import ExitCode
+
+
+class _ThrottledProgress:
+    """Prints a progress line on stderr at most every `interval` seconds."""
+
+    def __init__(self, interval: float = 1.0) -> None:
+        self.interval = interval
+        self.last = 0.0
+
+    def __call__(self, progress: object) -> None:
+        now = time.monotonic()
+        if now - self.last >= self.interval:
+            self.last = now
+            describe = getattr(progress, "describe", None)
+            click.echo(f"[explore] {describe() if describe else progress}", err=True)
+
+
+@click.command("explore")
+@click.option(
+    "--machine",
+    type=click.Choice(["cluster", "store"]),
+    default="cluster",
+    show_default=True,
+    help="Explore the Raft cluster with its stores, or the pure store alone.",
+)
+@click.option("--nodes", type=int, default=3, show_default=True, help="Cluster size: 3 or 5.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed; a run replays from it.")
+@click.option("--max-examples", type=int, default=100, show_default=True, help="Hypothesis runs.")
+@click.option("--steps", type=int, default=50, show_default=True, help="Rule steps per run.")
+@click.option("--bug", "bugs", multiple=True, help="Switch on a catalogued bug (repeatable).")
+@click.option("--list-bugs", is_flag=True, help="List the bug catalogue and exit.")
+@click.option("--exhaustive", is_flag=True, help="Breadth-first search of the bounded space.")
+@click.option("--max-term", type=int, default=2, show_default=True, help="Exhaustive: term bound.")
+@click.option("--max-log", type=int, default=2, show_default=True, help="Exhaustive: log bound.")
+@click.option("--max-messages", type=int, default=None, help="Exhaustive: messages in flight.")
+@click.option("--max-states", type=int, default=None, help="Exhaustive: distinct-state budget.")
+@click.option("--max-depth", type=int, default=None, help="Exhaustive: depth bound.")
+@click.option("--time-budget", type=float, default=None, help="Exhaustive: seconds budget.")
+@click.option(
+    "--itf",
+    "itf_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Write the counterexample as ITF JSON to this file.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
+@click.option("--quiet", is_flag=True, help="No progress on stderr.")
+def explore(
+    machine: str,
+    nodes: int,
+    seed: int,
+    max_examples: int,
+    steps: int,
+    bugs: tuple[str, ...],
+    list_bugs: bool,
+    exhaustive: bool,
+    max_term: int,
+    max_log: int,
+    max_messages: int | None,
+    max_states: int | None,
+    max_depth: int | None,
+    time_budget: float | None,
+    itf_path: Path | None,
+    as_json: bool,
+    quiet: bool,
+) -> int:
+    """Explore the model; print a shrunk counterexample when an invariant breaks."""
+    from etcdspec.model.bugs import CATALOGUE, BugSet, UnknownBugError
+
+    if list_bugs:
+        width = max(len(bug.name) for bug in CATALOGUE)
+        for bug in CATALOGUE:
+            click.echo(f"{bug.name.ljust(width)}  [{bug.layer}]  {bug.summary}")
+        return int(ExitCode.HOLDS)
+    _check_usage(nodes, max_examples, steps, exhaustive, machine)
+    _check_bounds(max_term, max_log, max_messages, max_states, max_depth, time_budget)
+    try:
+        bug_set = BugSet.of(*bugs)
+    except UnknownBugError as error:
+        raise CliError(str(error), ExitCode.USAGE) from error
+
+    from etcdspec.model.explore import ExhaustiveBounds, ExploreOptions, run_hypothesis
+
+    options = ExploreOptions(
+        machine=machine,
+        nodes=nodes,
+        seed=seed,
+        max_examples=max_examples,
+        steps=steps,
+        bugs=bug_set,
+    )
+    progress = None if quiet else _ThrottledProgress()
+    if not quiet:
+        mode = "exhaustive" if exhaustive else "hypothesis"
+        click.echo(f"[explore] {mode} exploration of the {options.describe()}", err=True)
+    if exhaustive:
+        from etcdspec.model.explore import run_exhaustive
+
+        bounds = ExhaustiveBounds(
+            max_term=max_term,
+            max_log=max_log,
+            max_messages=max_messages,
+            max_states=max_states,
+            max_depth=max_depth,
+            time_budget_s=time_budget,
+        )
+        result = run_exhaustive(options, bounds, progress)
+    else:
+        result = run_hypothesis(options, progress)
+
+    if itf_path is not None and result.counterexample is not None:
+        result.counterexample.to_itf().write(itf_path)
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=2))
+    elif result.counterexample is not None:
+        click.echo(result.counterexample.describe())
+    if not quiet or result.crashed:
+        click.echo(f"[explore] {result.describe()}", err=True)
+        if itf_path is not None:
+            written = (
+                "written"
+                if result.counterexample is not None
+                else "not written (no counterexample)"
+            )
+            click.echo(f"[explore] ITF trace {itf_path}: {written}", err=True)
+    if result.crashed:
+        raise CliError(f"the model crashed: {result.crashed}", ExitCode.INTERNAL_ERROR)
+    return int(result.verdict.exit_code())
+
+
+def _check_usage(nodes: int, max_examples: int, steps: int, exhaustive: bool, machine: str) -> None:
+    if nodes not in (3, 5):
+        raise CliError(f"--nodes must be 3 or 5, got {nodes}", ExitCode.USAGE)
+    if max_examples < 1:
+        raise CliError(f"--max-examples must be at least 1, got {max_examples}", ExitCode.USAGE)
+    if steps < 1:
+        raise CliError(f"--steps must be at least 1, got {steps}", ExitCode.USAGE)
+    if exhaustive and machine != "cluster":
+        raise CliError("--exhaustive explores the cluster: drop --machine store", ExitCode.USAGE)
+
+
+def _check_bounds(
+    max_term: int,
+    max_log: int,
+    max_messages: int | None,
+    max_states: int | None,
+    max_depth: int | None,
+    time_budget: float | None,
+) -> None:
+    for name, value in (
+        ("--max-term", max_term),
+        ("--max-log", max_log),
+        ("--max-messages", max_messages),
+        ("--max-states", max_states),
+        ("--max-depth", max_depth),
+    ):
+        if value is not None and value < 1:
+            raise CliError(f"{name} must be at least 1, got {value}", ExitCode.USAGE)
+    if time_budget is not None and time_budget <= 0:
+        raise CliError(f"--time-budget must be positive seconds, got {time_budget}", ExitCode.USAGE)
