@@ -5,9 +5,11 @@ Schema (version 1, `meta.schema_version`):
 - `kv`: one row per key revision — (main, sub) is the revision (main is the store
   revision, sub orders the changes inside it), key, value, create_revision, mod_revision,
   version, lease, tombstone (1 for a deletion). Indexed on (key, main).
-- `key_latest`: key -> its newest revision (main, tombstone), kept with every insert and
-  compaction, for fast reads at the current revision; rebuilt from `kv` on open if
-  missing.
+  A key can have two rows in one main revision (a txn that puts it, then deletes it
+  through a range): the higher sub is the newer, so "newest" always orders by (main, sub).
+- `key_newest`: key -> its newest revision (main, sub, tombstone), kept with every insert
+  and compaction, for fast reads at the current revision; rebuilt from `kv` on open if
+  empty.
 - `meta`: name -> integer: schema_version, consistent_index (the last applied Raft
   index), term (its term), current_revision, compact_revision.
 - `lease`: id -> granted ttl. `alarm`: (member_id, alarm type).
@@ -57,10 +59,11 @@ _SCHEMA = (
         tombstone INTEGER NOT NULL,
         PRIMARY KEY (main, sub)
     )""",
-    "CREATE INDEX IF NOT EXISTS kv_by_key ON kv (key, main)",
-    """CREATE TABLE IF NOT EXISTS key_latest (
+    "CREATE INDEX IF NOT EXISTS kv_by_key_revision ON kv (key, main, sub)",
+    """CREATE TABLE IF NOT EXISTS key_newest (
         key BLOB PRIMARY KEY,
         main INTEGER NOT NULL,
+        sub INTEGER NOT NULL,
         tombstone INTEGER NOT NULL
     ) WITHOUT ROWID""",
     "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL)",
@@ -149,10 +152,12 @@ class Backend:
                 conn.execute(
                     "INSERT OR IGNORE INTO meta (name, value) VALUES (?, ?)", (name, value)
                 )
-            if conn.execute("SELECT 1 FROM key_latest LIMIT 1").fetchone() is None:
+            if conn.execute("SELECT 1 FROM key_newest LIMIT 1").fetchone() is None:
                 conn.execute(
-                    "INSERT INTO key_latest (key, main, tombstone) "
-                    "SELECT key, MAX(main), tombstone FROM kv GROUP BY key"
+                    "INSERT INTO key_newest (key, main, sub, tombstone) "
+                    "SELECT key, main, sub, tombstone FROM (SELECT key, main, sub, tombstone, "
+                    "ROW_NUMBER() OVER (PARTITION BY key ORDER BY main DESC, sub DESC) AS n "
+                    "FROM kv) WHERE n = 1"
                 )
             conn.execute("COMMIT")
         except sqlite3.DatabaseError as exc:
@@ -270,15 +275,16 @@ class Backend:
             ),
         )
         self._conn.execute(
-            "INSERT INTO key_latest (key, main, tombstone) VALUES (?, ?, ?) "
-            "ON CONFLICT (key) DO UPDATE SET main = excluded.main, tombstone = excluded.tombstone",
-            (row.key, row.main, int(row.tombstone)),
+            "INSERT INTO key_newest (key, main, sub, tombstone) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (key) DO UPDATE SET "
+            "main = excluded.main, sub = excluded.sub, tombstone = excluded.tombstone",
+            (row.key, row.main, row.sub, int(row.tombstone)),
         )
 
     def latest(self, key: bytes, range_end: bytes, revision: int) -> list[KeyRevision]:
         """Each key's newest row with main <= revision (tombstones included), by key.
 
-        Reads at (or above) the current revision go through `key_latest`, the newest
+        Reads at (or above) the current revision go through `key_newest`, the newest
         revision of every key; older reads scan the key's revisions.
         """
         if revision < self.current_revision():
@@ -286,8 +292,8 @@ class Backend:
         clause, params = key_range_clause(key, range_end, column="latest.key")
         columns = ", ".join(f"kv.{c.strip()}" for c in _KV_COLUMNS.split(","))
         sql = (
-            f"SELECT {columns} FROM key_latest AS latest "
-            "JOIN kv ON kv.key = latest.key AND kv.main = latest.main "
+            f"SELECT {columns} FROM key_newest AS latest "
+            "JOIN kv ON kv.main = latest.main AND kv.sub = latest.sub "
             f"WHERE {clause} ORDER BY latest.key"
         )
         with self._lock:
@@ -302,10 +308,10 @@ class Backend:
 
     def _latest_scan(self, key: bytes, range_end: bytes, revision: int) -> list[KeyRevision]:
         clause, params = key_range_clause(key, range_end)
-        # SQLite takes bare columns from the row holding MAX(main) in each group.
         sql = (
-            f"SELECT MAX(main), sub, key, value, create_revision, mod_revision, version, "
-            f"lease, tombstone FROM kv WHERE {clause} AND main <= ? GROUP BY key ORDER BY key"
+            f"SELECT {_KV_COLUMNS} FROM (SELECT {_KV_COLUMNS}, ROW_NUMBER() OVER "
+            "(PARTITION BY key ORDER BY main DESC, sub DESC) AS n "
+            f"FROM kv WHERE {clause} AND main <= ?) WHERE n = 1 ORDER BY key"
         )
         with self._lock:
             rows = self._conn.execute(sql, (*params, revision)).fetchall()
@@ -320,7 +326,7 @@ class Backend:
         with self._lock:
             r = self._conn.execute(
                 f"SELECT {_KV_COLUMNS} FROM kv WHERE key = ? AND main < ? "
-                "ORDER BY main DESC LIMIT 1",
+                "ORDER BY main DESC, sub DESC LIMIT 1",
                 (key, before_main),
             ).fetchone()
         return None if r is None else _row(r)
@@ -364,11 +370,12 @@ class Backend:
         """
         self._require_txn()
         cur = self._conn.execute(
-            "DELETE FROM kv WHERE main <= :rev AND (tombstone = 1 OR main < "
-            "(SELECT MAX(k2.main) FROM kv AS k2 WHERE k2.key = kv.key AND k2.main <= :rev))",
+            "DELETE FROM kv WHERE main <= :rev AND (tombstone = 1 OR (main, sub) < "
+            "(SELECT k2.main, k2.sub FROM kv AS k2 WHERE k2.key = kv.key AND k2.main <= :rev "
+            "ORDER BY k2.main DESC, k2.sub DESC LIMIT 1))",
             {"rev": revision},
         )
-        self._conn.execute("DELETE FROM key_latest WHERE tombstone = 1 AND main <= ?", (revision,))
+        self._conn.execute("DELETE FROM key_newest WHERE tombstone = 1 AND main <= ?", (revision,))
         self._set_meta("compact_revision", revision)
         return int(cur.rowcount)
 

@@ -112,16 +112,19 @@ class Lessor:
         self.leases: dict[int, Lease] = {}
         self.primary = False
         self._reported: dict[int, float] = {}  # lease id -> when expired() last listed it
+        self._key_lease: dict[bytes, int] = {}  # key -> the lease it is attached to
 
     # ---- replicated state (applier only) ----
 
     def reload(self, backend: Backend) -> None:
         """Rebuild leases and key attachments from the backend; expiries restart if primary."""
         self.leases = {i: Lease(i, ttl) for i, ttl in backend.leases()}
+        self._key_lease = {}
         for lease_id, key in backend.leased_keys():
             lease = self.leases.get(lease_id)
             if lease is not None:
                 lease.keys.add(key)
+                self._key_lease[key] = lease_id
 
     def exists(self, lease_id: int) -> bool:
         return lease_id in self.leases
@@ -164,17 +167,22 @@ class Lessor:
 
     def revoke(self, lease_id: int) -> None:
         """Forget a revoked lease (its keys were deleted in the same applied entry)."""
-        self.leases.pop(lease_id, None)
+        lease = self.leases.pop(lease_id, None)
         self._reported.pop(lease_id, None)
+        for key in lease.keys if lease is not None else ():
+            self._key_lease.pop(key, None)
 
     def on_events(self, events: Iterable[Event]) -> None:
-        """Follow applied changes: detach each key from its previous lease, attach the new."""
+        """Follow applied changes: detach each key from its lease, attach a put's new one."""
         for event in events:
-            prev = event.prev_kv
-            if prev is not None and prev.lease and prev.lease in self.leases:
-                self.leases[prev.lease].keys.discard(prev.key)
-            if event.type is EventType.PUT and event.kv.lease in self.leases:
-                self.leases[event.kv.lease].keys.add(event.kv.key)
+            key = event.kv.key
+            old = self._key_lease.pop(key, 0)
+            if old in self.leases:
+                self.leases[old].keys.discard(key)
+            new = event.kv.lease if event.type is EventType.PUT else 0
+            if new in self.leases:
+                self.leases[new].keys.add(key)
+                self._key_lease[key] = new
 
     # ---- leader-local expiry ----
 

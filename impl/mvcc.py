@@ -13,7 +13,8 @@ Rules followed as etcd does them (api/etcdserverpb/rpc.proto, server/etcdserver/
   otherwise [key, range_end).
 - Range: revision <= 0 reads the newest state; a revision below the compact revision is
   `COMPACTED`, above the current one `FUTURE_REV`. count is the number of keys in the
-  range (before limit and min/max filters); more says the limit cut the result. Sorting
+  range (before limit and min/max filters); more says the limit cut the result (never
+  with count_only, which returns no kvs). Sorting
   by a target other than KEY with sort_order NONE sorts ascending. The limit applies after
   sorting.
 - Txn: every compare along the taken path is evaluated against the state BEFORE the txn;
@@ -128,22 +129,31 @@ def check_delete(req: rpc_pb2.DeleteRangeRequest) -> None:
 
 
 def check_txn(req: rpc_pb2.TxnRequest, max_ops: int = errors.MAX_TXN_OPS) -> None:
-    """Too many operations, empty keys, or a key written twice on one path."""
-    if len(req.compare) > max_ops or len(req.success) > max_ops or len(req.failure) > max_ops:
-        raise RpcError(errors.TOO_MANY_OPS)
-    for ops in (req.success, req.failure):
-        for op in ops:
-            kind = op.WhichOneof("request")
-            if kind == "request_range":
-                check_range(op.request_range)
-            elif kind == "request_put":
-                check_put(op.request_put)
-            elif kind == "request_delete_range":
-                check_delete(op.request_delete_range)
-            elif kind == "request_txn":
-                check_txn(op.request_txn, max_ops)
+    """etcd's checks before proposing a txn: size, empty keys, keys written twice."""
+    _check_txn_ops(req, max_ops)
     _check_intervals(req.success)
     _check_intervals(req.failure)
+
+
+def _check_txn_ops(req: rpc_pb2.TxnRequest, max_ops: int) -> None:
+    ops = max(len(req.compare), len(req.success), len(req.failure))
+    if ops > max_ops:
+        raise RpcError(errors.TOO_MANY_OPS)
+    for c in req.compare:
+        if not c.key:
+            raise RpcError(errors.EMPTY_KEY)
+    for op in (*req.success, *req.failure):
+        kind = op.WhichOneof("request")
+        if kind == "request_range":
+            check_range(op.request_range)
+        elif kind == "request_put":
+            check_put(op.request_put)
+        elif kind == "request_delete_range":
+            check_delete(op.request_delete_range)
+        elif kind == "request_txn":
+            _check_txn_ops(op.request_txn, max_ops - ops)  # nested txns share the budget
+        else:
+            raise RpcError(errors.KEY_NOT_FOUND, "a txn operation carries no request")
 
 
 def key_in_range(key: bytes, start: bytes, end: bytes) -> bool:
@@ -155,35 +165,50 @@ def key_in_range(key: bytes, start: bytes, end: bytes) -> bool:
     return start <= key < end
 
 
+def _deleted_by(key: bytes, dels: Sequence[tuple[bytes, bytes]]) -> bool:
+    # etcd checks overlaps on plain intervals [key, range_end): a delete whose range_end
+    # is "\0" (to the end of the keyspace) is the empty interval there, and so never
+    # conflicts with a put. Reproduced as etcd behaves.
+    return any(key == start if not end else start <= key < end for start, end in dels)
+
+
 def _check_intervals(
     ops: Sequence[rpc_pb2.RequestOp],
-) -> tuple[list[tuple[bytes, bytes]], set[bytes]]:
-    """The delete intervals and put keys of one branch; DUPLICATE_KEY on a clash."""
-    dels: list[tuple[bytes, bytes]] = []
+) -> tuple[set[bytes], list[tuple[bytes, bytes]]]:
+    """The put keys and delete intervals of one branch; DUPLICATE_KEY on a clash.
+
+    As etcd: this level's deletes first; then each nested txn's puts against the puts
+    and deletes so far (its two branches exclude each other, so a key put in both is
+    fine); then this level's puts.
+    """
+    dels: list[tuple[bytes, bytes]] = [
+        (op.request_delete_range.key, op.request_delete_range.range_end)
+        for op in ops
+        if op.WhichOneof("request") == "request_delete_range"
+    ]
     puts: set[bytes] = set()
     for op in ops:
         if op.WhichOneof("request") != "request_txn":
             continue
-        sdels, sputs = _check_intervals(op.request_txn.success)
-        fdels, fputs = _check_intervals(op.request_txn.failure)
-        for key in sputs | fputs:
-            if key in puts:
-                raise RpcError(errors.DUPLICATE_KEY)
-        puts |= sputs | fputs
-        dels += sdels + fdels
-    for op in ops:
-        kind = op.WhichOneof("request")
-        if kind == "request_delete_range":
-            dels.append((op.request_delete_range.key, op.request_delete_range.range_end))
-        elif kind == "request_put":
-            key = op.request_put.key
-            if key in puts:
+        puts_then, dels_then = _check_intervals(op.request_txn.success)
+        puts_else, dels_else = _check_intervals(op.request_txn.failure)
+        for key in puts_then:
+            if key in puts or _deleted_by(key, dels):
                 raise RpcError(errors.DUPLICATE_KEY)
             puts.add(key)
-    for key in puts:
-        if any(key_in_range(key, start, end) for start, end in dels):
+        for key in puts_else:
+            if (key in puts and key not in puts_then) or _deleted_by(key, dels):
+                raise RpcError(errors.DUPLICATE_KEY)
+            puts.add(key)
+        dels += dels_then + dels_else
+    for op in ops:
+        if op.WhichOneof("request") != "request_put":
+            continue
+        key = op.request_put.key
+        if key in puts or _deleted_by(key, dels):
             raise RpcError(errors.DUPLICATE_KEY)
-    return dels, puts
+        puts.add(key)
+    return puts, dels
 
 
 def txn_is_read_only(req: rpc_pb2.TxnRequest) -> bool:
@@ -230,6 +255,8 @@ def build_range_response(
     resp = rpc_pb2.RangeResponse()
     resp.header.revision = revision
     resp.count = len(live)
+    if req.count_only:  # etcd: no kvs, and so never `more`
+        return resp
     kvs = live
     if req.min_mod_revision:
         kvs = [kv for kv in kvs if kv.mod_revision >= req.min_mod_revision]
@@ -247,8 +274,7 @@ def build_range_response(
     if req.limit > 0 and len(kvs) > req.limit:
         kvs = kvs[: req.limit]
         resp.more = True
-    if not req.count_only:
-        resp.kvs.extend(kv.to_pb(keys_only=req.keys_only) for kv in kvs)
+    resp.kvs.extend(kv.to_pb(keys_only=req.keys_only) for kv in kvs)
     return resp
 
 
@@ -339,6 +365,9 @@ class WriteTxn:
         self.begin_revision = self.backend.current_revision()
         self.revision = self.begin_revision + 1
         self.events: list[Event] = []
+        # Each touched key's state before this revision: the prev_kv of its events (etcd
+        # reads a watch event's prev_kv at mod_revision - 1).
+        self._before: dict[bytes, KeyValue | None] = {}
 
     @property
     def changed(self) -> bool:
@@ -395,7 +424,7 @@ class WriteTxn:
             lease=lease,
         )
         self._insert(kv, tombstone=False)
-        self.events.append(Event(EventType.PUT, kv, prev))
+        self.events.append(Event(EventType.PUT, kv, self._before.setdefault(req.key, prev)))
         resp = rpc_pb2.PutResponse()
         resp.header.revision = self.revision
         if req.prev_kv and prev is not None:
@@ -405,7 +434,7 @@ class WriteTxn:
     def _delete(self, prev: KeyValue) -> None:
         tomb = KeyValue(prev.key, b"", 0, self.revision, 0, 0)
         self._insert(tomb, tombstone=True)
-        self.events.append(Event(EventType.DELETE, tomb, prev))
+        self.events.append(Event(EventType.DELETE, tomb, self._before.setdefault(prev.key, prev)))
 
     def delete_range(self, req: rpc_pb2.DeleteRangeRequest) -> rpc_pb2.DeleteRangeResponse:
         check_delete(req)
@@ -431,9 +460,26 @@ class WriteTxn:
     def txn(self, req: rpc_pb2.TxnRequest) -> rpc_pb2.TxnResponse:
         check_txn(req)
         path = _compare_path(self.store, req, self.begin_revision)
+        # etcd checks the taken path before running any op, against the state before the
+        # txn: first every put (key exists for ignore_*, lease exists) in a write txn,
+        # then every range's revision.
+        taken = _taken_ops(req, list(path))
+        if not txn_is_read_only(req):
+            for op in taken:
+                if op.WhichOneof("request") == "request_put":
+                    self._check_put_preconditions(op.request_put)
+        for op in taken:
+            if op.WhichOneof("request") == "request_range" and op.request_range.revision:
+                self.store._check_revision(op.request_range.revision, self.begin_revision)
         resp = self._run_txn(req, path)
         resp.header.revision = self.visible_revision()
         return resp
+
+    def _check_put_preconditions(self, req: rpc_pb2.PutRequest) -> None:
+        if (req.ignore_value or req.ignore_lease) and self._get(req.key) is None:
+            raise RpcError(errors.KEY_NOT_FOUND)
+        if req.lease and not self.lease_exists(req.lease):
+            raise RpcError(errors.LEASE_NOT_FOUND)
 
     def _run_txn(self, req: rpc_pb2.TxnRequest, path: list[bool]) -> rpc_pb2.TxnResponse:
         succeeded = path.pop(0)
@@ -459,6 +505,17 @@ class WriteTxn:
             self.backend.set_current_revision(self.revision)
             return self.revision, list(self.events)
         return self.begin_revision, []
+
+
+def _taken_ops(req: rpc_pb2.TxnRequest, path: list[bool]) -> list[rpc_pb2.RequestOp]:
+    """The non-txn ops on the taken path, in execution order (consumes `path`)."""
+    ops: list[rpc_pb2.RequestOp] = []
+    for op in req.success if path.pop(0) else req.failure:
+        if op.WhichOneof("request") == "request_txn":
+            ops += _taken_ops(op.request_txn, path)
+        else:
+            ops.append(op)
+    return ops
 
 
 def _compare_path(store: KVStore, req: rpc_pb2.TxnRequest, revision: int) -> list[bool]:
