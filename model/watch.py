@@ -288,23 +288,24 @@ def check_watch(
     order: dict[_EventId, int] = {}
     # The key's value at revision - 1 (what etcd sends as prev_kv), per event.
     value_before: dict[_EventId, KeyValue | None] = {}
-    settled: dict[bytes, tuple[int, KeyValue | None]] = {}  # key -> (revision, value then)
-    pending: dict[bytes, tuple[int, KeyValue | None]] = {}
+    # key -> (revision of its last event, value after it, value before that revision)
+    last_seen: dict[bytes, tuple[int, KeyValue | None, KeyValue | None]] = {}
     for index, event in enumerate(history):
         eid = _event_id(event)
         by_id.setdefault(eid, event)
         order.setdefault(eid, index)
         key = event.kv.key
-        latest = pending.get(key)
-        if latest is not None and latest[0] < event.revision:
-            settled[key] = latest
-        if key in settled:
-            value_before.setdefault(eid, settled[key][1])
-        elif event.prev_kv is None or event.prev_kv.mod_revision < event.revision:
-            value_before.setdefault(eid, event.prev_kv)
+        record = last_seen.get(key)
+        value: KeyValue | None
+        if record is None:
+            value = event.prev_kv  # the first event seen: its own record of the value
+        elif record[0] < event.revision:
+            value = record[1]
         else:
-            value_before.setdefault(eid, None)
-        pending[key] = (event.revision, event.kv if event.type is EventType.PUT else None)
+            value = record[2]  # a second event on the key in one revision
+        value_before.setdefault(eid, value)
+        after = event.kv if event.type is EventType.PUT else None
+        last_seen[key] = (event.revision, after, value)
     start = _effective_start(request, responses)
 
     delivered: list[tuple[int, Event]] = []  # (response index, event)
@@ -420,10 +421,10 @@ def check_watch(
                 f"progress at revision {bookmark} (response {index}) before "
                 + ", ".join(e.describe() for e in late[:5]),
             )
-        after = [e for i, e in delivered if i > index and e.revision <= bookmark]
-        if after:
+        stale = [e for i, e in delivered if i > index and e.revision <= bookmark]
+        if stale:
             report(
                 "Bookmarkable",
-                f"{after[0].describe()} delivered after progress at revision {bookmark}",
+                f"{stale[0].describe()} delivered after progress at revision {bookmark}",
             )
     return violations
