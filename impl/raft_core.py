@@ -66,6 +66,12 @@ class Role(enum.Enum):
     LEADER = "leader"
 
 
+class CampaignKind(enum.Enum):
+    PRE_ELECTION = "pre-election"  # PreVote: ask without raising the term
+    ELECTION = "election"  # a real election (after a won pre-election, or PreVote off)
+    TRANSFER = "transfer"  # leader transfer: skips PreVote, overrides the leader lease
+
+
 ALLOWED_TRANSITIONS: dict[Role, frozenset[Role]] = {
     Role.FOLLOWER: frozenset({Role.FOLLOWER, Role.PRE_CANDIDATE, Role.CANDIDATE}),
     Role.PRE_CANDIDATE: frozenset({Role.FOLLOWER, Role.PRE_CANDIDATE, Role.CANDIDATE}),
@@ -310,10 +316,13 @@ class RaftCore:
             self.heartbeat_elapsed = 0
             self.step(Message(MT.BEAT, from_=self.id))
 
-    def campaign(self, transfer: bool = False) -> None:
+    def campaign(self, kind: CampaignKind | None = None) -> None:
+        """Start an election of `kind` (default: a pre-election when PreVote is on)."""
         if not self.promotable():
             return
-        if self.config.pre_vote and not transfer:
+        if kind is None:
+            kind = CampaignKind.PRE_ELECTION if self.config.pre_vote else CampaignKind.ELECTION
+        if kind is CampaignKind.PRE_ELECTION:
             self.become_pre_candidate()
             vote_type, term = MT.PRE_VOTE, self.term + 1
         else:
@@ -321,10 +330,11 @@ class RaftCore:
             vote_type, term = MT.VOTE, self.term
         if self._record_vote(self.id, True) >= self.quorum():
             if vote_type is MT.PRE_VOTE:
-                self.campaign(transfer=True)
+                self.campaign(CampaignKind.ELECTION)
             else:
                 self.become_leader()
             return
+        transfer = kind is CampaignKind.TRANSFER
         context = CAMPAIGN_TRANSFER if transfer else b""
         for voter in self.voters:
             if voter != self.id:
@@ -377,7 +387,8 @@ class RaftCore:
 
         if m.type is MT.HUP:
             if self.role is not Role.LEADER:
-                self.campaign(transfer=m.context == CAMPAIGN_TRANSFER)
+                transfer = m.context == CAMPAIGN_TRANSFER
+                self.campaign(CampaignKind.TRANSFER if transfer else None)
         elif m.type in VOTE_REQUESTS:
             self._handle_vote_request(m)
         elif self.role is Role.LEADER:
@@ -423,7 +434,7 @@ class RaftCore:
             if self.lead != NONE:
                 self._send(Message(MT.TRANSFER_LEADER, to=self.lead, from_=m.from_))
         elif m.type is MT.TIMEOUT_NOW:
-            self.campaign(transfer=True)
+            self.campaign(CampaignKind.TRANSFER)  # skips PreVote and the leader lease
         elif m.type is MT.READ_INDEX:
             if self.lead == NONE:
                 raise ProposalDropped("no leader to confirm the read index", NONE)
@@ -480,7 +491,7 @@ class RaftCore:
             rejected = sum(1 for g in self.votes.values() if not g)
             if granted >= self.quorum():
                 if self.role is Role.PRE_CANDIDATE:
-                    self.campaign(transfer=True)
+                    self.campaign(CampaignKind.ELECTION)
                 else:
                     self.become_leader()
             elif rejected >= self.quorum():

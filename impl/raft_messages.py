@@ -71,13 +71,17 @@ class Entry:
     data: bytes = b""
 
     def describe(self) -> str:
-        shown = self.data[:24].hex()
-        more = "…" if len(self.data) > 24 else ""
-        return (
-            f"{self.term}/{self.index} {shown}{more}"
-            if self.data
-            else f"{self.term}/{self.index} noop"
-        )
+        return f"{self.term}/{self.index} {describe_data(self.data)}"
+
+
+def describe_data(data: bytes, limit: int = 24) -> str:
+    """Entry data for people: quoted text when printable ASCII, else hex; `noop` if empty."""
+    if not data:
+        return "noop"
+    head, more = data[:limit], "…" if len(data) > limit else ""
+    if all(32 <= b < 127 for b in head):
+        return f'"{head.decode()}"{more}'
+    return f"0x{head.hex()}{more}"
 
 
 @dataclass(frozen=True)
@@ -123,7 +127,7 @@ class ReadState:
     context: bytes
 
     def describe(self) -> str:
-        return f"read {self.context.hex()} at index {self.index}"
+        return f"read {describe_data(self.context)} at index {self.index}"
 
 
 class MessageType(enum.IntEnum):
@@ -189,5 +193,5 @@ class Message:
         if self.snapshot is not None:
             parts.append(self.snapshot.describe())
         if self.context:
-            parts.append(f"context={self.context.hex()}")
+            parts.append(f"context={describe_data(self.context)}")
         return " ".join(parts)

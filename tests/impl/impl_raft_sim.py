@@ -115,10 +115,12 @@ class Cluster:
         max_size_per_msg: int = 1024 * 1024,
         max_inflight_msgs: int = 256,
         bugs: frozenset[str] = frozenset(),
+        record_events: bool = False,
     ) -> None:
         unknown = bugs - BUGS
         assert not unknown, f"unknown simulator bugs {sorted(unknown)}; known: {sorted(BUGS)}"
         self.bugs = bugs
+        self.record_events = record_events  # the event log `log` (golden tests read it)
         self.rng = random.Random(seed)
         self.seed = seed
         self.ids = tuple(range(1, n + 1))
@@ -190,8 +192,12 @@ class Cluster:
         m = self.network.pop(position)
         node = self.nodes[m.to]
         if node.driver is None or not self.connected(m.from_, m.to):
+            if self.record_events:
+                why = "down" if node.driver is None else "partitioned"
+                self.log.append(f"lost ({why}) {m.describe()}")
             return
-        self.log.append(f"deliver {m.describe()}")
+        if self.record_events:
+            self.log.append(f"deliver {m.describe()}")
         node.driver.step(m)  # a forwarded proposal with nowhere to go is dropped
         self.process(m.to)
 
@@ -256,6 +262,8 @@ class Cluster:
         while driver.has_ready():
             ready = driver.ready()
             node.disk.save(ready)
+            if self.record_events:
+                self._record(node_id, ready)
             self.network.extend(ready.messages)
             if ready.snapshot is not None:
                 node.applied = decode_state_machine(ready.snapshot.data)
@@ -268,6 +276,16 @@ class Cluster:
                 self._on_leader(node_id)
             driver.advance(ready)
         self.check()
+
+    def _record(self, node_id: int, ready: Ready) -> None:
+        if ready.soft_state is not None:
+            term = self.driver(node_id).term
+            self.log.append(f"{node_id} is {ready.soft_state.describe()} at term {term}")
+        if ready.snapshot is not None:
+            self.log.append(f"{node_id} restores {ready.snapshot.describe()}")
+        self.log.extend(f"{node_id} applies {e.describe()}" for e in ready.committed_entries)
+        self.log.extend(f"{node_id} {r.describe()}" for r in ready.read_states)
+        self.log.extend(f"send {m.describe()}" for m in ready.messages)
 
     def _apply(self, node: SimNode, entry: Entry) -> None:
         expected = node.applied[-1].index + 1 if node.applied else None

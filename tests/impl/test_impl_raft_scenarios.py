@@ -284,3 +284,14 @@ def test_election_timeouts_are_randomized_from_the_injected_rng() -> None:
     assert timeouts(1) == timeouts(1)
     assert all(10 <= t < 20 for t in timeouts(1))
     assert len(set(timeouts(1) + timeouts(2))) > 1
+
+
+def test_a_won_pre_election_starts_a_plain_election_not_a_transfer() -> None:
+    cluster = Cluster(3, seed=13)
+    cluster.campaign(1)
+    cluster.deliver(0)
+    cluster.deliver(0)  # node 2 grants the pre-vote
+    position = next(i for i, m in enumerate(cluster.network) if m.type is MessageType.PRE_VOTE_RESP)
+    cluster.deliver(position)
+    votes = [m for m in cluster.network if m.type is MessageType.VOTE]
+    assert votes and all(m.context == b"" for m in votes)
