@@ -717,7 +717,16 @@ def _random_request(rng: Any, revision: int, compact: int) -> Message:
         return bytes(rng.choice([b"", b"", b"\x00", start + b"\xff", b"c"]))
 
     def put() -> pb.PutRequest:
-        return P(key=key(), value=b"%d" % rng.randrange(5), prev_kv=rng.random() < 0.3)
+        request = P(key=key(), value=b"%d" % rng.randrange(5), prev_kv=rng.random() < 0.3)
+        roll = rng.random()
+        if roll < 0.2:
+            request.lease = rng.choice([11, 12, 13])
+        elif roll < 0.3:
+            request.ignore_lease = True
+        elif roll < 0.35:
+            request.ignore_value = True
+            request.value = b""
+        return request
 
     def delete() -> pb.DeleteRangeRequest:
         start = key()
@@ -736,7 +745,7 @@ def _random_request(rng: Any, revision: int, compact: int) -> Message:
         )
 
     def compare() -> pb.Compare:
-        target = rng.choice([Cmp.VERSION, Cmp.CREATE, Cmp.MOD, Cmp.VALUE])
+        target = rng.choice([Cmp.VERSION, Cmp.CREATE, Cmp.MOD, Cmp.VALUE, Cmp.LEASE])
         result = rng.choice([Cmp.EQUAL, Cmp.NOT_EQUAL, Cmp.GREATER, Cmp.LESS])
         c = Cmp(key=key(), target=target, result=result)
         if target == Cmp.VALUE:
@@ -745,6 +754,8 @@ def _random_request(rng: Any, revision: int, compact: int) -> Message:
             c.version = rng.randrange(3)
         elif target == Cmp.CREATE:
             c.create_revision = rng.randrange(revision + 1)
+        elif target == Cmp.LEASE:
+            c.lease = rng.choice([0, 11, 12])
         else:
             c.mod_revision = rng.randrange(revision + 1)
         return c
@@ -764,12 +775,16 @@ def _random_request(rng: Any, revision: int, compact: int) -> Message:
         return delete()
     if roll < 0.7:
         return get()
-    if roll < 0.95:
+    if roll < 0.8:
         return T(
             compare=[compare() for _ in range(rng.randrange(3))],
             success=[op() for _ in range(rng.randrange(3))],
             failure=[op() for _ in range(rng.randrange(3))],
         )
+    if roll < 0.87:
+        return pb.LeaseGrantRequest(ID=rng.choice([11, 12, 13]), TTL=1000)
+    if roll < 0.94:
+        return pb.LeaseRevokeRequest(ID=rng.choice([11, 12, 13]))
     return pb.CompactionRequest(revision=rng.randrange(max(1, compact), revision + 2))
 
 
