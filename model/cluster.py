@@ -69,6 +69,8 @@ class ClusterConfig:
     max_term: int | None = None
     max_log: int | None = None
     max_messages: int | None = None
+    lossy_overflow: bool = False  # with max_messages: a message sent into a full network is
+    # lost (a real network behaviour) instead of the step being out of bounds
     max_snapshot_lag: int = 1  # compact_log(n) is offered once this many applied entries
     # lie beyond the node's snapshot
     persist: str = "explicit"  # "explicit": persist(n) is a step; "sync": every step persists
@@ -78,6 +80,7 @@ class ClusterConfig:
     allow_duplicate: bool = True
     allow_partition: bool = True
     allow_compaction: bool = True
+    allow_heartbeat: bool = True  # free mode: offer heartbeat(n) (a leader resends appends)
     proposals: tuple[Any, ...] = field(default_factory=lambda: (PutRequest(b"k", b"v"),))
     reads: tuple[Any, ...] = field(default_factory=lambda: (RangeRequest(b"k"),))
     lease_tick_scale: int = 1
@@ -308,11 +311,25 @@ class Cluster:
         nodes = tuple(rn.new_node(params, i, initial) for i in range(1, config.nodes + 1))
         return Cluster(config, params, nodes, (True,) * config.nodes, Network(), 0, Ghost())
 
-    def _with(self, **changes: Any) -> Cluster:
-        values = {name: getattr(self, name) for name in Cluster.__slots__}
-        values["outputs"] = ()
-        values.update(changes)
-        return Cluster(**values)
+    def _with(
+        self,
+        nodes: tuple[Node, ...] | None = None,
+        up: tuple[bool, ...] | None = None,
+        network: Network | None = None,
+        crashes: int | None = None,
+        ghost: Ghost | None = None,
+        outputs: tuple[Output, ...] = (),
+    ) -> Cluster:
+        return Cluster(
+            self.config,
+            self.params,
+            self.nodes if nodes is None else nodes,
+            self.up if up is None else up,
+            self.network if network is None else network,
+            self.crashes if crashes is None else crashes,
+            self.ghost if ghost is None else ghost,
+            outputs,
+        )
 
     # ------------------------------------------------------------------ queries
 
@@ -337,7 +354,10 @@ class Cluster:
         return len(self.ghost.committed)
 
     def fingerprint(self) -> tuple[Any, ...]:
-        return (self.nodes, self.up, self.network, self.crashes, self.ghost)
+        """Identifies the state (the network as a multiset: order of sending ignored)."""
+        network = self.network
+        messages = tuple(sorted(network.messages, key=Message.sort_key))
+        return (self.nodes, self.up, messages, network.groups, self.crashes, self.ghost)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Cluster) and self.fingerprint() == other.fingerprint()
@@ -346,22 +366,27 @@ class Cluster:
         return hash(self.fingerprint())
 
     def canonical_fingerprint(self) -> tuple[Any, ...]:
-        """The fingerprint of a renamed copy with nodes in a canonical order: clusters that
-        differ only by node names mostly share it (ties keep the given order, which is
-        sound: equal results always mean renamings of each other)."""
-        order = sorted(range(len(self.nodes)), key=lambda i: _signature(self.nodes[i], self.up[i]))
-        if order == list(range(len(self.nodes))):
-            return self.fingerprint()
-        perm = [0] * (len(self.nodes) + 1)
+        """A key of this state renamed so that nodes come in a canonical order: clusters
+        that differ only by node names mostly share it. Ties keep the given order, which
+        is sound: equal keys always mean renamings of each other (the key holds the whole
+        state, with ids renamed)."""
+        nodes, up = self.nodes, self.up
+        order = sorted(range(len(nodes)), key=lambda i: _signature(nodes[i], up[i]))
+        perm = [0] * (len(nodes) + 1)
         for new_position, old_position in enumerate(order):
             perm[old_position + 1] = new_position + 1
-        return _relabel_fingerprint(self, perm, order)
+        return _canonical_key(self, perm, order)
 
     # ------------------------------------------------------------------ checks
 
-    def check_invariants(self) -> None:
+    def check_invariants(self, previous: Cluster | None = None) -> None:
+        """Raft's invariants and the store's on each node's applied state. With
+        `previous` (the state this one was reached from), stores that did not change
+        are not checked again."""
         check_raft(self.nodes, self.ghost)
-        for node in self.nodes:
+        for position, node in enumerate(self.nodes):
+            if previous is not None and previous.nodes[position].store is node.store:
+                continue
             try:
                 kv.check_invariants(node.store)
             except InvariantViolation as violation:
@@ -426,7 +451,7 @@ class Cluster:
             if free:
                 if node.role != Role.LEADER or config.check_quorum:
                     yield timeout(i)
-                if node.role == Role.LEADER:
+                if node.role == Role.LEADER and config.allow_heartbeat:
                     yield heartbeat(i)
             else:
                 yield tick(i)
@@ -492,7 +517,11 @@ class Cluster:
                     node.role != Role.LEADER or config.check_quorum
                 )
             if kind == "heartbeat":
-                return config.timeouts == "free" and node.role == Role.LEADER
+                return (
+                    config.timeouts == "free"
+                    and config.allow_heartbeat
+                    and node.role == Role.LEADER
+                )
             if kind == "persist":
                 return config.persist == "explicit" and rn.needs_persist(node)
             if kind == "compact_log":
@@ -610,6 +639,11 @@ class Cluster:
         nodes = list(self.nodes)
         nodes[node_id - 1] = after
         new_nodes = tuple(nodes)
+        config = self.config
+        if out and config.lossy_overflow and config.max_messages is not None:
+            held = sum(len(n.outbox) for n in new_nodes)
+            room = config.max_messages - len(self.network.messages) - held
+            out = out[: max(room, 0)]
         ghost = update_ghost(self.ghost, (before,), (after,))
         return self._with(
             nodes=new_nodes,
@@ -767,77 +801,98 @@ def _apply_committed(cluster: Cluster, node: Node) -> tuple[Node, list[Output]]:
 
 
 def _signature(node: Node, up: bool) -> tuple[Any, ...]:
+    """What orders nodes canonically: name-free facts, cheap to compare."""
+    log = node.log
     return (
         int(node.role),
         node.term,
-        node.log.last_index,
-        node.log.terms(),
+        log.last_index,
+        log.last_term,
         node.commit_index,
         node.applied_index,
         up,
         node.vote == 0,
         node.durable is None,
         len(node.outbox),
+        tuple(e.term for e in log.entries),
     )
 
 
-def _map_id(perm: Sequence[int], node_id: int) -> int:
-    return perm[node_id] if node_id else 0
+def _message_order(message: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A total order on message keys (requests enter only through their text)."""
+    entries = message[6]
+    snapshot = message[11]
+    return (
+        message[:6],
+        tuple((e.term, e.key) for e in entries),
+        message[7:11],
+        snapshot.last_index,
+        snapshot.last_term,
+    )
 
 
-def _permute_positions(values: tuple[Any, ...], order: Sequence[int]) -> tuple[Any, ...]:
-    if not values:
-        return values
-    return tuple(values[old] for old in order)
+def _message_key(message: Message, perm: Sequence[int]) -> tuple[Any, ...]:
+    return (message.type, perm[message.src], perm[message.dst], *message[3:])
 
 
-def _relabel_message(message: Message, perm: Sequence[int]) -> Message:
-    return message._replace(src=perm[message.src], dst=perm[message.dst])
+def _permute(values: tuple[Any, ...], order: Sequence[int]) -> tuple[Any, ...]:
+    return tuple(values[old] for old in order) if values else values
 
 
-def _relabel_node(node: Node, perm: Sequence[int], order: Sequence[int]) -> Node:
+def _node_key(node: Node, up: bool, perm: Sequence[int], order: Sequence[int]) -> tuple[Any, ...]:
+    """Everything of a node, with node ids renamed by `perm` and per-node tuples
+    reordered by `order` (perm[0] == 0 keeps "none")."""
     durable = node.durable
-    if durable is not None and durable.vote:
+    if durable is not None:
         durable = HardState(durable.term, perm[durable.vote], durable.log)
-    return node._replace(
-        id=perm[node.id],
-        vote=_map_id(perm, node.vote),
-        lead=_map_id(perm, node.lead),
-        durable=durable,
-        outbox=tuple(
-            sorted((_relabel_message(m, perm) for m in node.outbox), key=Message.sort_key)
-        ),
-        votes=_permute_positions(node.votes, order),
-        match=_permute_positions(node.match, order),
-        next=_permute_positions(node.next, order),
-        recent_active=_permute_positions(node.recent_active, order),
-        reads=tuple(r._replace(acks=frozenset(perm[a] for a in r.acks)) for r in node.reads),
-        ready_reads=tuple(
-            r._replace(acks=frozenset(perm[a] for a in r.acks)) for r in node.ready_reads
-        ),
+    outbox: tuple[Any, ...] = ()
+    if node.outbox:
+        outbox = tuple(sorted((_message_key(m, perm) for m in node.outbox), key=_message_order))
+    reads: tuple[Any, ...] = ()
+    if node.reads or node.ready_reads:
+        rounds = [
+            (r.id, r.read_index, frozenset(perm[a] for a in r.acks), r.request)
+            for r in node.reads + node.ready_reads
+        ]
+        reads = (*rounds, len(node.reads))
+    return (
+        up,
+        node.role,
+        node.term,
+        perm[node.vote],
+        perm[node.lead],
+        node.log,
+        node.commit_index,
+        node.applied_index,
+        node.store,
+        node.election_elapsed,
+        node.heartbeat_elapsed,
+        node.randomized_timeout,
+        node.timeout_draws,
+        _permute(node.votes, order),
+        _permute(node.match, order),
+        _permute(node.next, order),
+        _permute(node.recent_active, order),
+        durable,
+        outbox,
+        reads,
+        node.read_seq,
+        node.leases,
     )
 
 
-def _relabel_fingerprint(
-    cluster: Cluster, perm: Sequence[int], order: Sequence[int]
-) -> tuple[Any, ...]:
-    nodes = tuple(_relabel_node(cluster.nodes[old], perm, order) for old in order)
-    up = tuple(cluster.up[old] for old in order)
-    network = Network(
-        tuple(
-            sorted(
-                (_relabel_message(m, perm) for m in cluster.network.messages), key=Message.sort_key
-            )
-        ),
-        tuple(sorted((frozenset(perm[n] for n in g) for g in cluster.network.groups), key=sorted)),
-    )
+def _canonical_key(cluster: Cluster, perm: Sequence[int], order: Sequence[int]) -> tuple[Any, ...]:
+    nodes = cluster.nodes
+    up = cluster.up
+    node_keys = tuple(_node_key(nodes[old], up[old], perm, order) for old in order)
+    network = cluster.network
+    messages = tuple(sorted((_message_key(m, perm) for m in network.messages), key=_message_order))
+    groups: tuple[Any, ...] = ()
+    if network.groups:
+        groups = tuple(sorted(sorted(perm[n] for n in g) for g in network.groups))
     ghost = cluster.ghost
-    ghost = Ghost(
-        ghost.committed,
-        tuple(sorted((term, perm[n]) for term, n in ghost.leaders)),
-        ghost.violation,
-    )
-    return (nodes, up, network, cluster.crashes, ghost)
+    leaders = tuple(sorted((term, perm[n]) for term, n in ghost.leaders))
+    return (node_keys, messages, groups, cluster.crashes, ghost.committed, leaders, ghost.violation)
 
 
 __all__ = [

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from etcdspec.model.bugs import NO_BUGS, BugSet
 from etcdspec.model.cluster import Action, Cluster, ClusterConfig
 from etcdspec.model.invariants import InvariantViolation
 
@@ -68,6 +69,46 @@ class ExhaustiveResult:
         for number, (action, _) in enumerate(self.counterexample, start=1):
             lines.append(f"  {number:>3}. {action.describe()}")
         return "\n".join(lines)
+
+
+def small_config(
+    nodes: int = 3,
+    max_term: int = 2,
+    max_log: int = 1,
+    max_messages: int = 2,
+    bugs: BugSet = NO_BUGS,
+    **more: Any,
+) -> ClusterConfig:
+    """A cluster config sized for exhaustive search (bounds above; `more` overrides).
+
+    Timeouts are nondeterministic actions, every step persists at once (persist="sync";
+    pass persist="explicit" for the durability bugs), PreVote, CheckQuorum and the
+    leader's no-op entry are off, a message sent into a full network is lost (no drop
+    steps needed), no duplicates, partitions, compaction, reads or crashes (pass
+    max_crashes=1 to allow one). ReadIndex stays off because each read takes a new read
+    id, which would make the space infinite.
+    """
+    settings: dict[str, Any] = dict(
+        nodes=nodes,
+        timeouts="free",
+        persist="sync",
+        prevote=False,
+        check_quorum=False,
+        noop_on_leader=False,
+        max_term=max_term,
+        max_log=max_log,
+        max_messages=max_messages,
+        lossy_overflow=True,
+        max_crashes=0,
+        allow_drop=False,
+        allow_duplicate=False,
+        allow_partition=False,
+        allow_compaction=False,
+        reads=(),
+        bugs=bugs,
+    )
+    settings.update(more)
+    return ClusterConfig(**settings)
 
 
 def explore_exhaustive(
@@ -123,7 +164,7 @@ def explore_exhaustive(
                     state_key = state.canonical_fingerprint()
                 parents[key] = (state_key, action)
                 try:
-                    successor.check_invariants()
+                    successor.check_invariants(state)
                 except InvariantViolation as violation:
                     return finish(Verdict.FALSE, "an invariant is violated", violation, key)
                 next_frontier.append(successor)

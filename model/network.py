@@ -1,9 +1,9 @@
 """The simulated network: a multiset of messages in flight, and partitions.
 
-Contract: a `Network` is an immutable value. Messages are kept in one canonical order
-(by `Message.sort_key()`), so two networks holding the same multiset are equal and hash
-alike whatever order the messages were sent in; any message may be delivered next
-(reordering), dropped or duplicated. A partition is a tuple of disjoint groups of node
+Contract: a `Network` is an immutable value. Messages are kept in the order they were
+sent (deterministic for a given run); any message may be delivered next (reordering),
+dropped or duplicated, so the order carries no meaning: the cluster's fingerprints treat
+the messages as a multiset (sorted by `Message.sort_key()`). A partition is a tuple of disjoint groups of node
 ids; a message is deliverable only between nodes of one group. Partitioning does not
 destroy messages: they wait until the partition heals (or are dropped).
 """
@@ -16,10 +16,6 @@ from typing import NamedTuple
 from etcdspec.model.raft_messages import Message, node_name
 
 
-def _key(message: Message) -> tuple[object, ...]:
-    return message.sort_key()
-
-
 class Network(NamedTuple):
     messages: tuple[Message, ...] = ()
     groups: tuple[frozenset[int], ...] = ()  # () = fully connected
@@ -28,10 +24,10 @@ class Network(NamedTuple):
         new = tuple(messages)
         if not new:
             return self
-        return self._replace(messages=tuple(sorted(self.messages + new, key=_key)))
+        return Network(self.messages + new, self.groups)
 
     def remove(self, index: int) -> Network:
-        return self._replace(messages=self.messages[:index] + self.messages[index + 1 :])
+        return Network(self.messages[:index] + self.messages[index + 1 :], self.groups)
 
     def duplicate(self, index: int) -> Network:
         return self.send((self.messages[index],))
