@@ -51,7 +51,7 @@ from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
 from etcdspec.impl.peer import PeerTransport
 from etcdspec.impl.quota import nospace_alarm_request
 from etcdspec.impl.raft_driver import RaftConfig, RaftDriver, Ready, Role
-from etcdspec.impl.raft_messages import NONE, Entry, ProposalDropped
+from etcdspec.impl.raft_messages import NONE, Entry, HardState, ProposalDropped
 from etcdspec.impl.trace import TraceWriter
 from etcdspec.impl.watch_stream import WatchStream
 from google.protobuf.message import Message as PbMessage
@@ -141,6 +141,7 @@ class Member:
         self._applied_index = 0
         self._leader_clients: dict[int, grpc.aio.Channel] = {}
         self.stopped = asyncio.Event()
+        self._persisted_hard_state = HardState()
         self.failure: str | None = None
         self._ticks = 0
         self._progress_ticks = max(1, int(WATCH_PROGRESS_S * 1000 / config.heartbeat_interval_ms))
@@ -190,6 +191,7 @@ class Member:
         )
         self._applied_index = recovered.applied
         self._last_snapshot_index = recovered.snapshot_index
+        self._persisted_hard_state = recovered.persisted.hard_state
         if self.config.trace_file:
             self.tracer = TraceWriter(self.config.trace_file, self.member_id)
             self._trace("start")
@@ -324,10 +326,15 @@ class Member:
         # driver allows step/propose between ready() and advance()); they go out in
         # the next Ready, which is how writes get batched under load.
         if ready.must_sync:
-            await asyncio.to_thread(
-                self.storage.persist, ready.hard_state, ready.entries, ready.snapshot
-            )
-            self.metrics.wal_fsyncs += 1
+            if self._needs_fsync(ready):
+                await asyncio.to_thread(
+                    self.storage.persist, ready.hard_state, ready.entries, ready.snapshot
+                )
+                self.metrics.wal_fsyncs += 1
+            else:
+                self.storage.persist(ready.hard_state, ready.entries, ready.snapshot, sync=False)
+            if ready.hard_state is not None:
+                self._persisted_hard_state = ready.hard_state
             self._trace("persist", entries=ready.entries)
         # 2. Send.
         for message in ready.messages:
@@ -340,9 +347,8 @@ class Member:
             self.storage.restore_snapshot(ready.snapshot)
             self._applied_index = ready.snapshot.meta.index
             self._last_snapshot_index = ready.snapshot.meta.index
-        for entry in ready.committed_entries:
-            self._apply(entry)
-            self._trace("apply", entries=(entry,))
+        if ready.committed_entries:
+            self._apply(ready.committed_entries)
         for read_state in ready.read_states:
             batch = self._read_inflight.pop(read_state.context, None)
             if batch is not None:
@@ -353,6 +359,19 @@ class Member:
         self._maybe_snapshot()
         if self.tracer is not None:
             self.tracer.flush()
+
+    def _needs_fsync(self, ready: Ready) -> bool:
+        """Whether persisting `ready` needs an fsync before its messages may leave.
+
+        As etcd raft's MustSync: new entries, a snapshot, or a new term or vote. A change
+        of the commit index alone is written without an fsync: a lost commit index is
+        learnt again from the leader, and what was applied is never reapplied (the
+        backend's consistent index), so nothing acknowledged depends on it.
+        """
+        if ready.entries or ready.snapshot is not None:
+            return True
+        hard, before = ready.hard_state, self._persisted_hard_state
+        return hard is not None and (hard.term, hard.vote) != (before.term, before.vote)
 
     def _on_soft_state(self, leader_id: int, role: Role) -> None:
         self._trace("role", leader=leader_id)
@@ -380,14 +399,18 @@ class Member:
                         if not waiter.done():
                             waiter.set_exception(RpcError(errors.LEADER_CHANGED))
 
-    def _apply(self, entry: Entry) -> None:
-        self.metrics.proposals_committed += 1
-        if entry.index <= self._applied_index:
+    def _apply(self, entries: tuple[Entry, ...]) -> None:
+        self.metrics.proposals_committed += len(entries)
+        fresh = tuple(entry for entry in entries if entry.index > self._applied_index)
+        if not fresh:
             return
-        result = self.storage.apply(entry)
-        self._applied_index = entry.index
-        self.metrics.proposals_applied += 1
-        if result.request_id is not None:
+        results = self.storage.apply(fresh)
+        self._applied_index = fresh[-1].index
+        self.metrics.proposals_applied += len(fresh)
+        for entry, result in zip(fresh, results, strict=True):
+            self._trace("apply", entries=(entry,))
+            if result.request_id is None:
+                continue
             future = self._waiters.pop(result.request_id, None)
             if future is not None and not future.done():
                 if result.error is not None:

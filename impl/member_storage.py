@@ -12,7 +12,8 @@ committed entries after it are applied again on start (the applier skips any the
 already holds).
 
 `persist()` is step 1 of the Ready contract: a received snapshot's file first, then one
-WAL batch (entries + hard state + snapshot metadata) with one fsync. `save_snapshot()`
+WAL batch (entries + hard state + snapshot metadata) with one fsync (the member skips the
+fsync for a batch that only moves the commit index, as etcd does). `save_snapshot()`
 records a local snapshot (file, then WAL record) and releases WAL segments and snapshot
 files it makes obsolete.
 
@@ -154,11 +155,12 @@ class MemberStorage:
         hard_state: HardState | None,
         entries: tuple[Entry, ...],
         snapshot: Snapshot | None,
+        sync: bool = True,
     ) -> None:
         assert self._wal is not None
         if snapshot is not None:
             snapfile.save(self.snap_dir, snapshot)
-        self._wal.save(hard_state, entries, snapshot.meta if snapshot else None, sync=True)
+        self._wal.save(hard_state, entries, snapshot.meta if snapshot else None, sync=sync)
 
     def save_snapshot(self, snapshot: Snapshot) -> None:
         assert self._wal is not None
@@ -198,12 +200,19 @@ class MemberStorage:
         assert self._quota is not None
         return self._quota.nospace_raised()
 
-    def apply(self, entry: Entry) -> AppliedEntry:
+    def apply(self, entries: tuple[Entry, ...]) -> list[AppliedEntry]:
+        """Apply committed entries in one backend transaction (Applier.apply_batch)."""
         assert self._applier is not None
-        result: ApplyResult = self._applier.apply(entry.index, entry.term, entry.data)
-        if not entry.data or result.skipped or result.proposer_id != self.member_id:
-            return AppliedEntry(None, None, None)
-        return AppliedEntry(result.request_id, result.response, result.error)
+        results: list[ApplyResult] = self._applier.apply_batch(
+            [(entry.index, entry.term, entry.data) for entry in entries]
+        )
+        out = []
+        for entry, result in zip(entries, results, strict=True):
+            if not entry.data or result.skipped or result.proposer_id != self.member_id:
+                out.append(AppliedEntry(None, None, None))
+            else:
+                out.append(AppliedEntry(result.request_id, result.response, result.error))
+        return out
 
     def current_revision(self) -> int:
         return self.backend.current_revision()
