@@ -788,6 +788,21 @@ def _random_request(rng: Any, revision: int, compact: int) -> Message:
     return pb.CompactionRequest(revision=rng.randrange(max(1, compact), revision + 2))
 
 
+def _outcomes(channel: Any, ours: Store, request: Message) -> tuple[Any, Any]:
+    """(etcd's, ours): the normalized response bytes, or (status code, message)."""
+    import grpc
+
+    try:
+        theirs: Any = _normalize(_etcd_call(channel, request))
+    except grpc.RpcError as error:
+        theirs = (error.code(), error.details())
+    try:
+        mine: Any = _normalize(ours.do(request))
+    except RpcError as error:
+        mine = (error.code, error.message)
+    return theirs, mine
+
+
 @pytest.mark.etcd
 def test_random_requests_match_real_etcd(tmp_path: Path) -> None:
     import random
@@ -803,17 +818,116 @@ def test_random_requests_match_real_etcd(tmp_path: Path) -> None:
         with grpc.insecure_channel(target) as channel:
             for step in range(300):
                 request = _random_request(rng, ours.rev(), ours.backend.compact_revision())
-                try:
-                    theirs: Any = _normalize(_etcd_call(channel, request))
-                except grpc.RpcError as error:
-                    theirs = (error.code(), error.details())
-                try:
-                    mine: Any = _normalize(ours.do(request))
-                except RpcError as error:
-                    mine = (error.code, error.message)
+                theirs, mine = _outcomes(channel, ours, request)
                 if mine != theirs:
                     mismatches.append(
                         f"step {step}: {request}\n  etcd: {theirs!r}\n  ours: {mine!r}"
                     )
                     break
     assert not mismatches, "\n".join(mismatches)
+
+
+WATCH_SPECS: list[dict[str, Any]] = [
+    {"key": b"\x00", "range_end": b"\x00"},
+    {"key": b"a", "range_end": b"\x00", "prev_kv": True},
+    {"key": b"c"},
+    {"key": b"a", "range_end": b"b", "filters": [pb.WatchCreateRequest.NOPUT], "prev_kv": True},
+    {"key": b"b", "range_end": b"d", "filters": [pb.WatchCreateRequest.NODELETE]},
+]
+
+
+def _event_bytes(events: Any) -> list[bytes]:
+    return [bytes(e.SerializeToString(deterministic=True)) for e in events]
+
+
+@pytest.mark.etcd
+def test_watch_events_match_real_etcd(tmp_path: Path) -> None:
+    """Live watchers and watchers catching up from the past see what etcd's see."""
+    import queue
+    import random
+    import threading
+    import time
+
+    import grpc
+    from etcd_procs import cluster
+    from etcdspec.impl.pb import rpc_pb2_grpc
+
+    ours = Store(tmp_path / "ours.db")
+    rng = random.Random(7)
+    requests: queue.Queue[pb.WatchRequest | None] = queue.Queue()
+    received: dict[int, list[bytes]] = {}
+    lock = threading.Lock()
+
+    def outgoing() -> Any:
+        while (item := requests.get()) is not None:
+            yield item
+
+    with cluster("etcd", tmp_path / "etcd", size=1) as etcd:
+        target = etcd.endpoints[0].removeprefix("http://")
+        with grpc.insecure_channel(target) as channel:
+            stream = rpc_pb2_grpc.WatchStub(channel).Watch(outgoing())
+
+            def reader() -> None:
+                try:
+                    for resp in stream:
+                        with lock:
+                            received.setdefault(resp.watch_id, []).extend(_event_bytes(resp.events))
+                except grpc.RpcError:
+                    return
+
+            thread = threading.Thread(target=reader, daemon=True)
+            thread.start()
+            try:
+                handles = {}
+                for watch_id, spec in enumerate(WATCH_SPECS, start=1):
+                    requests.put(
+                        pb.WatchRequest(
+                            create_request=pb.WatchCreateRequest(watch_id=watch_id, **spec)
+                        )
+                    )
+                    handles[watch_id] = ours.applier.watch_hub.create(watch_id, **spec)
+                time.sleep(0.5)  # the creates are asynchronous in etcd
+                for _ in range(150):
+                    request = _random_request(rng, ours.rev(), ours.backend.compact_revision())
+                    if isinstance(request, pb.CompactionRequest):
+                        continue  # keep history for the catch-up watchers below
+                    theirs, mine = _outcomes(channel, ours, request)
+                    assert mine == theirs, request
+                # Watchers starting in the past catch up from the backend.
+                start = max(2, ours.rev() - 40)
+                for offset, spec in enumerate(WATCH_SPECS[:3]):
+                    watch_id = 100 + offset
+                    requests.put(
+                        pb.WatchRequest(
+                            create_request=pb.WatchCreateRequest(
+                                watch_id=watch_id, start_revision=start, **spec
+                            )
+                        )
+                    )
+                    handles[watch_id] = ours.applier.watch_hub.create(
+                        watch_id, start_revision=start, **spec
+                    )
+                expected = {
+                    watch_id: _event_bytes(
+                        e.to_pb(with_prev_kv=b.with_prev_kv)
+                        for b in ours.applier.watch_hub.take(handle)
+                        for e in b.events
+                    )
+                    for watch_id, handle in handles.items()
+                }
+                deadline = time.monotonic() + 20
+                while time.monotonic() < deadline:
+                    with lock:
+                        done = all(len(received.get(w, [])) >= len(v) for w, v in expected.items())
+                    if done:
+                        break
+                    time.sleep(0.05)
+                time.sleep(0.3)  # anything extra etcd would send arrives now
+            finally:
+                requests.put(None)
+                stream.cancel()
+                thread.join(timeout=5)
+    assert all(expected.values()), "a watcher saw no events: the script is too small"
+    with lock:
+        for watch_id, events in expected.items():
+            assert received.get(watch_id, []) == events, f"watch {watch_id}"
