@@ -454,9 +454,19 @@ class RaftCore:
             self.log.commit_to(min(m.commit, last_new))
             self._reply(m, type=MT.APP_RESP, term=self.term, index=last_new)
         else:
-            hint = min(m.index, self.log.last_index())
+            # Skip whole terms at once (Raft thesis §5.3 optimisation, as etcd raft does):
+            # the hint is our last index whose term is <= the leader's term at m.index.
+            hint, hint_term = self.log.find_conflict_by_term(
+                min(m.index, self.log.last_index()), m.log_term
+            )
             self._reply(
-                m, type=MT.APP_RESP, term=self.term, index=m.index, reject=True, reject_hint=hint
+                m,
+                type=MT.APP_RESP,
+                term=self.term,
+                index=m.index,
+                reject=True,
+                reject_hint=hint,
+                log_term=hint_term,
             )
 
     def _handle_heartbeat(self, m: Message) -> None:
@@ -533,7 +543,10 @@ class RaftCore:
         if t is MT.APP_RESP:
             pr.recent_active = True
             if m.reject:
-                if pr.maybe_decrease_to(m.index, m.reject_hint):
+                hint = m.reject_hint
+                if m.log_term > 0:
+                    hint = self.log.find_conflict_by_term(hint, m.log_term)[0]
+                if pr.maybe_decrease_to(m.index, hint):
                     if pr.state is ProgressState.REPLICATE:
                         pr.become_probe()
                     self._send_append(m.from_)

@@ -62,6 +62,23 @@ class RaftLog:
         mine = self.last_term()
         return last_term > mine or (last_term == mine and last_index >= self.last_index())
 
+    def find_conflict_by_term(self, index: int, term: int) -> tuple[int, int]:
+        """The largest index <= `index` whose term is <= `term`, with that term.
+
+        Stops at the snapshot point (whose entries are committed, so they match any
+        leader's). Used for rejection hints so that backtracking skips whole terms.
+        """
+        index = min(index, self.last_index())
+        while index > self.offset:
+            entry_term = self.term(index)
+            assert entry_term is not None
+            if entry_term <= term:
+                return index, entry_term
+            index -= 1
+        if index < self.offset:
+            return index, 0
+        return index, self.snapshot.meta.term
+
     def slice(self, low: int, high: int, max_bytes: int | None = None) -> list[Entry]:
         """Entries [low, high); at least one entry if any, then up to max_bytes of data."""
         if low < self.first_index() or high > self.last_index() + 1:

@@ -187,7 +187,8 @@ class Message:
         if self.commit:
             parts.append(f"commit={self.commit}")
         if self.reject:
-            parts.append(f"reject(hint={self.reject_hint})")
+            term_hint = f" term {self.log_term}" if self.log_term else ""
+            parts.append(f"reject(hint={self.reject_hint}{term_hint})")
         if self.entries:
             parts.append("entries=[" + ", ".join(e.describe() for e in self.entries) + "]")
         if self.snapshot is not None:

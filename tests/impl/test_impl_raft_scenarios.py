@@ -295,3 +295,36 @@ def test_a_won_pre_election_starts_a_plain_election_not_a_transfer() -> None:
     cluster.deliver(position)
     votes = [m for m in cluster.network if m.type is MessageType.VOTE]
     assert votes and all(m.context == b"" for m in votes)
+
+
+def test_backtracking_skips_a_long_divergent_suffix_by_term() -> None:
+    cluster = Cluster(3, seed=14)
+    common = [Entry(1, 1), Entry(1, 2, b"c")]
+    stale = [Entry(2, i, b"stale") for i in range(3, 60)]
+    fresh = [Entry(3, i, b"fresh") for i in range(3, 10)]
+    for node_id, tail, hard in [
+        (1, fresh, HardState(3, 1, 2)),
+        (2, fresh, HardState(3, 1, 2)),
+        (3, stale, HardState(2, 3, 2)),
+    ]:
+        cluster.crash(node_id)
+        disk = cluster.nodes[node_id].disk
+        disk.entries, disk.hard_state = [*common, *tail], hard
+    for node_id in cluster.ids:
+        cluster.restart(node_id)
+    cluster.partition({1, 2}, {3})
+    cluster.campaign(1)
+    cluster.deliver_all()
+    assert cluster.driver(1).is_leader()
+    cluster.heal()
+    rejections = 0
+    for _ in range(200):
+        rejections += sum(1 for m in cluster.network if m.type is MessageType.APP_RESP and m.reject)
+        if cluster.network:
+            cluster.deliver(0)
+        else:
+            cluster.tick(1)
+        if cluster.driver(3).core.log.last_term() == cluster.driver(1).term:
+            break
+    assert cluster.driver(3).core.log.last_index() == cluster.driver(1).core.log.last_index()
+    assert rejections <= 3, rejections
