@@ -93,6 +93,7 @@ class ClusterPlan:
     heartbeat_ms: int = 100
     election_ms: int = 1000
     snapshot_count: int = 10_000
+    trace: bool = False  # our members only: write DIR/<name>.trace.ndjson
 
     @property
     def initial_cluster(self) -> str:
@@ -116,6 +117,7 @@ def plan_cluster(
     election_ms: int = 1000,
     snapshot_count: int = 10_000,
     token: str = "etcdspec-cluster",
+    trace: bool = False,
 ) -> ClusterPlan:
     if size < 1:
         raise LauncherError(f"a cluster needs at least 1 member, not {size}")
@@ -137,7 +139,12 @@ def plan_cluster(
         heartbeat_ms=heartbeat_ms,
         election_ms=election_ms,
         snapshot_count=snapshot_count,
+        trace=trace,
     )
+
+
+def trace_path(plan: ClusterPlan, member: MemberPlan) -> Path:
+    return Path(plan.directory) / f"{member.name}.trace.ndjson"
 
 
 def ours_program() -> list[str]:
@@ -163,6 +170,7 @@ def member_argv(
         f"--election-timeout={plan.election_ms}",
         f"--snapshot-count={plan.snapshot_count}",
         f"--listen-metrics-urls={member.metrics_url}",
+        *([f"--trace={trace_path(plan, member)}"] if plan.trace else []),
     ]
 
 
@@ -247,6 +255,7 @@ def write_state(plan: ClusterPlan, running: list[RunningMember], program: list[s
         "heartbeat_ms": plan.heartbeat_ms,
         "election_ms": plan.election_ms,
         "snapshot_count": plan.snapshot_count,
+        "trace": plan.trace,
         "program": program,
         "members": [
             {**r.plan.to_json(), "pid": r.pid, "argv": r.argv, "log": r.log_path} for r in running
@@ -278,6 +287,7 @@ def read_state(directory: str | Path) -> tuple[ClusterPlan, list[RunningMember]]
         heartbeat_ms=int(data["heartbeat_ms"]),
         election_ms=int(data["election_ms"]),
         snapshot_count=int(data["snapshot_count"]),
+        trace=bool(data.get("trace", False)),
     )
     running = [
         RunningMember(plan=plan_member, pid=int(m["pid"]), argv=list(m["argv"]), log_path=m["log"])

@@ -83,13 +83,17 @@ def cluster(
     election_ms: int = 500,
     snapshot_count: int = 10_000,
     ready_timeout_s: float = 60.0,
+    trace: bool = False,
 ) -> Iterator[Cluster]:
+    if trace and kind != "ours":
+        raise ValueError("only our members write traces")
     plan = launcher.plan_cluster(
         directory,
         size,
         heartbeat_ms=heartbeat_ms,
         election_ms=election_ms,
         snapshot_count=snapshot_count,
+        trace=trace,
     )
     members: list[launcher.RunningMember] = []
     running = Cluster(kind=kind, plan=plan, members=members)
