@@ -201,7 +201,14 @@ class Backend:
                 self._conn.execute("ROLLBACK")
                 raise
             else:
-                self._conn.execute("COMMIT")
+                try:
+                    self._conn.execute("COMMIT")
+                except sqlite3.Error:
+                    # A failed commit (disk full, I/O error) may leave the transaction
+                    # open: end it so the caller sees the error and nothing half-done.
+                    if self._conn.in_transaction:
+                        self._conn.execute("ROLLBACK")
+                    raise
             finally:
                 self._in_txn = False
 

@@ -931,3 +931,21 @@ def test_watch_events_match_real_etcd(tmp_path: Path) -> None:
     with lock:
         for watch_id, events in expected.items():
             assert received.get(watch_id, []) == events, f"watch {watch_id}"
+
+
+def test_a_failed_commit_leaves_no_transaction_open(store: Store) -> None:
+    import sqlite3
+
+    store.put(b"k", b"before")
+    # A deferred foreign-key violation makes COMMIT itself fail, and SQLite then keeps
+    # the transaction open.
+    store.backend._conn.execute("PRAGMA foreign_keys = ON")
+    store.backend._conn.execute("CREATE TABLE parent (id INTEGER PRIMARY KEY)")
+    store.backend._conn.execute(
+        "CREATE TABLE child (id INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED)"
+    )
+    with pytest.raises(sqlite3.IntegrityError), store.backend.transaction():
+        store.backend._conn.execute("INSERT INTO child (id) VALUES (424242)")
+    assert not store.backend._conn.in_transaction
+    store.put(b"k", b"after")
+    assert store.get(b"k").kvs[0].value == b"after"
