@@ -13,7 +13,7 @@ the spec's vocabulary. Z3 answering unknown, or a timeout, is UNKNOWN: never pro
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -336,16 +336,28 @@ def select_properties(spec: ast.Spec, only: Sequence[str]) -> list[ast.FormulaDe
 
 
 def prove(
-    loaded: LoadedSpec, timeout_ms: int = DEFAULT_TIMEOUT_MS, only: Sequence[str] = ()
+    loaded: LoadedSpec,
+    timeout_ms: int = DEFAULT_TIMEOUT_MS,
+    only: Sequence[str] = (),
+    on_result: Callable[[CheckResult], None] | None = None,
 ) -> ProofReport:
-    """Discharge every obligation of `loaded` (or only those of the named properties)."""
+    """Discharge every obligation of `loaded` (or only those of the named properties).
+
+    `on_result` is called after each obligation (progress output)."""
     started = time.perf_counter()
     targets = select_properties(loaded.spec, only)
     prover = Prover(loaded, timeout_ms)
     results: list[CheckResult] = []
-    results += prover.check_init(targets)
+
+    def record(batch: list[CheckResult]) -> None:
+        results.extend(batch)
+        if on_result is not None:
+            for result in batch:
+                on_result(result)
+
+    record(prover.check_init(targets))
     for action in loaded.spec.actions():
-        results += prover.check_action(action, targets)
+        record(prover.check_action(action, targets))
     for witness in loaded.spec.witnesses():
-        results.append(prover.check_witness(witness))
+        record([prover.check_witness(witness)])
     return ProofReport(loaded.name, loaded.mutation, tuple(results), time.perf_counter() - started)
