@@ -45,15 +45,18 @@ SCRIPT: list[tuple[tuple[str, ...], str | None]] = [
     (("get", "", "--prefix"), None),
     (("put", "", "v"), None),
     (("get", "b", "--rev=99"), None),
+    (("get", "a", "--from-key", "--sort-by=MODIFY", "--order=DESCEND"), None),
     (("lease", "grant", "100"), None),
     (("put", "leased", "x", "--lease={lease}"), None),
     (("get", "leased", "-w", "json"), None),
+    (("lease", "list"), None),
+    (("lease", "timetolive", "{lease}", "--keys"), None),
     (("lease", "keep-alive", "--once", "{lease}"), None),
     (("lease", "revoke", "{lease}"), None),
     (("get", "leased"), None),
     (("put", "k", "v", "--lease=1234"), None),
     (("lease", "revoke", "1234"), None),
-    (("compaction", "5"), None),
+    (("compaction", "5", "--physical"), None),
     (("compaction", "5"), None),
     (("get", "foo", "--rev=3"), None),
     (("defrag",), None),
@@ -62,7 +65,12 @@ SCRIPT: list[tuple[tuple[str, ...], str | None]] = [
     (("member", "list"), None),
     (("member", "list", "-w", "json"), None),
     (("alarm", "list"), None),
+    (("alarm", "disarm"), None),
+    (("endpoint", "health"), None),
     (("snapshot", "save", "{snap}"), None),
+    (("put", "p/1", "x"), None),
+    (("put", "p/2", "y"), None),
+    (("del", "p/", "--prefix"), None),
 ]
 
 _MASKS: list[tuple[re.Pattern[str], str]] = [
@@ -82,6 +90,8 @@ _MASKS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r'"version":"[^"]*"'), '"version":V'),
     (re.compile(r"\d+(\.\d+)? [kM]?B"), "SIZE"),
     (re.compile(r"\n?\{\"level\".*"), ""),
+    (re.compile(r"took = [0-9.]+[µm]?s"), "took = T"),
+    (re.compile(r"remaining\(\d+s\)"), "remaining(Ts)"),
 ]
 # endpoint status table: id, version, size, leader?, learner?, term, index, applied
 _STATUS_ROW = re.compile(r"^URL, ID, [^,]+, SIZE, (true|false), false, \d+, \d+, \d+, ?$")
