@@ -1,0 +1,420 @@
+"""etcd v3 requests and responses as history JSON, to and from the model's dataclasses.
+
+Contract:
+- Field names are etcd's v3 JSON names: key, range_end, limit, revision, keys_only,
+  count_only, prev_kv, lease, ignore_value, ignore_lease; header.revision; kvs[] with
+  key, create_revision, mod_revision, version, value, lease; more, count, deleted,
+  prev_kvs, succeeded, responses; txn compare[] with target (VERSION, CREATE, MOD,
+  VALUE, LEASE), result (EQUAL, GREATER, LESS, NOT_EQUAL) and the operand in version,
+  create_revision, mod_revision, value or lease; txn ops as request_range, request_put,
+  request_delete_range, request_txn and their responses as response_range,
+  response_put, response_delete_range, response_txn. Leases use ID and TTL (etcd's
+  JSON names; id and ttl are accepted too).
+- As in etcd's JSON, a missing field is its zero value, and 64-bit integers may be
+  written as decimal strings. Header fields other than revision (cluster_id, member_id,
+  raft_term) are accepted and ignored: the model does not know them.
+- Keys and values are strings, or {"b64": "..."} for bytes that are not UTF-8.
+- Decoding errors raise EtcdJsonError naming the field path and what was expected.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from etcdspec.checker.history import decode_bytes, encode_bytes
+from etcdspec.model.requests import (
+    CompactionRequest,
+    CompactionResponse,
+    Compare,
+    CompareResult,
+    CompareTarget,
+    DeleteRangeRequest,
+    DeleteRangeResponse,
+    KeyValue,
+    LeaseGrantRequest,
+    LeaseGrantResponse,
+    LeaseKeepAliveRequest,
+    LeaseKeepAliveResponse,
+    LeaseRevokeRequest,
+    LeaseRevokeResponse,
+    PutRequest,
+    PutResponse,
+    RangeRequest,
+    RangeResponse,
+    Request,
+    Response,
+    ResponseHeader,
+    TxnOp,
+    TxnOpResponse,
+    TxnRequest,
+    TxnResponse,
+)
+
+ETCD_FS = (
+    "range",
+    "put",
+    "delete",
+    "txn",
+    "compact",
+    "lease_grant",
+    "lease_revoke",
+    "lease_keepalive",
+)
+_OPERAND_FIELD = {
+    CompareTarget.VERSION: "version",
+    CompareTarget.CREATE: "create_revision",
+    CompareTarget.MOD: "mod_revision",
+    CompareTarget.VALUE: "value",
+    CompareTarget.LEASE: "lease",
+}
+_TXN_REQUEST = {
+    "request_range": "range",
+    "request_put": "put",
+    "request_delete_range": "delete",
+    "request_txn": "txn",
+}
+_TXN_RESPONSE = {v: k.replace("request_", "response_") for k, v in _TXN_REQUEST.items()}
+
+
+class EtcdJsonError(ValueError):
+    """A request or response that does not decode: the field path and what was wrong."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(f"{path}: {message}")
+        self.path = path
+        self.message = message
+
+
+# ---------------------------------------------------------------------------- decoding
+
+
+def _obj(value: Any, path: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise EtcdJsonError(path, f"expected an object, got {value!r}")
+    return value
+
+
+def _int(obj: dict[str, Any], name: str, path: str, *aliases: str) -> int:
+    for field in (name, *aliases):
+        if field in obj and obj[field] is not None:
+            value = obj[field]
+            if isinstance(value, bool):
+                break
+            if isinstance(value, int):
+                return value
+            if isinstance(value, str) and value.lstrip("-").isdigit():
+                return int(value)
+            raise EtcdJsonError(f"{path}.{field}", f"expected an integer, got {value!r}")
+    else:
+        return 0
+    raise EtcdJsonError(f"{path}.{name}", "expected an integer, got a boolean")
+
+
+def _bool(obj: dict[str, Any], name: str, path: str) -> bool:
+    value = obj.get(name, False)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise EtcdJsonError(f"{path}.{name}", f"expected true or false, got {value!r}")
+    return value
+
+
+def _bytes(obj: dict[str, Any], name: str, path: str) -> bytes:
+    value = obj.get(name)
+    if value is None:
+        return b""
+    try:
+        return decode_bytes(value, f"{path}.{name}")
+    except ValueError as error:
+        raise EtcdJsonError(f"{path}.{name}", str(error)) from error
+
+
+def _list(obj: dict[str, Any], name: str, path: str) -> list[Any]:
+    value = obj.get(name)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise EtcdJsonError(f"{path}.{name}", f"expected a list, got {value!r}")
+    return value
+
+
+def request_from_json(f: str, value: Any, path: str = "value") -> Request:
+    """The model request for operation `f` with JSON request `value`."""
+    obj = _obj(value, path)
+    if f == "range":
+        return RangeRequest(
+            key=_bytes(obj, "key", path),
+            range_end=_bytes(obj, "range_end", path),
+            limit=_int(obj, "limit", path),
+            revision=_int(obj, "revision", path),
+            keys_only=_bool(obj, "keys_only", path),
+            count_only=_bool(obj, "count_only", path),
+        )
+    if f == "put":
+        return PutRequest(
+            key=_bytes(obj, "key", path),
+            value=_bytes(obj, "value", path),
+            lease=_int(obj, "lease", path),
+            prev_kv=_bool(obj, "prev_kv", path),
+            ignore_value=_bool(obj, "ignore_value", path),
+            ignore_lease=_bool(obj, "ignore_lease", path),
+        )
+    if f == "delete":
+        return DeleteRangeRequest(
+            key=_bytes(obj, "key", path),
+            range_end=_bytes(obj, "range_end", path),
+            prev_kv=_bool(obj, "prev_kv", path),
+        )
+    if f == "txn":
+        return TxnRequest(
+            compare=tuple(
+                _compare(c, f"{path}.compare[{i}]")
+                for i, c in enumerate(_list(obj, "compare", path))
+            ),
+            success=tuple(
+                _txn_op(o, f"{path}.success[{i}]")
+                for i, o in enumerate(_list(obj, "success", path))
+            ),
+            failure=tuple(
+                _txn_op(o, f"{path}.failure[{i}]")
+                for i, o in enumerate(_list(obj, "failure", path))
+            ),
+        )
+    if f == "compact":
+        return CompactionRequest(revision=_int(obj, "revision", path))
+    if f == "lease_grant":
+        return LeaseGrantRequest(ttl=_int(obj, "TTL", path, "ttl"), id=_int(obj, "ID", path, "id"))
+    if f == "lease_revoke":
+        return LeaseRevokeRequest(id=_int(obj, "ID", path, "id"))
+    if f == "lease_keepalive":
+        return LeaseKeepAliveRequest(id=_int(obj, "ID", path, "id"))
+    raise EtcdJsonError("f", f"the etcd model has {', '.join(ETCD_FS)}, not {f!r}")
+
+
+def _compare(value: Any, path: str) -> Compare:
+    obj = _obj(value, path)
+    try:
+        target = CompareTarget[str(obj.get("target", "VERSION"))]
+        result = CompareResult[str(obj.get("result", "EQUAL"))]
+    except KeyError as error:
+        raise EtcdJsonError(
+            path,
+            f"unknown target or result {error}; targets: VERSION CREATE MOD VALUE LEASE, "
+            "results: EQUAL GREATER LESS NOT_EQUAL",
+        ) from error
+    field = _OPERAND_FIELD[target]
+    operand: int | bytes = (
+        _bytes(obj, field, path) if target is CompareTarget.VALUE else _int(obj, field, path)
+    )
+    return Compare(
+        key=_bytes(obj, "key", path),
+        target=target,
+        result=result,
+        operand=operand,
+        range_end=_bytes(obj, "range_end", path),
+    )
+
+
+def _txn_op(value: Any, path: str) -> TxnOp:
+    obj = _obj(value, path)
+    found = [name for name in _TXN_REQUEST if name in obj]
+    if len(found) != 1:
+        raise EtcdJsonError(path, f"expected exactly one of {', '.join(_TXN_REQUEST)}")
+    request = request_from_json(_TXN_REQUEST[found[0]], obj[found[0]], f"{path}.{found[0]}")
+    assert isinstance(request, (RangeRequest, PutRequest, DeleteRangeRequest, TxnRequest))
+    return request
+
+
+def _header(obj: dict[str, Any], path: str) -> ResponseHeader:
+    return ResponseHeader(
+        revision=_int(_obj(obj.get("header"), f"{path}.header"), "revision", path)
+    )
+
+
+def header_revision(value: Any) -> int | None:
+    """The response's header.revision, or None when it is not recorded."""
+    if not isinstance(value, dict) or not isinstance(value.get("header"), dict):
+        return None
+    if "revision" not in value["header"]:
+        return None
+    return _int(value["header"], "revision", "value.header")
+
+
+def _kv(value: Any, path: str) -> KeyValue:
+    obj = _obj(value, path)
+    return KeyValue(
+        key=_bytes(obj, "key", path),
+        create_revision=_int(obj, "create_revision", path),
+        mod_revision=_int(obj, "mod_revision", path),
+        version=_int(obj, "version", path),
+        value=_bytes(obj, "value", path),
+        lease=_int(obj, "lease", path),
+    )
+
+
+def response_from_json(f: str, value: Any, path: str = "value") -> Response:
+    """The model response for operation `f` with JSON response `value`."""
+    obj = _obj(value, path)
+    header = _header(obj, path)
+    if f == "range":
+        return RangeResponse(
+            header=header,
+            kvs=tuple(_kv(kv, f"{path}.kvs[{i}]") for i, kv in enumerate(_list(obj, "kvs", path))),
+            more=_bool(obj, "more", path),
+            count=_int(obj, "count", path),
+        )
+    if f == "put":
+        prev = obj.get("prev_kv")
+        return PutResponse(header=header, prev_kv=_kv(prev, f"{path}.prev_kv") if prev else None)
+    if f == "delete":
+        return DeleteRangeResponse(
+            header=header,
+            deleted=_int(obj, "deleted", path),
+            prev_kvs=tuple(
+                _kv(kv, f"{path}.prev_kvs[{i}]")
+                for i, kv in enumerate(_list(obj, "prev_kvs", path))
+            ),
+        )
+    if f == "txn":
+        return TxnResponse(
+            header=header,
+            succeeded=_bool(obj, "succeeded", path),
+            responses=tuple(
+                _txn_response(r, f"{path}.responses[{i}]")
+                for i, r in enumerate(_list(obj, "responses", path))
+            ),
+        )
+    if f == "compact":
+        return CompactionResponse(header=header)
+    if f == "lease_grant":
+        return LeaseGrantResponse(
+            header=header, id=_int(obj, "ID", path, "id"), ttl=_int(obj, "TTL", path, "ttl")
+        )
+    if f == "lease_revoke":
+        return LeaseRevokeResponse(header=header)
+    if f == "lease_keepalive":
+        return LeaseKeepAliveResponse(
+            header=header, id=_int(obj, "ID", path, "id"), ttl=_int(obj, "TTL", path, "ttl")
+        )
+    raise EtcdJsonError("f", f"the etcd model has {', '.join(ETCD_FS)}, not {f!r}")
+
+
+def _txn_response(value: Any, path: str) -> TxnOpResponse:
+    obj = _obj(value, path)
+    names = {v: k for k, v in _TXN_RESPONSE.items()}
+    found = [name for name in names if name in obj]
+    if len(found) != 1:
+        raise EtcdJsonError(path, f"expected exactly one of {', '.join(names)}")
+    response = response_from_json(names[found[0]], obj[found[0]], f"{path}.{found[0]}")
+    assert isinstance(response, (RangeResponse, PutResponse, DeleteRangeResponse, TxnResponse))
+    return response
+
+
+# ---------------------------------------------------------------------------- encoding
+
+
+def kv_to_json(kv: KeyValue) -> dict[str, Any]:
+    return {
+        "key": encode_bytes(kv.key),
+        "create_revision": kv.create_revision,
+        "mod_revision": kv.mod_revision,
+        "version": kv.version,
+        "value": encode_bytes(kv.value),
+        "lease": kv.lease,
+    }
+
+
+def request_to_json(request: Request) -> tuple[str, dict[str, Any]]:
+    """(f, JSON request) for a model request (the history's invoke value)."""
+    if isinstance(request, RangeRequest):
+        return "range", {
+            "key": encode_bytes(request.key),
+            "range_end": encode_bytes(request.range_end),
+            "limit": request.limit,
+            "revision": request.revision,
+            "keys_only": request.keys_only,
+            "count_only": request.count_only,
+        }
+    if isinstance(request, PutRequest):
+        return "put", {
+            "key": encode_bytes(request.key),
+            "value": encode_bytes(request.value),
+            "lease": request.lease,
+            "prev_kv": request.prev_kv,
+            "ignore_value": request.ignore_value,
+            "ignore_lease": request.ignore_lease,
+        }
+    if isinstance(request, DeleteRangeRequest):
+        return "delete", {
+            "key": encode_bytes(request.key),
+            "range_end": encode_bytes(request.range_end),
+            "prev_kv": request.prev_kv,
+        }
+    if isinstance(request, TxnRequest):
+        return "txn", {
+            "compare": [_compare_to_json(c) for c in request.compare],
+            "success": [_txn_op_to_json(op) for op in request.success],
+            "failure": [_txn_op_to_json(op) for op in request.failure],
+        }
+    if isinstance(request, CompactionRequest):
+        return "compact", {"revision": request.revision}
+    if isinstance(request, LeaseGrantRequest):
+        return "lease_grant", {"TTL": request.ttl, "ID": request.id}
+    if isinstance(request, LeaseRevokeRequest):
+        return "lease_revoke", {"ID": request.id}
+    if isinstance(request, LeaseKeepAliveRequest):
+        return "lease_keepalive", {"ID": request.id}
+    raise EtcdJsonError("request", f"the history format has no operation for {request.describe()}")
+
+
+def _compare_to_json(compare: Compare) -> dict[str, Any]:
+    operand = compare.operand
+    return {
+        "key": encode_bytes(compare.key),
+        "range_end": encode_bytes(compare.range_end),
+        "target": compare.target.name,
+        "result": compare.result.name,
+        _OPERAND_FIELD[compare.target]: encode_bytes(operand)
+        if isinstance(operand, bytes)
+        else operand,
+    }
+
+
+def _txn_op_to_json(op: TxnOp) -> dict[str, Any]:
+    f, body = request_to_json(op)
+    name = {v: k for k, v in _TXN_REQUEST.items()}[f]
+    return {name: body}
+
+
+def response_to_json(response: Response) -> dict[str, Any]:
+    """The JSON response (the history's ok value) for a model response."""
+    out: dict[str, Any] = {"header": {"revision": response.header.revision}}
+    if isinstance(response, RangeResponse):
+        out.update(
+            kvs=[kv_to_json(kv) for kv in response.kvs], more=response.more, count=response.count
+        )
+    elif isinstance(response, PutResponse):
+        if response.prev_kv is not None:
+            out["prev_kv"] = kv_to_json(response.prev_kv)
+    elif isinstance(response, DeleteRangeResponse):
+        out.update(deleted=response.deleted, prev_kvs=[kv_to_json(kv) for kv in response.prev_kvs])
+    elif isinstance(response, TxnResponse):
+        out.update(
+            succeeded=response.succeeded,
+            responses=[_txn_response_to_json(r) for r in response.responses],
+        )
+    elif isinstance(response, (LeaseGrantResponse, LeaseKeepAliveResponse)):
+        out.update(ID=response.id, TTL=response.ttl)
+    return out
+
+
+def _txn_response_to_json(response: TxnOpResponse) -> dict[str, Any]:
+    if isinstance(response, RangeResponse):
+        return {"response_range": response_to_json(response)}
+    if isinstance(response, PutResponse):
+        return {"response_put": response_to_json(response)}
+    if isinstance(response, DeleteRangeResponse):
+        return {"response_delete_range": response_to_json(response)}
+    return {"response_txn": response_to_json(response)}

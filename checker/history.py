@@ -1,0 +1,422 @@
+"""Histories: Jepsen's operation history as JSON Lines — the events, the paired operations,
+a validating reader and a writer.
+
+Contract (DESIGN.md, "History format"; the schema is checker/history.schema.json):
+- One JSON object per line: index, process, type (invoke|ok|fail|info|watch), f, value,
+  time (monotonic nanoseconds). Blank lines are skipped.
+- A process runs one operation at a time: invoke, then exactly one of ok, fail or info
+  with the same f. After info the process never invokes again. An invoke with no
+  completion by the end of the history is indeterminate, as in Jepsen: it becomes info.
+- Watch stream events (type "watch") do not take part in that pairing.
+- Anything else is rejected with a HistoryError naming the line and what to do;
+  `etcdspec check` maps it to exit 4 (bad input).
+- Keys and values are JSON strings; bytes that are not UTF-8 are {"b64": "..."}:
+  `decode_bytes` and `encode_bytes` convert.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import IO, Any
+
+SCHEMA_VERSION = 1
+OP_TYPES = ("invoke", "ok", "fail", "info")
+EVENT_TYPES = (*OP_TYPES, "watch")
+_FIELD_ORDER = ("index", "process", "type", "f", "value", "error", "time")
+
+
+class HistoryError(ValueError):
+    """A history that is not well formed: where (source:line) and what was wrong."""
+
+    def __init__(self, source: str, line: int, message: str) -> None:
+        super().__init__(f"{source}:{line}: {message}")
+        self.source = source
+        self.line = line
+        self.message = message
+
+
+@dataclass(frozen=True, eq=False)
+class HistoryEvent:
+    """One line of a history, as read (value is the parsed JSON, left as is)."""
+
+    index: int
+    process: int | str
+    type: str
+    f: str
+    value: Any
+    time: int
+    line: int = 0  # 1-based source line; 0 when built in memory
+    error: Any = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "index": self.index,
+            "process": self.process,
+            "type": self.type,
+            "f": self.f,
+            "value": self.value,
+        }
+        if self.error is not None:
+            out["error"] = self.error
+        out["time"] = self.time
+        return out
+
+    def describe(self) -> str:
+        return (
+            f"#{self.index} p{self.process} {self.type} {self.f} "
+            f"{json.dumps(self.value, sort_keys=True, ensure_ascii=False)}"
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class Operation:
+    """An invoke paired with its completion: the unit the linearizability check orders.
+
+    `call` and `ret` are positions in the event list (ret None: info, returns never).
+    """
+
+    id: int
+    process: int | str
+    f: str
+    request: Any
+    type: str  # "ok", "fail" or "info"
+    response: Any
+    call: int
+    ret: int | None
+    call_time: int
+    return_time: int | None
+    invoke_index: int
+    complete_index: int | None
+
+    def describe(self) -> str:
+        request = json.dumps(self.request, sort_keys=True, ensure_ascii=False)
+        if self.type == "info":
+            return f"op {self.id} p{self.process} {self.f} {request} -> info (unknown)"
+        response = json.dumps(self.response, sort_keys=True, ensure_ascii=False)
+        return f"op {self.id} p{self.process} {self.f} {request} -> {self.type} {response}"
+
+
+@dataclass(frozen=True, eq=False)
+class History:
+    """A validated history: its events, the operations they pair into, its watch events."""
+
+    events: tuple[HistoryEvent, ...]
+    operations: tuple[Operation, ...]
+    watch_events: tuple[HistoryEvent, ...]
+    source: str = "<memory>"
+    notes: tuple[str, ...] = field(default=())
+
+    def describe(self) -> str:
+        counts = {t: sum(1 for op in self.operations if op.type == t) for t in OP_TYPES[1:]}
+        return (
+            f"{self.source}: {len(self.events)} events, {len(self.operations)} operations "
+            f"({counts['ok']} ok, {counts['fail']} fail, {counts['info']} info), "
+            f"{len(self.watch_events)} watch events"
+        )
+
+
+def decode_bytes(value: Any, where: str = "value") -> bytes:
+    """A key or value from a history: a string (UTF-8) or {"b64": "..."}."""
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, dict) and set(value) == {"b64"} and isinstance(value["b64"], str):
+        try:
+            return base64.b64decode(value["b64"], validate=True)
+        except binascii.Error as error:
+            raise ValueError(f"{where}: invalid base64 ({error})") from error
+    raise ValueError(f"{where}: expected a string or {{'b64': ...}}, got {value!r}")
+
+
+def encode_bytes(data: bytes) -> str | dict[str, str]:
+    """Bytes as a history writes them: a string if UTF-8, else {"b64": "..."}."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return {"b64": base64.b64encode(data).decode("ascii")}
+
+
+@cache
+def load_schema() -> dict[str, Any]:
+    """The versioned JSON Schema of one history line (checker/history.schema.json)."""
+    text = resources.files("etcdspec.checker").joinpath("history.schema.json").read_text()
+    schema: dict[str, Any] = json.loads(text)
+    return schema
+
+
+_JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "object": (dict,),
+    "array": (list,),
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "null": (type(None),),
+}
+
+
+def _type_ok(value: Any, name: str) -> bool:
+    if name in ("integer", "number") and isinstance(value, bool):
+        return False
+    return isinstance(value, _JSON_TYPES[name])
+
+
+def schema_errors(value: Any, schema: dict[str, Any], path: str = "") -> list[str]:
+    """The subset of JSON Schema the history schema uses: type, enum, required,
+    properties, additionalProperties (false), minimum, minLength, oneOf."""
+    errors: list[str] = []
+    where = path or "the line"
+    if "type" in schema:
+        names = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+        if not any(_type_ok(value, name) for name in names):
+            return [f"{where} must be of type {' or '.join(names)}, got {json.dumps(value)}"]
+    if "enum" in schema and value not in schema["enum"]:
+        allowed = ", ".join(json.dumps(v) for v in schema["enum"])
+        errors.append(f"{where} must be one of {allowed}, got {json.dumps(value)}")
+    if "minimum" in schema and isinstance(value, int) and value < schema["minimum"]:
+        errors.append(f"{where} must be >= {schema['minimum']}, got {value}")
+    if "minLength" in schema and isinstance(value, str) and len(value) < schema["minLength"]:
+        errors.append(f"{where} must not be empty")
+    if "oneOf" in schema:
+        matches = sum(1 for option in schema["oneOf"] if not schema_errors(value, option, path))
+        if matches != 1:
+            errors.append(f"{where} matches {matches} of the allowed forms, expected exactly 1")
+    if isinstance(value, dict):
+        for name in schema.get("required", []):
+            if name not in value:
+                errors.append(f'missing required field "{name}"')
+        properties = schema.get("properties", {})
+        for name, item in value.items():
+            if name in properties:
+                errors.extend(schema_errors(item, properties[name], f'field "{name}"'))
+            elif schema.get("additionalProperties") is False:
+                errors.append(f'unknown field "{name}" (allowed: {", ".join(properties)})')
+    return errors
+
+
+def parse_event(obj: Any, source: str = "<memory>", line: int = 0) -> HistoryEvent:
+    """One decoded JSON line, validated against the schema, as a HistoryEvent."""
+    errors = schema_errors(obj, load_schema())
+    if errors:
+        raise HistoryError(source, line, "; ".join(errors))
+    version = obj.get("schema_version", SCHEMA_VERSION)
+    if version > SCHEMA_VERSION:
+        raise HistoryError(
+            source,
+            line,
+            f"schema_version {version} is newer than this checker reads ({SCHEMA_VERSION}); "
+            "upgrade etcdspec",
+        )
+    return HistoryEvent(
+        index=obj["index"],
+        process=obj["process"],
+        type=obj["type"],
+        f=obj["f"],
+        value=obj.get("value"),
+        time=obj["time"],
+        line=line,
+        error=obj.get("error"),
+    )
+
+
+def read_history(path: Path | str) -> History:
+    """Read and validate a JSON Lines history file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError as error:
+        raise HistoryError(str(path), 0, "no such file") from error
+    except UnicodeDecodeError as error:
+        raise HistoryError(str(path), 0, f"not UTF-8 text ({error.reason})") from error
+    return parse_history_text(text, source=str(path))
+
+
+def parse_history_text(text: str, source: str = "<memory>") -> History:
+    """Parse JSON Lines text into a validated History."""
+    events: list[HistoryEvent] = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw)
+        except json.JSONDecodeError as error:
+            raise HistoryError(
+                source, number, f"not valid JSON ({error.msg} at column {error.colno})"
+            ) from error
+        events.append(parse_event(obj, source, number))
+    return build_history(events, source)
+
+
+def build_history(events: Sequence[HistoryEvent], source: str = "<memory>") -> History:
+    """Pair events into operations, rejecting a history that breaks its own assumptions."""
+    open_ops: dict[int | str, int] = {}  # process -> position of its open invoke
+    crashed: dict[int | str, int] = {}  # process -> line of its info completion
+    pairs: list[tuple[int, int | None]] = []
+    watch: list[HistoryEvent] = []
+    last_index = -1
+    last_time = -1
+    notes: list[str] = []
+    for position, event in enumerate(events):
+        if event.index <= last_index:
+            raise HistoryError(
+                source,
+                event.line,
+                f"index {event.index} does not increase (previous {last_index}); "
+                "events must be in the order they happened",
+            )
+        if event.time < last_time:
+            raise HistoryError(
+                source,
+                event.line,
+                f"time {event.time} goes backwards (previous {last_time}); "
+                "time must be a monotonic clock",
+            )
+        last_index, last_time = event.index, event.time
+        if event.type == "watch":
+            watch.append(event)
+            continue
+        process = event.process
+        if event.type == "invoke":
+            if process in open_ops:
+                other = events[open_ops[process]]
+                raise HistoryError(
+                    source,
+                    event.line,
+                    f"process {process} invokes {event.f} while its {other.f} from line "
+                    f"{other.line} is still open; a process runs one operation at a time",
+                )
+            if process in crashed:
+                raise HistoryError(
+                    source,
+                    event.line,
+                    f"process {process} invokes again after its info on line "
+                    f"{crashed[process]}; after info a process must not invoke again "
+                    "(use a new process id, as Jepsen does)",
+                )
+            open_ops[process] = position
+            continue
+        if process not in open_ops:
+            raise HistoryError(
+                source,
+                event.line,
+                f"process {process} completes {event.f} ({event.type}) with no open "
+                "invoke: a return before its call",
+            )
+        start = open_ops.pop(process)
+        if events[start].f != event.f:
+            raise HistoryError(
+                source,
+                event.line,
+                f"process {process} completes {event.f} but invoked {events[start].f} "
+                f"on line {events[start].line}",
+            )
+        if event.type == "info":
+            crashed[process] = event.line
+        pairs.append((start, position))
+    for process, start in open_ops.items():
+        pairs.append((start, None))
+        notes.append(
+            f"process {process}: {events[start].f} on line {events[start].line} never "
+            "completed; treated as info (it may or may not have taken effect)"
+        )
+    pairs.sort()
+    operations = tuple(
+        _operation(op_id, events, start, end) for op_id, (start, end) in enumerate(pairs)
+    )
+    return History(tuple(events), operations, tuple(watch), source, tuple(notes))
+
+
+def _operation(
+    op_id: int, events: Sequence[HistoryEvent], start: int, end: int | None
+) -> Operation:
+    invoke = events[start]
+    if end is None or events[end].type == "info":
+        complete = events[end] if end is not None else None
+        return Operation(
+            id=op_id,
+            process=invoke.process,
+            f=invoke.f,
+            request=invoke.value,
+            type="info",
+            response=complete.value if complete is not None else None,
+            call=start,
+            ret=None,
+            call_time=invoke.time,
+            return_time=None,
+            invoke_index=invoke.index,
+            complete_index=complete.index if complete is not None else None,
+        )
+    complete = events[end]
+    response = complete.value
+    if complete.type == "fail" and complete.error is not None and response is None:
+        response = {"error": complete.error}
+    return Operation(
+        id=op_id,
+        process=invoke.process,
+        f=invoke.f,
+        request=invoke.value,
+        type=complete.type,
+        response=response,
+        call=start,
+        ret=end,
+        call_time=invoke.time,
+        return_time=complete.time,
+        invoke_index=invoke.index,
+        complete_index=complete.index,
+    )
+
+
+def event_line(event: HistoryEvent) -> str:
+    """The canonical JSON text of one event (fixed field order, compact, UTF-8)."""
+    obj = event.to_json()
+    ordered = {name: obj[name] for name in _FIELD_ORDER if name in obj}
+    return json.dumps(ordered, ensure_ascii=False, separators=(",", ":"))
+
+
+def write_history(events: Iterable[HistoryEvent], out: IO[str] | Path | str) -> None:
+    """Write events as JSON Lines (the reader reads back exactly these events)."""
+    if isinstance(out, (str, Path)):
+        with Path(out).open("w", encoding="utf-8") as handle:
+            write_history(events, handle)
+        return
+    for event in events:
+        out.write(event_line(event) + "\n")
+
+
+class HistoryBuilder:
+    """Records a history in memory, numbering events and keeping time monotonic.
+
+    Used by workloads and by tests that generate histories from the model.
+    """
+
+    def __init__(self) -> None:
+        self.events: list[HistoryEvent] = []
+        self._time = 0
+
+    def add(
+        self,
+        process: int | str,
+        type_: str,
+        f: str,
+        value: Any = None,
+        time: int | None = None,
+        error: Any = None,
+    ) -> HistoryEvent:
+        if time is None:
+            time = self._time + 1
+        self._time = max(self._time, time)
+        event = HistoryEvent(len(self.events), process, type_, f, value, time, error=error)
+        self.events.append(event)
+        return event
+
+    def history(self, source: str = "<generated>") -> History:
+        return build_history(self.events, source)
+
+    def __iter__(self) -> Iterator[HistoryEvent]:
+        return iter(self.events)

@@ -1,0 +1,559 @@
+"""Linearizability: Wing & Gong's search with Lowe's memoisation, partitions, revision cuts.
+
+Contract:
+- `check_linearizable(model, operations, budget)` decides whether the ok and info
+  operations of a history (fail operations take no effect and are dropped) can be put
+  in one sequential order that respects real time (an operation that returned before
+  another was invoked comes first) and in which the model gives every ok operation its
+  recorded response. info operations may take effect at any point after their invoke,
+  or never; every ok operation must be placed.
+- The search is depth-first: an operation is a candidate when it was invoked before the
+  earliest return among the ok operations not yet placed. Configurations (set of placed
+  operations, model state) already seen are not explored again (Lowe). The set is kept
+  as a 128-bit Zobrist hash from a seeded random.Random (collision odds about n²/2¹²⁸).
+- Placing an info operation that leaves the state unchanged is skipped: that
+  configuration is dominated by not placing it.
+- P-compositionality: when the model splits the history into independent partitions
+  (per key), each is searched alone; the verdicts merge (false > unknown > true).
+- Revision cuts (models with revision hints, i.e. etcd): an ok operation is a candidate
+  only when the state's revision is one its response allows; revisions only grow, so
+  a step that passes the last revision an unplaced ok operation allows is cut at once;
+  info writes are tried only where no ok operation claims the next revision, those that
+  match a write some response observed there first. A history whose responses carry
+  revisions is then checked in near-linear time.
+- Budgets: `Budget.timeout_s` and `Budget.max_memory_mb` (resident memory, read from
+  /proc when available). Running out gives Verdict.UNKNOWN with what was decided so far
+  (partitions finished, the longest prefix reached) — never a pass.
+- On a violation: the longest linearizable prefix (the placed operations, in order), the
+  operation that could not be placed with the model's reason, the window of concurrent
+  operations around it, and the model state at that point.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import random
+import time
+from collections.abc import Hashable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from etcdspec.checker.history import Operation
+from etcdspec.checker.models import CheckModel, PreparedOp
+
+from etcdspec.verdict import Verdict
+
+_CHECK_EVERY = 512
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Limits of one check: seconds and resident memory; None is unbounded."""
+
+    timeout_s: float | None = None
+    max_memory_mb: float | None = None
+    seed: int = 0
+
+    def describe(self) -> str:
+        limits = []
+        if self.timeout_s is not None:
+            limits.append(f"timeout {self.timeout_s:g} s")
+        if self.max_memory_mb is not None:
+            limits.append(f"memory {self.max_memory_mb:g} MB")
+        return ", ".join(limits) or "no limits"
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Where the search got furthest before it had to give up on a partition."""
+
+    partition: str | None
+    failing_op: int  # op id
+    reason: str
+    window: tuple[int, ...]  # op ids: the failing op and the operations concurrent with it
+    prefix: tuple[int, ...]  # op ids placed, in linearization order (longest prefix)
+    state: str
+    state_json: Any
+    prefix_end_index: int  # history event index: every ok op returned before it is placed
+
+    def describe(self) -> str:
+        where = f"key {self.partition}: " if self.partition else ""
+        return (
+            f"{where}op {self.failing_op} cannot be linearized after the longest "
+            f"linearizable prefix of {len(self.prefix)} operations: {self.reason}; "
+            f"model state: {self.state}; window: ops {', '.join(map(str, self.window))}"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "partition": self.partition,
+            "failing_op": self.failing_op,
+            "reason": self.reason,
+            "window": list(self.window),
+            "prefix": list(self.prefix),
+            "prefix_end_index": self.prefix_end_index,
+            "state": self.state,
+            "state_json": self.state_json,
+        }
+
+
+@dataclass(frozen=True)
+class PartitionResult:
+    partition: str | None
+    verdict: Verdict
+    operations: int
+    linearization: tuple[int, ...]  # op ids in order (info ops that took effect included)
+    final_state: Any
+    failure: Failure | None
+    reason: str
+    steps: int
+    seconds: float
+
+    def describe(self) -> str:
+        name = self.partition if self.partition is not None else "(all)"
+        text = f"{name}: {self.verdict.describe()} — {self.operations} ops, {self.steps} steps"
+        if self.failure is not None:
+            text += f"; {self.failure.describe()}"
+        elif self.reason:
+            text += f"; {self.reason}"
+        return text
+
+
+@dataclass(frozen=True)
+class LinearizabilityResult:
+    verdict: Verdict
+    model: str
+    operations: int
+    partitions: tuple[PartitionResult, ...]
+    seconds: float
+    reason: str = ""
+    dropped: int = 0  # fail operations and unobservable info operations
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def failure(self) -> Failure | None:
+        for part in self.partitions:
+            if part.failure is not None:
+                return part.failure
+        return None
+
+    def linearization(self) -> tuple[int, ...]:
+        """The whole order (one partition) or the concatenation per partition."""
+        return tuple(op for part in self.partitions for op in part.linearization)
+
+    def describe(self) -> str:
+        head = (
+            f"linearizability ({self.model}): {self.verdict.describe()} — "
+            f"{self.operations} operations, {len(self.partitions)} partition(s), "
+            f"{self.seconds:.2f} s"
+        )
+        if self.failure is not None:
+            return f"{head}\n  {self.failure.describe()}"
+        if self.reason:
+            return f"{head}\n  {self.reason}"
+        return head
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "valid": self.verdict.to_json(),
+            "model": self.model,
+            "operations": self.operations,
+            "dropped": self.dropped,
+            "seconds": round(self.seconds, 4),
+            "reason": self.reason,
+            "failure": self.failure.to_json() if self.failure else None,
+            "partitions": [
+                {
+                    "partition": part.partition,
+                    "valid": part.verdict.to_json(),
+                    "operations": part.operations,
+                    "steps": part.steps,
+                    "seconds": round(part.seconds, 4),
+                    "reason": part.reason,
+                }
+                for part in self.partitions
+            ],
+        }
+
+
+class _OutOfBudget(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class _Clock:
+    """Shared budget across partitions."""
+
+    def __init__(self, budget: Budget) -> None:
+        self.budget = budget
+        self.start = time.monotonic()
+        self.deadline = None if budget.timeout_s is None else self.start + budget.timeout_s
+
+    def check(self) -> None:
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise _OutOfBudget(f"time budget of {self.budget.timeout_s:g} s spent")
+        if self.budget.max_memory_mb is not None:
+            rss = _resident_mb()
+            if rss is not None and rss > self.budget.max_memory_mb:
+                raise _OutOfBudget(
+                    f"memory bound of {self.budget.max_memory_mb:g} MB reached ({rss:.0f} MB)"
+                )
+
+
+def _resident_mb() -> float | None:
+    try:
+        with open("/proc/self/statm", encoding="ascii") as handle:
+            return int(handle.read().split()[1]) * _PAGE / 2**20
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def check_linearizable(
+    model: CheckModel, operations: Sequence[Operation], budget: Budget = Budget()
+) -> LinearizabilityResult:
+    """Decide whether `operations` (one history's) are linearizable for `model`."""
+    clock = _Clock(budget)
+    prepared: list[PreparedOp] = []
+    dropped = 0
+    for op in operations:
+        item = model.prepare(op)
+        if item is None:
+            dropped += 1
+        else:
+            prepared.append(item)
+    next_id = max((op.id for op in operations), default=-1) + 1
+    prepared.extend(model.synthetic_ops(prepared, next_id))
+    parts = model.partitions(prepared)
+    groups: list[tuple[str | None, list[PreparedOp]]] = (
+        [(None, prepared)] if parts is None else [(k, parts[k]) for k in sorted(parts)]
+    )
+    results: list[PartitionResult] = []
+    reason = ""
+    for name, items in groups:
+        if reason:  # budget already spent: the rest is undecided
+            results.append(
+                PartitionResult(name, Verdict.UNKNOWN, len(items), (), None, None, reason, 0, 0.0)
+            )
+            continue
+        result = _Search(model, items, name, clock).run()
+        results.append(result)
+        if result.verdict is Verdict.UNKNOWN:
+            reason = result.reason
+    verdict = Verdict.merge_all([r.verdict for r in results])
+    if verdict is Verdict.UNKNOWN:
+        decided = sum(1 for r in results if r.verdict is not Verdict.UNKNOWN)
+        reason = f"{reason}; decided {decided} of {len(results)} partition(s) before that"
+    return LinearizabilityResult(
+        verdict=verdict,
+        model=model.name,
+        operations=len(prepared),
+        partitions=tuple(results),
+        seconds=time.monotonic() - clock.start,
+        reason=reason if verdict is Verdict.UNKNOWN else "",
+        dropped=dropped,
+    )
+
+
+class _Frame:
+    __slots__ = ("candidates", "item", "rejected", "ret_ptr", "state", "zobrist")
+
+    def __init__(self, state: Any, zobrist: int, item: int, ret_ptr: int) -> None:
+        self.state = state
+        self.zobrist = zobrist
+        self.item = item  # local index placed to reach this frame (-1 at the root)
+        self.ret_ptr = ret_ptr
+        self.rejected: list[int] = []
+        self.candidates: Iterator[tuple[int, Any]] = iter(())
+
+
+class _Search:
+    """One partition's depth-first search (see the module docstring)."""
+
+    def __init__(
+        self, model: CheckModel, items: list[PreparedOp], name: str | None, clock: _Clock
+    ) -> None:
+        self.model = model
+        self.items = items
+        self.name = name
+        self.clock = clock
+        rng = random.Random(clock.budget.seed)
+        self.zob = [rng.getrandbits(128) for _ in items]
+        self.placed = bytearray(len(items))
+        self.is_ok = [p.op.type == "ok" for p in items]
+        self.call = [p.op.call for p in items]
+        self.ok_by_ret = sorted(
+            (i for i, p in enumerate(items) if p.op.ret is not None),
+            key=lambda i: items[i].op.ret or 0,
+        )
+        self.by_call = sorted(range(len(items)), key=lambda i: self.call[i])
+        self.memo: set[tuple[int, Hashable]] = set()
+        self.steps = 0
+        init = model.init()
+        self.hinted = model.revision(init) is not None
+        if self.hinted:
+            self._index_revisions()
+
+    # -- revision hints -------------------------------------------------------------
+    def _index_revisions(self) -> None:
+        self.pre_index: dict[int, list[int]] = {}
+        self.pending_max: dict[int, int] = {}
+        self.max_pre: list[int | None] = [None] * len(self.items)
+        self.free_ok: list[int] = []
+        self.surely_bumps: list[bool] = [False] * len(self.items)
+        self.info_gap: list[int] = []
+        self.info_any: list[int] = []
+        for i in self.by_call:
+            prepared = self.items[i]
+            if self.is_ok[i]:
+                if prepared.pre_revisions:
+                    for rev in sorted(set(prepared.pre_revisions)):
+                        self.pre_index.setdefault(rev, []).append(i)
+                    top = max(prepared.pre_revisions)
+                    self.surely_bumps[i] = prepared.bumps_to is not None
+                    self.max_pre[i] = top
+                    self.pending_max[top] = self.pending_max.get(top, 0) + 1
+                else:
+                    self.free_ok.append(i)
+            elif prepared.bumps_or_noop:
+                self.info_gap.append(i)
+            else:
+                self.info_any.append(i)
+        self.info_gap_calls = [self.call[i] for i in self.info_gap]
+        self.gap_time: dict[int, int] = {}
+        for i, prepared in enumerate(self.items):
+            if self.is_ok[i] and prepared.op.ret is not None:
+                for rev in prepared.pre_revisions:
+                    ret = prepared.op.ret
+                    self.gap_time[rev] = min(self.gap_time.get(rev, ret), ret)
+        observed = self.model.observed_writes(self.items)
+        by_signature: dict[Hashable, list[int]] = {}
+        for i in self.info_gap:
+            signature = self.items[i].signature
+            if signature is not None:
+                by_signature.setdefault(signature, []).append(i)
+        self.gap_first: dict[int, list[int]] = {}
+        for rev, signatures in observed.items():
+            matches = sorted({i for s in signatures for i in by_signature.get(s, ())})
+            if matches:
+                self.gap_first[rev] = [i for i in sorted(matches, key=lambda i: self.call[i])]
+
+    def _place(self, i: int) -> None:
+        self.placed[i] = 1
+        if self.hinted and self.max_pre[i] is not None:
+            top = self.max_pre[i]
+            assert top is not None
+            self.pending_max[top] -= 1
+
+    def _unplace(self, i: int) -> None:
+        self.placed[i] = 0
+        if self.hinted and self.max_pre[i] is not None:
+            top = self.max_pre[i]
+            assert top is not None
+            self.pending_max[top] += 1
+
+    def _revision_allows(self, before: int, after: int) -> bool:
+        """No unplaced ok operation needs a revision in [before, after)."""
+        return all(self.pending_max.get(rev, 0) == 0 for rev in range(before, after))
+
+    # -- candidates -----------------------------------------------------------------
+    def _boundary(self, ret_ptr: int) -> int:
+        if ret_ptr < len(self.ok_by_ret):
+            ret = self.items[self.ok_by_ret[ret_ptr]].op.ret
+            assert ret is not None
+            return ret
+        return 1 << 62
+
+    def _candidate_indices(self, frame: _Frame) -> Iterator[int]:
+        boundary = self._boundary(frame.ret_ptr)
+        placed, call = self.placed, self.call
+        if not self.hinted:
+            for i in self.by_call:
+                if call[i] >= boundary:
+                    return
+                if not placed[i]:
+                    yield i
+            return
+        revision = self.model.revision(frame.state)
+        assert revision is not None
+        # An ok write that surely advances the revision strands every other unplaced
+        # ok operation that needs this revision: try it only when none is left.
+        others = self.pending_max.get(revision, 0)
+        for i in self.pre_index.get(revision, ()):
+            if call[i] >= boundary:
+                break
+            if placed[i]:
+                continue
+            if self.surely_bumps[i] and others > (1 if self.max_pre[i] == revision else 0):
+                continue
+            yield i
+        for i in self.free_ok:
+            if call[i] >= boundary:
+                break
+            if not placed[i]:
+                yield i
+        for i in self.info_any:
+            if call[i] >= boundary:
+                break
+            if not placed[i]:
+                yield i
+        if self.pending_max.get(revision, 0) == 0:
+            first = self.gap_first.get(revision + 1, [])
+            for i in first:
+                if call[i] < boundary and not placed[i]:
+                    yield i
+            tried = set(first)
+            # The info write that took revision+1 was most likely invoked shortly before
+            # the first operation that ran at revision+1 returned: newest first from there.
+            limit = min(boundary, self.gap_time.get(revision + 1, boundary))
+            split = bisect.bisect_left(self.info_gap_calls, limit)
+            possible = self.model.info_possible
+            for k in range(split - 1, -1, -1):
+                i = self.info_gap[k]
+                if not placed[i] and i not in tried and possible(self.items[i], revision + 1):
+                    yield i
+            for k in range(split, len(self.info_gap)):
+                i = self.info_gap[k]
+                if call[i] >= boundary:
+                    break
+                if not placed[i] and i not in tried and possible(self.items[i], revision + 1):
+                    yield i
+
+    def _successors(self, frame: _Frame) -> Iterator[tuple[int, Any]]:
+        model, items, memo = self.model, self.items, self.memo
+        for i in self._candidate_indices(frame):
+            self.steps += 1
+            if self.steps % _CHECK_EVERY == 0:
+                self.clock.check()
+            prepared = items[i]
+            states = model.step(frame.state, prepared)
+            if not states and self.is_ok[i]:
+                frame.rejected.append(i)
+            for state in states:
+                if not self.is_ok[i] and state == frame.state:
+                    continue
+                if self.hinted:
+                    before = model.revision(frame.state)
+                    after = model.revision(state)
+                    assert before is not None and after is not None
+                    if after > before:
+                        self.placed[i] = 1  # the op itself no longer needs its revision
+                        top = self.max_pre[i]
+                        if top is not None:
+                            self.pending_max[top] -= 1
+                        allowed = self._revision_allows(before, after)
+                        if top is not None:
+                            self.pending_max[top] += 1
+                        self.placed[i] = 0
+                        if not allowed:
+                            continue
+                key = (frame.zobrist ^ self.zob[i], state)
+                if key in memo:
+                    continue
+                memo.add(key)
+                yield i, state
+
+    def _advance_ret(self, ret_ptr: int) -> int:
+        while ret_ptr < len(self.ok_by_ret) and self.placed[self.ok_by_ret[ret_ptr]]:
+            ret_ptr += 1
+        return ret_ptr
+
+    # -- the search -----------------------------------------------------------------
+    def run(self) -> PartitionResult:
+        start = time.monotonic()
+        root = _Frame(self.model.init(), 0, -1, self._advance_ret(0))
+        root.candidates = self._successors(root)
+        stack = [root]
+        best_depth = -1
+        best_pending = True  # the deepest frame has not been recorded yet
+        failure: Failure | None = None
+        try:
+            self.clock.check()
+            while stack:
+                frame = stack[-1]
+                if frame.ret_ptr >= len(self.ok_by_ret):
+                    order = tuple(self.items[f.item].op.id for f in stack[1:])
+                    return PartitionResult(
+                        self.name,
+                        Verdict.TRUE,
+                        len(self.items),
+                        order,
+                        frame.state,
+                        None,
+                        "",
+                        self.steps,
+                        time.monotonic() - start,
+                    )
+                child = next(frame.candidates, None)
+                if child is None:
+                    if best_pending and len(stack) - 1 >= best_depth:
+                        failure = self._failure(stack)
+                        best_depth = len(stack) - 1
+                        best_pending = False
+                    stack.pop()
+                    if frame.item >= 0:
+                        self._unplace(frame.item)
+                    continue
+                i, state = child
+                self._place(i)
+                new = _Frame(
+                    state, frame.zobrist ^ self.zob[i], i, self._advance_ret(frame.ret_ptr)
+                )
+                new.candidates = self._successors(new)
+                stack.append(new)
+                if len(stack) - 1 > best_depth:
+                    best_pending = True
+        except _OutOfBudget as out:
+            placed = sum(self.placed)
+            return PartitionResult(
+                self.name,
+                Verdict.UNKNOWN,
+                len(self.items),
+                (),
+                None,
+                None,
+                f"{out.reason} after placing {placed} of {len(self.items)} operations "
+                f"({self.steps} steps, {len(self.memo)} configurations)",
+                self.steps,
+                time.monotonic() - start,
+            )
+        assert failure is not None
+        return PartitionResult(
+            self.name,
+            Verdict.FALSE,
+            len(self.items),
+            (),
+            None,
+            failure,
+            "",
+            self.steps,
+            time.monotonic() - start,
+        )
+
+    def _failure(self, stack: list[_Frame]) -> Failure:
+        frame = stack[-1]
+        boundary_op = self.ok_by_ret[frame.ret_ptr]
+        failing = frame.rejected[0] if frame.rejected else boundary_op
+        reason = self.model.mismatch(frame.state, self.items[failing])
+        boundary = self._boundary(frame.ret_ptr)
+        window = sorted(
+            {self.items[failing].op.id}
+            | {
+                self.items[i].op.id
+                for i in range(len(self.items))
+                if not self.placed[i] and self.is_ok[i] and self.call[i] < boundary
+            }
+        )
+        end = self.items[boundary_op].op.complete_index
+        return Failure(
+            partition=self.name,
+            failing_op=self.items[failing].op.id,
+            reason=reason,
+            window=tuple(window),
+            prefix=tuple(self.items[f.item].op.id for f in stack[1:]),
+            state=self.model.describe_state(frame.state),
+            state_json=self.model.state_json(frame.state),
+            prefix_end_index=end if end is not None else -1,
+        )

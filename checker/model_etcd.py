@@ -1,0 +1,301 @@
+"""The `etcd` model: the store model's own semantics (etcdspec.model.store.apply), judged
+against recorded etcd v3 responses, with revision hints for the search.
+
+Contract:
+- Operations: range, put, delete, txn, compact, lease_grant, lease_revoke,
+  lease_keepalive, with etcd v3 JSON requests and responses (checker/etcd_json.py).
+- An ok operation is linearizable in a state when `apply()` answers exactly the recorded
+  response: header revision, kvs with create/mod revisions, versions, values and leases,
+  count, more, prev_kv(s), deleted, succeeded and every nested txn response. Keep-alive
+  never goes through the log (as in etcd): it is answered from `lease_ttl`.
+- fail operations took no effect and are dropped; info ranges and keep-alives cannot
+  change the store and are dropped; an info lease_grant without an ID cannot be
+  replayed (the server chose the ID and nobody saw it) and is dropped, noted.
+- Leases may expire at times the history does not show: for every granted lease the
+  search gets a synthetic info operation `lease_expire` (a revoke, deleting the
+  attached keys), invoked with the grant, which may take effect at any later point or
+  never. Turn it off with `EtcdModel(lease_expiry=False)` for clusters whose leases
+  cannot expire during the run.
+- Revision hints: a put that reports revision r ran right after revision r-1; a read,
+  grant, keep-alive or compaction that reports r ran at r; a delete, revoke or txn that
+  reports r ran at r-1 or r (it may have changed nothing). info puts, deletes and txns
+  either advance the revision or change nothing.
+- No per-key partitions: revisions are global, so keys interact through them.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+from etcdspec.checker.etcd_json import (
+    ETCD_FS,
+    EtcdJsonError,
+    header_revision,
+    kv_to_json,
+    request_from_json,
+    response_from_json,
+)
+from etcdspec.checker.history import Operation
+from etcdspec.checker.models import CheckModel, ModelInputError, PreparedOp
+from etcdspec.model.errors import StoreError
+from etcdspec.model.requests import (
+    RANGE_END_ALL,
+    DeleteRangeRequest,
+    DeleteRangeResponse,
+    KeyValue,
+    LeaseGrantRequest,
+    LeaseKeepAliveRequest,
+    LeaseKeepAliveResponse,
+    LeaseRevokeRequest,
+    PutRequest,
+    PutResponse,
+    RangeRequest,
+    RangeResponse,
+    Request,
+    Response,
+    ResponseHeader,
+    TxnOp,
+    TxnRequest,
+    TxnResponse,
+)
+from etcdspec.model.store import StoreState, apply, initial_state, lease_ttl
+
+EXPIRY_PROCESS = "lease-expiry"
+
+
+class EtcdModel(CheckModel):
+    name = "etcd"
+
+    def __init__(self, lease_expiry: bool = True) -> None:
+        self.lease_expiry = lease_expiry
+        self.notes: list[str] = []
+
+    def init(self) -> Hashable:
+        return initial_state()
+
+    def revision(self, state: Any) -> int | None:
+        revision: int = state.revision
+        return revision
+
+    # -- preparing operations ---------------------------------------------------------
+    def prepare(self, op: Operation) -> PreparedOp | None:
+        if op.type == "fail":
+            return None
+        if op.f not in ETCD_FS:
+            raise ModelInputError(op, f"the etcd model has {', '.join(ETCD_FS)}, not {op.f!r}")
+        try:
+            request = request_from_json(op.f, op.request, "request")
+            response = (
+                response_from_json(op.f, op.response, "response") if op.type == "ok" else None
+            )
+            revision = header_revision(op.response) if op.type == "ok" else None
+        except (EtcdJsonError, TypeError, ValueError) as error:
+            raise ModelInputError(op, str(error)) from error
+        if op.type == "info":
+            return self._prepare_info(op, request)
+        if isinstance(request, LeaseGrantRequest) and request.id == 0:
+            assert response is not None
+            request = LeaseGrantRequest(ttl=request.ttl, id=getattr(response, "id", 0))
+        pre = _pre_revisions(request, response, revision)
+        bumps_to = (
+            revision if len(pre) == 1 and revision is not None and pre[0] == revision - 1 else None
+        )
+        return PreparedOp(op, (request, response), pre_revisions=pre, bumps_to=bumps_to)
+
+    def _prepare_info(self, op: Operation, request: Request) -> PreparedOp | None:
+        if isinstance(request, (RangeRequest, LeaseKeepAliveRequest)):
+            return None
+        if isinstance(request, TxnRequest) and request.is_read_only():
+            return None
+        if isinstance(request, LeaseGrantRequest) and request.id == 0:
+            self.notes.append(
+                f"op {op.id}: info lease_grant without an ID cannot be replayed; left out"
+            )
+            return None
+        signature: Hashable = None
+        if isinstance(request, PutRequest) and not request.ignore_value:
+            signature = ("put", request.key, request.value)
+        bumps_or_noop = op.f in ("put", "delete", "txn")
+        return PreparedOp(op, (request, None), bumps_or_noop=bumps_or_noop, signature=signature)
+
+    def synthetic_ops(self, ops: Sequence[PreparedOp], next_id: int) -> list[PreparedOp]:
+        if not self.lease_expiry:
+            return []
+        extra: list[PreparedOp] = []
+        seen: set[int] = set()
+        for prepared in sorted(ops, key=lambda p: p.op.call):
+            request = prepared.payload[0]
+            if not isinstance(request, LeaseGrantRequest) or request.id in seen:
+                continue
+            seen.add(request.id)
+            grant = prepared.op
+            expire = Operation(
+                id=next_id + len(extra),
+                process=EXPIRY_PROCESS,
+                f="lease_expire",
+                request={"ID": request.id},
+                type="info",
+                response=None,
+                call=grant.call,
+                ret=None,
+                call_time=grant.call_time,
+                return_time=None,
+                invoke_index=grant.invoke_index,
+                complete_index=None,
+            )
+            extra.append(PreparedOp(expire, (LeaseRevokeRequest(request.id), None)))
+        return extra
+
+    # -- stepping -----------------------------------------------------------------------
+    def answer(self, state: StoreState, request: Request) -> tuple[StoreState, Response]:
+        """The model's new state and response (raises StoreError when etcd would refuse)."""
+        if isinstance(request, LeaseKeepAliveRequest):
+            ttl = lease_ttl(state, request.id)
+            return state, LeaseKeepAliveResponse(
+                ResponseHeader(state.revision), request.id, ttl if ttl is not None else 0
+            )
+        return apply(state, request)
+
+    def step(self, state: Any, prepared: PreparedOp) -> list[Any]:
+        request, observed = prepared.payload
+        try:
+            new_state, response = self.answer(state, request)
+        except StoreError:
+            return []
+        if observed is not None and response != observed:
+            return []
+        return [new_state]
+
+    def mismatch(self, state: Any, prepared: PreparedOp) -> str:
+        request, observed = prepared.payload
+        try:
+            _, response = self.answer(state, request)
+        except StoreError as error:
+            return f"{request.describe()}: the model refuses it ({error.describe()})"
+        if observed is None:
+            return f"{request.describe()}: no effect possible here"
+        return (
+            f"{request.describe()}: the model answers {response.describe()} "
+            f"but the history records {observed.describe()}"
+        )
+
+    # -- observations -------------------------------------------------------------------
+    def observed_writes(self, ops: Sequence[PreparedOp]) -> dict[int, set[Hashable]]:
+        """Writes responses saw, and (kept for `info_possible`) per key the revisions in
+        which a response proves the key was not written: a kv read at revision r with
+        mod_revision m means no write to that key in (m, r]."""
+        observed: dict[int, set[Hashable]] = {}
+        quiet: dict[bytes, list[tuple[int, int]]] = {}
+        for prepared in ops:
+            request, response = prepared.payload
+            if response is None:
+                continue
+            keys_only = isinstance(request, RangeRequest) and request.keys_only
+            at = response.header.revision
+            reads_now = isinstance(request, RangeRequest) and request.revision <= 0
+            for kv in _response_kvs(response):
+                if not keys_only:
+                    observed.setdefault(kv.mod_revision, set()).add(("put", kv.key, kv.value))
+            if reads_now and isinstance(response, RangeResponse):
+                for kv in response.kvs:
+                    if kv.mod_revision < at:
+                        quiet.setdefault(kv.key, []).append((kv.mod_revision, at))
+        self._quiet = {key: _merge(spans) for key, spans in quiet.items()}
+        return observed
+
+    def info_possible(self, prepared: PreparedOp, revision: int) -> bool:
+        request = prepared.payload[0]
+        if not isinstance(request, PutRequest):
+            return True
+        spans = getattr(self, "_quiet", {}).get(request.key)
+        if not spans:
+            return True
+        k = bisect.bisect_left(spans, (revision, revision)) - 1
+        return not (k >= 0 and spans[k][0] < revision <= spans[k][1])
+
+    # -- presentation -------------------------------------------------------------------
+    def _all_keys(self, state: StoreState) -> tuple[KeyValue, ...]:
+        try:
+            _, response = apply(state, RangeRequest(b"\x00", RANGE_END_ALL))
+        except StoreError:
+            return ()
+        assert isinstance(response, RangeResponse)
+        return response.kvs
+
+    def describe_state(self, state: Any) -> str:
+        kvs = ", ".join(kv.describe() for kv in self._all_keys(state))
+        leases = ", ".join(str(i) for i in sorted(state.lease_ids()))
+        return (
+            f"revision {state.revision}, compacted {state.compact_revision}, "
+            f"keys [{kvs}], leases [{leases}]"
+        )
+
+    def state_json(self, state: Any) -> Any:
+        return {
+            "revision": state.revision,
+            "compact_revision": state.compact_revision,
+            "kvs": [kv_to_json(kv) for kv in self._all_keys(state)],
+            "leases": sorted(state.lease_ids()),
+        }
+
+
+def _pre_revisions(
+    request: Request, response: Response | None, revision: int | None
+) -> tuple[int, ...]:
+    if revision is None or revision <= 0:
+        return ()
+    bumped = _bumped(request, response)
+    if bumped is None:
+        return (revision - 1, revision)
+    return (revision - 1,) if bumped else (revision,)
+
+
+def _bumped(request: Request | TxnOp, response: Response | None) -> bool | None:
+    """Whether the response shows that the request took a new revision (None: unknown).
+
+    A put always takes one; a delete when it deleted something; a txn when an op of
+    the branch that ran (per `succeeded`) did; reads, grants, keep-alives and
+    compactions never do; a revoke does when the lease had keys, which no response shows.
+    """
+    if isinstance(request, PutRequest):
+        return True
+    if isinstance(request, DeleteRangeRequest):
+        return isinstance(response, DeleteRangeResponse) and response.deleted > 0
+    if isinstance(request, TxnRequest):
+        if not isinstance(response, TxnResponse):
+            return None
+        branch = request.success if response.succeeded else request.failure
+        if len(branch) != len(response.responses):
+            return None
+        results = [_bumped(op, inner) for op, inner in zip(branch, response.responses, strict=True)]
+        if any(result is True for result in results):
+            return True
+        return False if all(result is False for result in results) else None
+    if isinstance(request, LeaseRevokeRequest):
+        return None
+    return False
+
+
+def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Half-open-on-the-left intervals (low, high] merged, sorted by low."""
+    merged: list[tuple[int, int]] = []
+    for low, high in sorted(spans):
+        if merged and low <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], high))
+        else:
+            merged.append((low, high))
+    return merged
+
+
+def _response_kvs(response: Response) -> list[KeyValue]:
+    if isinstance(response, RangeResponse):
+        return list(response.kvs)
+    if isinstance(response, PutResponse):
+        return [response.prev_kv] if response.prev_kv is not None else []
+    if isinstance(response, DeleteRangeResponse):
+        return list(response.prev_kvs)
+    if isinstance(response, TxnResponse):
+        return [kv for inner in response.responses for kv in _response_kvs(inner)]
+    return []

@@ -1,0 +1,77 @@
+"""The `kv` model: a map of string keys to string values with get, put and append.
+
+Contract:
+- Every operation names one key: value {"key": k, "value": v}; a get's ok response is
+  {"key": k, "value": v or null} (null: the key is absent). put sets the value; append
+  concatenates to it (an absent key counts as "").
+- Keys never interact, so the history is checked key by key (P-compositionality): each
+  partition's state is just that key's value.
+- fail operations and info gets are dropped; an info put or append may have taken
+  effect at any time after its invoke, or never.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+from etcdspec.checker.history import Operation
+from etcdspec.checker.models import CheckModel, ModelInputError, PreparedOp
+
+
+class KvModel(CheckModel):
+    name = "kv"
+
+    def init(self) -> Hashable:
+        return None
+
+    def prepare(self, op: Operation) -> PreparedOp | None:
+        if op.type == "fail":
+            return None
+        if op.f not in ("get", "put", "append"):
+            raise ModelInputError(op, f'kv has get, put and append, not "{op.f}"')
+        request = op.request
+        if not isinstance(request, dict) or not isinstance(request.get("key"), str):
+            raise ModelInputError(op, 'the value must be {"key": "k", ...}')
+        key = request["key"]
+        if op.f == "get":
+            if op.type == "info":
+                return None
+            response = op.response
+            if not isinstance(response, dict) or "value" not in response:
+                raise ModelInputError(op, 'a get response must be {"key": k, "value": v}')
+            return PreparedOp(op, (key, "get", _text(op, response["value"], allow_null=True)))
+        return PreparedOp(op, (key, op.f, _text(op, request.get("value"), allow_null=False)))
+
+    def step(self, state: Any, prepared: PreparedOp) -> list[Any]:
+        _, f, arg = prepared.payload
+        if f == "get":
+            return [state] if state == arg else []
+        if f == "put":
+            return [arg]
+        return [(state or "") + arg]
+
+    def mismatch(self, state: Any, prepared: PreparedOp) -> str:
+        key, _, arg = prepared.payload
+        return f"get {key} returned {json.dumps(arg)} but the key holds {json.dumps(state)}"
+
+    def partitions(self, ops: Sequence[PreparedOp]) -> dict[str, list[PreparedOp]] | None:
+        parts: dict[str, list[PreparedOp]] = {}
+        for prepared in ops:
+            parts.setdefault(prepared.payload[0], []).append(prepared)
+        return parts
+
+    def describe_state(self, state: Any) -> str:
+        return "absent" if state is None else f"value = {json.dumps(state)}"
+
+    def state_json(self, state: Any) -> Any:
+        return {"value": state}
+
+
+def _text(op: Operation, value: Any, allow_null: bool) -> str | None:
+    if value is None and allow_null:
+        return None
+    if not isinstance(value, str):
+        raise ModelInputError(op, f"kv values are strings, got {json.dumps(value)}")
+    return value

@@ -1,0 +1,91 @@
+"""The `register` model: one register per key with read, write and cas [old, new].
+
+Contract (Jepsen's register workloads):
+- Values are JSON scalars; the initial value is null (Jepsen's nil).
+- A plain history has values directly (read -> value, write v, cas [old, new]); a keyed
+  history (Jepsen's independent keys) has {"key": k, "value": ...} and is checked key by
+  key, which is sound because keys never interact (P-compositionality).
+- read ok: the register holds the value read. write: sets it. cas ok: the register
+  held `old` and now holds `new`. fail operations and info reads are dropped: they
+  cannot have changed the register. An info write or cas may have taken effect or not.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+from etcdspec.checker.history import Operation
+from etcdspec.checker.models import CheckModel, ModelInputError, PreparedOp
+
+_NO_KEY = ""
+
+
+class RegisterModel(CheckModel):
+    name = "register"
+
+    def init(self) -> Hashable:
+        return None
+
+    def prepare(self, op: Operation) -> PreparedOp | None:
+        if op.type == "fail":
+            return None
+        if op.f not in ("read", "write", "cas"):
+            raise ModelInputError(op, f'register has read, write and cas, not "{op.f}"')
+        key, request = _split_key(op, op.request)
+        if op.f == "read":
+            if op.type == "info":
+                return None
+            _, value = _split_key(op, op.response)
+            return PreparedOp(op, (key, "read", _scalar(op, value)))
+        if op.f == "write":
+            return PreparedOp(op, (key, "write", _scalar(op, request)))
+        if not (isinstance(request, list) and len(request) == 2):
+            raise ModelInputError(op, "cas needs the value [old, new]")
+        return PreparedOp(op, (key, "cas", (_scalar(op, request[0]), _scalar(op, request[1]))))
+
+    def step(self, state: Any, prepared: PreparedOp) -> list[Any]:
+        _, f, arg = prepared.payload
+        if f == "read":
+            return [state] if state == arg else []
+        if f == "write":
+            return [arg]
+        old, new = arg
+        return [new] if state == old else []
+
+    def mismatch(self, state: Any, prepared: PreparedOp) -> str:
+        _, f, arg = prepared.payload
+        if f == "read":
+            return f"read {json.dumps(arg)} but the register holds {json.dumps(state)}"
+        if f == "cas":
+            return f"cas from {json.dumps(arg[0])} but the register holds {json.dumps(state)}"
+        return "a write always succeeds"
+
+    def partitions(self, ops: Sequence[PreparedOp]) -> dict[str, list[PreparedOp]] | None:
+        parts: dict[str, list[PreparedOp]] = {}
+        for prepared in ops:
+            parts.setdefault(prepared.payload[0], []).append(prepared)
+        if list(parts) == [_NO_KEY]:
+            return None
+        return parts
+
+    def describe_state(self, state: Any) -> str:
+        return f"register = {json.dumps(state)}"
+
+    def state_json(self, state: Any) -> Any:
+        return {"register": state}
+
+
+def _split_key(op: Operation, value: Any) -> tuple[str, Any]:
+    if isinstance(value, dict):
+        if set(value) - {"key", "value"} or "key" not in value:
+            raise ModelInputError(op, 'a keyed value must be {"key": k, "value": v}')
+        return str(value["key"]), value.get("value")
+    return _NO_KEY, value
+
+
+def _scalar(op: Operation, value: Any) -> Hashable:
+    if isinstance(value, (dict, list)):
+        raise ModelInputError(op, f"register values are scalars, got {json.dumps(value)}")
+    return value

@@ -1,0 +1,123 @@
+"""The sequential models a history is checked against, and what the search asks of them.
+
+Contract:
+- A model turns each operation into a `PreparedOp` once (`prepare`, which raises
+  ModelInputError for a request or response it cannot read: bad input, exit 4), then
+  answers `step(state, prepared)`: the states the operation can lead to from `state`.
+  For an ok operation that is the states in which its recorded response is exactly what
+  the model answers (none: the operation cannot be linearized there). For an info
+  operation it is every state its effect may produce; the search itself covers "never
+  took effect". States are immutable and hashable by content.
+- A model is non-deterministic in the porcupine sense (a list of next states), which is
+  how an operation whose outcome is unknown forks the search.
+- `partitions` splits a history into independent sub-histories (P-compositionality)
+  when that is sound for the model, else returns None.
+- Revision hints (optional; the etcd model gives them): `revision(state)`, and for an ok
+  operation the revisions its state may have just before it (`pre_revisions`). The search
+  uses them to cut the candidates: revisions only grow, so a write that reports revision
+  r is linearized right after revision r-1 was reached.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from etcdspec.checker.history import Operation
+
+
+class ModelInputError(ValueError):
+    """An operation the model cannot read: which one and what was wrong."""
+
+    def __init__(self, op: Operation, message: str) -> None:
+        super().__init__(f"{op.describe()}: {message}")
+        self.op = op
+        self.message = message
+
+
+@dataclass(frozen=True, eq=False)
+class PreparedOp:
+    """An operation with its request and response decoded for one model."""
+
+    op: Operation
+    payload: Any
+    # Revision hints: revisions the state may have just before this ok operation.
+    pre_revisions: tuple[int, ...] = ()
+    # For ok operations: the revision it surely advanced the store to (None: unknown or
+    # none). The search then tries it only when nothing else needs the revision before.
+    bumps_to: int | None = None
+    # For info operations: True when the effect either advances the revision or leaves
+    # the state unchanged (the search then tries it only where a revision is missing).
+    bumps_or_noop: bool = False
+    # A summary of the write, matched against writes that responses observed.
+    signature: Hashable = None
+
+    def describe(self) -> str:
+        return self.op.describe()
+
+
+class CheckModel:
+    """Base class of the checker's models; subclasses override what they support."""
+
+    name = "model"
+
+    def init(self) -> Hashable:
+        raise TypeError(f"{type(self).__name__} must define init()")
+
+    def prepare(self, op: Operation) -> PreparedOp | None:
+        """Decode an operation; None drops it (it cannot affect the verdict)."""
+        raise TypeError(f"{type(self).__name__} must define prepare()")
+
+    def step(self, state: Any, prepared: PreparedOp) -> list[Any]:
+        raise TypeError(f"{type(self).__name__} must define step()")
+
+    def mismatch(self, state: Any, prepared: PreparedOp) -> str:
+        """Why `prepared` cannot be linearized in `state` (for reports)."""
+        return "the model's answer differs from the recorded response"
+
+    def partitions(self, ops: Sequence[PreparedOp]) -> dict[str, list[PreparedOp]] | None:
+        return None
+
+    def describe_state(self, state: Any) -> str:
+        return repr(state)
+
+    def state_json(self, state: Any) -> Any:
+        return self.describe_state(state)
+
+    def revision(self, state: Any) -> int | None:
+        return None
+
+    def observed_writes(self, ops: Sequence[PreparedOp]) -> dict[int, set[Hashable]]:
+        """Revision -> signatures of the writes that ok responses say happened there."""
+        return {}
+
+    def info_possible(self, prepared: PreparedOp, revision: int) -> bool:
+        """False when responses prove this info write did not take `revision` (a cut
+        that must be sound: every order placing it there would fail anyway)."""
+        return True
+
+    def synthetic_ops(self, ops: Sequence[PreparedOp], next_id: int) -> list[PreparedOp]:
+        """Extra info operations the environment may perform (e.g. lease expiry)."""
+        return []
+
+
+def model_names() -> tuple[str, ...]:
+    return ("register", "kv", "etcd")
+
+
+def get_model(name: str) -> CheckModel:
+    """The model called `name` (register, kv or etcd)."""
+    if name == "register":
+        from etcdspec.checker.model_register import RegisterModel
+
+        return RegisterModel()
+    if name == "kv":
+        from etcdspec.checker.model_kv import KvModel
+
+        return KvModel()
+    if name == "etcd":
+        from etcdspec.checker.model_etcd import EtcdModel
+
+        return EtcdModel()
+    raise ValueError(f"unknown model {name!r}; choose one of {', '.join(model_names())}")
