@@ -35,9 +35,25 @@ class LauncherError(RuntimeError):
 
 def free_port() -> int:
     """A port on 127.0.0.1 that was free a moment ago (bind port 0, read it back)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct ports on 127.0.0.1 that were free a moment ago.
+
+    All sockets stay bound until every port is chosen, so the kernel cannot hand out
+    the same port twice (one at a time, a port just released may come back).
+    """
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sockets.append(sock)
+            sock.bind(("127.0.0.1", 0))
+        return [int(sock.getsockname()[1]) for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
 
 
 @dataclass(frozen=True)
@@ -122,12 +138,13 @@ def plan_cluster(
     if size < 1:
         raise LauncherError(f"a cluster needs at least 1 member, not {size}")
     directory = Path(directory).resolve()
+    ports = free_ports(3 * size)
     members = tuple(
         MemberPlan(
             name=f"m{index + 1}",
-            client_port=free_port(),
-            peer_port=free_port(),
-            metrics_port=free_port(),
+            client_port=ports[3 * index],
+            peer_port=ports[3 * index + 1],
+            metrics_port=ports[3 * index + 2],
             data_dir=str(directory / f"m{index + 1}.data"),
         )
         for index in range(size)

@@ -180,6 +180,7 @@ class PeerTransport:
         }
         self._server: asyncio.Server | None = None
         self._readers: set[asyncio.Task[None]] = set()
+        self._inbound: set[asyncio.StreamWriter] = set()
         self.bound_port: int | None = None
 
     async def start(self) -> None:
@@ -202,6 +203,7 @@ class PeerTransport:
         task = asyncio.current_task()
         if task is not None:
             self._readers.add(task)
+        self._inbound.add(writer)
         try:
             from_id = decode_hello(await reader.readexactly(HELLO.size))
             attributes = json.loads(await read_frame(reader) or b"{}")
@@ -217,14 +219,22 @@ class PeerTransport:
             log.warning("closing peer connection: %s", error)
         finally:
             writer.close()
+            self._inbound.discard(writer)
             if task is not None:
                 self._readers.discard(task)
 
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()
+        # Inbound connections are closed (their readers then end on their own);
+        # sender tasks are cancelled.
+        for writer in list(self._inbound):
+            writer.close()
+        readers = list(self._readers)
+        if readers:
+            await asyncio.wait(readers, timeout=1.0)
         tasks = [s.task for s in self._senders.values() if s.task is not None]
-        tasks.extend(self._readers)
+        tasks.extend(task for task in readers if not task.done())
         for task in tasks:
             task.cancel()
         for task in tasks:

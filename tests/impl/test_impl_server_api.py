@@ -19,13 +19,13 @@ import grpc
 import pytest
 from etcdspec.impl import snapshot_cli
 from etcdspec.impl.config import MemberConfig, build_config
-from etcdspec.impl.launcher import free_port
+from etcdspec.impl.launcher import free_ports
 from etcdspec.impl.member import Member
 from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
 
 
 def member_config(data_dir: Path, **overrides: object) -> MemberConfig:
-    client, peer = free_port(), free_port()
+    client, peer = free_ports(2)
     options: dict[str, object] = {
         "name": "solo",
         "data_dir": str(data_dir),

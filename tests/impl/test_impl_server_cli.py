@@ -127,3 +127,37 @@ def test_serve_on_a_busy_port_exits_2_and_says_why(
         )
     assert code == ExitCode.USAGE
     assert "cannot listen for clients" in capsys.readouterr().err
+
+
+def test_snapshot_restored_into_three_members_starts_a_cluster_with_the_data(
+    tmp_path: Path,
+) -> None:
+    import etcd_procs
+    import grpc
+    from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
+
+    saved = tmp_path / "backup.db"
+    with etcd_procs.cluster("ours", tmp_path / "a", 3) as source:
+        with grpc.insecure_channel(source.endpoints[1].removeprefix("http://")) as channel:
+            kv = rpc_pb2_grpc.KVStub(channel)
+            for index in range(20):
+                kv.Put(rpc_pb2.PutRequest(key=f"r{index}".encode(), value=b"v"), timeout=5)
+        assert run(["snapshot", "save", str(saved), "--endpoints", source.endpoints[0]]) == 0
+    plan = launcher.plan_cluster(tmp_path / "b", 3, heartbeat_ms=50, election_ms=500)
+    for member in plan.members:
+        assert run(["snapshot", "restore", str(saved), "--data-dir", member.data_dir]) == 0
+    members = launcher.start_cluster(plan)
+    try:
+        launcher.wait_ready(plan.endpoints, timeout_s=30)
+        for endpoint in plan.endpoints:
+            with grpc.insecure_channel(endpoint.removeprefix("http://")) as channel:
+                kv = rpc_pb2_grpc.KVStub(channel)
+                got = kv.Range(rpc_pb2.RangeRequest(key=b"r", range_end=b"s"), timeout=5)
+                assert got.count == 20 and got.header.revision == 21
+        with grpc.insecure_channel(plan.endpoints[2].removeprefix("http://")) as channel:
+            put = rpc_pb2_grpc.KVStub(channel).Put(
+                rpc_pb2.PutRequest(key=b"after", value=b"restore"), timeout=5
+            )
+        assert put.header.revision == 22
+    finally:
+        launcher.stop_members(members)

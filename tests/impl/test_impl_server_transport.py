@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 from etcdspec.impl import peer
-from etcdspec.impl.launcher import free_port
+from etcdspec.impl.launcher import free_port, free_ports
 from etcdspec.impl.metrics import Metrics, MetricsServer, parse_prometheus
 
 
@@ -38,7 +38,7 @@ async def _wait_for(condition: object, timeout_s: float = 10.0) -> None:
 
 def test_messages_arrive_in_order_and_after_a_restart() -> None:
     async def run() -> None:
-        port_a, port_b = free_port(), free_port()
+        port_a, port_b = free_ports(2)
         peers = {1: ("127.0.0.1", port_a), 2: ("127.0.0.1", port_b)}
         got_b: list[tuple[int, bytes]] = []
         a = peer.PeerTransport(1, "127.0.0.1", port_a, peers, lambda f, p: None)
