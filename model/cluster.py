@@ -557,17 +557,18 @@ class Cluster:
 
     def _within_bounds(self) -> bool:
         config = self.config
-        if config.max_term is not None and any(n.term > config.max_term for n in self.nodes):
-            return False
-        if config.max_log is not None and any(
-            n.log.last_index > config.max_log for n in self.nodes
-        ):
-            return False
-        if config.max_messages is not None:
-            held = sum(len(n.outbox) for n in self.nodes)
-            if len(self.network.messages) + held > config.max_messages:
+        max_term, max_log, max_messages = config.max_term, config.max_log, config.max_messages
+        held = len(self.network.messages)
+        for node in self.nodes:
+            if max_term is not None and node.term > max_term:
                 return False
-        return True
+            if (
+                max_log is not None
+                and node.log.snapshot.last_index + len(node.log.entries) > max_log
+            ):
+                return False
+            held += len(node.outbox)
+        return max_messages is None or held <= max_messages
 
     def _step(self, action: Action) -> Cluster:
         kind, args = action.kind, action.args
@@ -803,18 +804,18 @@ def _apply_committed(cluster: Cluster, node: Node) -> tuple[Node, list[Output]]:
 def _signature(node: Node, up: bool) -> tuple[Any, ...]:
     """What orders nodes canonically: name-free facts, cheap to compare."""
     log = node.log
+    entries = log.entries
     return (
-        int(node.role),
+        node.role,
         node.term,
-        log.last_index,
-        log.last_term,
+        log.snapshot.last_index + len(entries),
+        tuple([e.term for e in entries]),
         node.commit_index,
         node.applied_index,
         up,
         node.vote == 0,
         node.durable is None,
         len(node.outbox),
-        tuple(e.term for e in log.entries),
     )
 
 
@@ -836,7 +837,7 @@ def _message_key(message: Message, perm: Sequence[int]) -> tuple[Any, ...]:
 
 
 def _permute(values: tuple[Any, ...], order: Sequence[int]) -> tuple[Any, ...]:
-    return tuple(values[old] for old in order) if values else values
+    return tuple([values[old] for old in order])
 
 
 def _node_key(node: Node, up: bool, perm: Sequence[int], order: Sequence[int]) -> tuple[Any, ...]:
@@ -869,10 +870,10 @@ def _node_key(node: Node, up: bool, perm: Sequence[int], order: Sequence[int]) -
         node.heartbeat_elapsed,
         node.randomized_timeout,
         node.timeout_draws,
-        _permute(node.votes, order),
-        _permute(node.match, order),
-        _permute(node.next, order),
-        _permute(node.recent_active, order),
+        node.votes and _permute(node.votes, order),
+        node.match and _permute(node.match, order),
+        node.next and _permute(node.next, order),
+        node.recent_active and _permute(node.recent_active, order),
         durable,
         outbox,
         reads,

@@ -52,16 +52,22 @@ class ExhaustiveResult:
     violation: InvariantViolation | None
     reason: str  # why the search stopped, one line
     config: ClusterConfig | None = None
+    cpu_seconds: float = 0.0  # process CPU time: the rate that does not depend on load
 
     @property
     def states_per_second(self) -> float:
         return self.distinct_states / self.seconds if self.seconds > 0 else 0.0
 
+    @property
+    def states_per_cpu_second(self) -> float:
+        return self.distinct_states / self.cpu_seconds if self.cpu_seconds > 0 else 0.0
+
     def describe(self) -> str:
         head = (
             f"exhaustive: {self.verdict.describe()} — {self.distinct_states} distinct states, "
             f"depth {self.depth_reached}, {self.seconds:.2f} s "
-            f"({self.states_per_second:,.0f} states/s); {self.reason}"
+            f"({self.states_per_second:,.0f} states/s; "
+            f"{self.states_per_cpu_second:,.0f} per CPU second); {self.reason}"
         )
         if self.violation is None or self.counterexample is None:
             return head
@@ -119,6 +125,7 @@ def explore_exhaustive(
     progress: Callable[[ExploreProgress], None] | None = None,
 ) -> ExhaustiveResult:
     started = time.monotonic()
+    cpu_started = time.process_time()
     start = Cluster.start(config)
     start_key = start.canonical_fingerprint()
     # key -> (parent key, action from the parent's first-found concrete state)
@@ -140,6 +147,7 @@ def explore_exhaustive(
             violation=violation,
             reason=reason,
             config=config,
+            cpu_seconds=time.process_time() - cpu_started,
         )
 
     try:
@@ -155,14 +163,13 @@ def explore_exhaustive(
         depth += 1
         next_frontier: list[Cluster] = []
         for state in frontier:
-            state_key = None
+            state_key = state.canonical_fingerprint()
             for action, successor in state.successors():
                 key = successor.canonical_fingerprint()
-                if key in parents:
+                known = len(parents)
+                parents.setdefault(key, (state_key, action))
+                if len(parents) == known:
                     continue
-                if state_key is None:
-                    state_key = state.canonical_fingerprint()
-                parents[key] = (state_key, action)
                 try:
                     successor.check_invariants(state)
                 except InvariantViolation as violation:

@@ -602,10 +602,9 @@ def _step_leader(params: RaftParams, node: Node, m: Message) -> tuple[Node, list
         node = node._replace(recent_active=tuple(active))
     out: list[Message] = []
     if m.reject:
-        if m.log_index <= node.match[peer]:
-            return node, []  # a stale rejection
+        # a rejection at or below the match index is stale and changes nothing
         next_index = max(node.match[peer] + 1, min(m.log_index, m.reject_hint + 1))
-        if next_index < node.next[peer]:
+        if m.log_index > node.match[peer] and next_index < node.next[peer]:
             nexts = list(node.next)
             nexts[peer] = next_index
             node = node._replace(next=tuple(nexts))
