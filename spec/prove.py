@@ -190,7 +190,7 @@ class Prover:
         return results
 
     def check_action(
-        self, action: ast.ActionDecl, targets: Sequence[ast.FormulaDecl]
+        self, action: ast.ActionDecl, targets: Sequence[ast.FormulaDecl], fail_fast: bool = False
     ) -> list[CheckResult]:
         solver = self.solver()
         pre = self.vocab.new_state("pre")
@@ -199,25 +199,6 @@ class Prover:
         solver.add(self.encoder.guard(action, pre, params))
         post = self.encoder.post_state(action, pre, params)
         results = []
-        started = time.perf_counter()
-        answer = solver.check()
-        verdict, note = self._outcome(answer, solver)
-        enabled = {Verdict.TRUE: Verdict.FALSE, Verdict.FALSE: Verdict.TRUE}.get(
-            verdict, Verdict.UNKNOWN
-        )
-        if enabled is Verdict.FALSE:
-            note = "its guard is unsatisfiable in every state satisfying the properties"
-        results.append(
-            CheckResult(
-                CheckKind.ENABLED,
-                action.name,
-                action.name,
-                enabled,
-                time.perf_counter() - started,
-                None,
-                note,
-            )
-        )
         for prop in targets:
             started = time.perf_counter()
             solver.push()
@@ -239,6 +220,27 @@ class Prover:
                     note,
                 )
             )
+            if fail_fast and verdict is not Verdict.TRUE:
+                return results
+        # No vacuity: the action can fire in some state where every property holds.
+        started = time.perf_counter()
+        verdict, note = self._outcome(solver.check(), solver)
+        enabled = {Verdict.TRUE: Verdict.FALSE, Verdict.FALSE: Verdict.TRUE}.get(
+            verdict, Verdict.UNKNOWN
+        )
+        if enabled is Verdict.FALSE:
+            note = "its guard is unsatisfiable in every state satisfying the properties"
+        results.append(
+            CheckResult(
+                CheckKind.ENABLED,
+                action.name,
+                action.name,
+                enabled,
+                time.perf_counter() - started,
+                None,
+                note,
+            )
+        )
         return results
 
     def _cti(
@@ -322,6 +324,18 @@ class Prover:
         )
 
 
+def select_actions(spec: ast.Spec, names: Sequence[str]) -> list[ast.ActionDecl]:
+    if not names:
+        return spec.actions()
+    known = {a.name for a in spec.actions()}
+    missing = [n for n in names if n not in known]
+    if missing:
+        raise SpecLookupError(
+            f"unknown action {', '.join(missing)} in {spec.filename} (known: {', '.join(sorted(known))})"
+        )
+    return [a for a in spec.actions() if a.name in names]
+
+
 def select_properties(spec: ast.Spec, only: Sequence[str]) -> list[ast.FormulaDecl]:
     props = spec.properties()
     if not only:
@@ -340,10 +354,13 @@ def prove(
     timeout_ms: int = DEFAULT_TIMEOUT_MS,
     only: Sequence[str] = (),
     on_result: Callable[[CheckResult], None] | None = None,
+    actions: Sequence[str] = (),
+    fail_fast: bool = False,
+    witnesses: bool = True,
 ) -> ProofReport:
-    """Discharge every obligation of `loaded` (or only those of the named properties).
-
-    `on_result` is called after each obligation (progress output)."""
+    """Discharge every obligation of `loaded` (or only those of the named properties
+    and actions). `on_result` is called after each obligation (progress output);
+    `fail_fast` stops after the first obligation that is not proved."""
     started = time.perf_counter()
     targets = select_properties(loaded.spec, only)
     prover = Prover(loaded, timeout_ms)
@@ -355,9 +372,19 @@ def prove(
             for result in batch:
                 on_result(result)
 
-    record(prover.check_init(targets))
-    for action in loaded.spec.actions():
-        record(prover.check_action(action, targets))
-    for witness in loaded.spec.witnesses():
+    chosen = select_actions(loaded.spec, actions)
+
+    def stop() -> bool:
+        return fail_fast and any(r.verdict is not Verdict.TRUE for r in results)
+
+    if not actions:
+        record(prover.check_init(targets))
+    for action in chosen:
+        if stop():
+            break
+        record(prover.check_action(action, targets, fail_fast))
+    for witness in loaded.spec.witnesses() if witnesses and not actions else []:
+        if stop():
+            break
         record([prover.check_witness(witness)])
     return ProofReport(loaded.name, loaded.mutation, tuple(results), time.perf_counter() - started)

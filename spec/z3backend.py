@@ -27,6 +27,8 @@ from etcdspec.spec.typecheck import BOOL, SpecInfo, symbol_type
 
 Interp = Callable[[Sequence[z3.ExprRef]], z3.ExprRef]
 
+_INSTANCES = itertools.count()  # Z3 enumeration names are global: keep them unique
+
 
 @dataclass
 class State:
@@ -50,8 +52,9 @@ class Vocabulary:
         for name in info.sorts:
             if sizes is not None:
                 size = sizes.get(name, 2)
+                uid = next(_INSTANCES)
                 sort, consts = z3.EnumSort(
-                    f"{name}!{next(self._fresh)}", [f"{name}{k}" for k in range(size)]
+                    f"{name}!{uid}", [f"{name}{k}!{uid}" for k in range(size)]
                 )
                 self.sorts[name] = sort
                 self.elements[name] = list(consts)

@@ -1,0 +1,174 @@
+"""`etcdspec prove [SPEC...]`: Z3 proofs of the specs' invariants, or bounded model checking.
+
+A thin layer over etcdspec.spec.prove.prove and etcdspec.spec.bmc.bmc. Progress and
+counterexamples go to stderr/stdout as text, or one JSON document on stdout with
+--json. Exit: 0 proved, 1 counterexample, 2 unknown spec file / property / mutation,
+3 a Z3 timeout or unknown, 4 a spec with syntax or type errors (every error located).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from etcdspec.cli.errors import CliError
+from etcdspec.exitcodes import ExitCode
+from etcdspec.verdict import Verdict
+
+
+@click.command("prove")
+@click.argument("specs", nargs=-1)
+@click.option("--mutation", default=None, help="Switch on a seeded mutation (a spec bug) by name.")
+@click.option("--only", "only", multiple=True, help="Prove only this property (repeatable).")
+@click.option("--action", "actions", multiple=True, help="Check only this action (repeatable).")
+@click.option("--fail-fast", is_flag=True, help="Stop at the first obligation not proved.")
+@click.option(
+    "--timeout",
+    "timeout",
+    type=float,
+    default=30.0,
+    show_default=True,
+    help="Seconds per Z3 query.",
+)
+@click.option(
+    "--bmc",
+    "bmc_depth",
+    type=int,
+    default=None,
+    help="Bounded model checking up to K steps instead of the proof.",
+)
+@click.option(
+    "--size", "size_text", default="", help="Instance sizes for --bmc, e.g. node=3,term=3,index=3."
+)
+@click.option(
+    "--itf",
+    "itf_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Write the first counterexample as ITF JSON.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+@click.option(
+    "--list-mutations", is_flag=True, help="List the seeded mutations of the specs and exit."
+)
+def prove(
+    specs: tuple[str, ...],
+    mutation: str | None,
+    only: tuple[str, ...],
+    actions: tuple[str, ...],
+    fail_fast: bool,
+    timeout: float,
+    bmc_depth: int | None,
+    size_text: str,
+    itf_path: Path | None,
+    as_json: bool,
+    list_mutations: bool,
+) -> int:
+    """Prove every invariant of the SPECs inductive (default: raft, mvcc, lease)."""
+    from etcdspec.spec.bmc import bmc, parse_sizes
+    from etcdspec.spec.errors import SpecErrors, SpecLookupError
+    from etcdspec.spec.loader import BUILTIN_SPECS, load_spec
+    from etcdspec.spec.prove import prove as prove_spec
+
+    names = list(specs) or list(BUILTIN_SPECS)
+    if timeout <= 0:
+        raise CliError("--timeout must be positive (seconds per Z3 query)", ExitCode.USAGE)
+    if bmc_depth is not None and bmc_depth < 0:
+        raise CliError("--bmc K needs K >= 0 (the number of steps)", ExitCode.USAGE)
+    try:
+        sizes = parse_sizes(size_text)
+    except ValueError as error:
+        raise CliError(str(error), ExitCode.USAGE) from error
+    try:
+        loaded_plain = [load_spec(name) for name in names]
+    except SpecErrors as errors:
+        click.echo(errors.describe(), err=True)
+        raise CliError(
+            f"{len(errors.issues)} error(s) in the spec; fix them and run again", ExitCode.BAD_INPUT
+        ) from errors
+    except SpecLookupError as error:
+        raise CliError(str(error), ExitCode.USAGE) from error
+    if list_mutations:
+        for loaded in loaded_plain:
+            for action in loaded.spec.actions():
+                for mut in action.mutations:
+                    click.echo(f"{loaded.name}: {mut.name} (in {action.name}) — {mut.description}")
+        return int(ExitCode.HOLDS)
+    targets = loaded_plain
+    if mutation is not None:
+        owners = [ls for ls in loaded_plain if mutation in ls.spec.mutation_names()]
+        if not owners:
+            known = ", ".join(m for ls in loaded_plain for m in ls.spec.mutation_names()) or "none"
+            raise CliError(f"unknown mutation '{mutation}' (known: {known})", ExitCode.USAGE)
+        targets = [load_spec(str(_path_of(ls.spec.filename, ls.name)), mutation) for ls in owners]
+    if only:
+        known_props = {p.name for ls in targets for p in ls.spec.properties()}
+        missing = [p for p in only if p not in known_props]
+        if missing:
+            raise CliError(
+                f"unknown property {', '.join(missing)} (known: {', '.join(sorted(known_props))})",
+                ExitCode.USAGE,
+            )
+
+    verdicts: list[Verdict] = []
+    documents: list[dict[str, Any]] = []
+    first_cex = None
+    for loaded in targets:
+        try:
+            if bmc_depth is not None:
+                result = bmc(
+                    loaded,
+                    bmc_depth,
+                    sizes,
+                    int(timeout * 1000),
+                    on_depth=None
+                    if as_json
+                    else lambda k, s: click.echo(
+                        f"  depth {k}: no violation ({s:.2f} s)", err=True
+                    ),
+                )
+                verdicts.append(result.verdict)
+                documents.append(result.to_json())
+                if not as_json:
+                    click.echo(result.describe())
+                first_cex = first_cex or result.counterexample
+                continue
+            wanted = [p for p in only if p in {d.name for d in loaded.spec.properties()}]
+            if only and not wanted:
+                continue
+            report = prove_spec(
+                loaded,
+                int(timeout * 1000),
+                wanted,
+                on_result=None if as_json else lambda r: click.echo("  " + r.describe(), err=True),
+                actions=actions,
+                fail_fast=fail_fast,
+            )
+        except SpecLookupError as error:
+            raise CliError(str(error), ExitCode.USAGE) from error
+        verdicts.append(report.verdict)
+        documents.append(report.to_json())
+        if not as_json:
+            click.echo(report.describe())
+        first_cex = first_cex or report.first_counterexample()
+    overall = Verdict.merge_all(verdicts)
+    if itf_path is not None and first_cex is not None:
+        first_cex.to_itf(source=", ".join(t.describe() for t in targets)).write(itf_path)
+        if not as_json:
+            click.echo(f"counterexample written to {itf_path} (ITF)", err=True)
+    if as_json:
+        key = "bmc" if bmc_depth is not None else "specs"
+        click.echo(
+            json.dumps(
+                {"schema": "etcdspec.prove/1", "valid": overall.to_json(), key: documents}, indent=2
+            )
+        )
+    return int(overall.exit_code())
+
+
+def _path_of(filename: str, name: str) -> str:
+    path = Path(filename)
+    return str(path) if path.is_file() else name

@@ -1,0 +1,189 @@
+"""Bounded model checking: every property on every run of up to K steps from init.
+
+The spec is instantiated with finite sorts of given sizes (`--size node=3,term=3`);
+sorts not named get `DEFAULT_SIZE` elements. States s0..sK get their own Z3 symbols;
+each step is one of the actions with some parameters (the frame is derived: what an
+action does not assign stays as it was). At each depth k the query asks whether some
+property (invariant or safety) fails in s_k; the first violating run is read back in
+the spec's vocabulary. No violation up to K is TRUE for that bound only; a Z3 timeout
+is UNKNOWN.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import z3
+from etcdspec.spec import ast
+from etcdspec.spec.counterexample import Counterexample, ElementNames, describe_params
+from etcdspec.spec.errors import SpecLookupError
+from etcdspec.spec.loader import LoadedSpec
+from etcdspec.spec.z3backend import Encoder, Vocabulary
+
+from etcdspec.verdict import Verdict
+
+DEFAULT_SIZE = 3
+
+
+@dataclass(frozen=True)
+class BmcResult:
+    spec: str
+    mutation: str | None
+    depth: int  # the bound asked for
+    reached: int  # the deepest depth fully checked
+    sizes: Mapping[str, int]
+    verdict: Verdict
+    seconds: float
+    violated: tuple[str, ...] = ()
+    counterexample: Counterexample | None = None
+    note: str = ""
+
+    def describe(self) -> str:
+        sizes = ",".join(f"{k}={v}" for k, v in self.sizes.items())
+        head = f"bmc {self.spec}" + (f" (mutation {self.mutation})" if self.mutation else "")
+        if self.verdict is Verdict.FALSE and self.counterexample is not None:
+            return (
+                f"{head}: VIOLATED at depth {self.reached} ({sizes}): {', '.join(self.violated)}"
+                f" — {self.seconds:.2f} s\n{self.counterexample.describe()}"
+            )
+        if self.verdict is Verdict.TRUE:
+            return f"{head}: no violation in runs of up to {self.depth} steps ({sizes}) — {self.seconds:.2f} s"
+        return f"{head}: unknown after depth {self.reached} of {self.depth} ({sizes}): {self.note} — {self.seconds:.2f} s"
+
+    def to_json(self) -> dict[str, Any]:
+        document: dict[str, Any] = {
+            "spec": self.spec,
+            "mutation": self.mutation,
+            "depth": self.depth,
+            "reached": self.reached,
+            "sizes": dict(self.sizes),
+            "valid": self.verdict.to_json(),
+            "seconds": round(self.seconds, 3),
+            "violated": list(self.violated),
+        }
+        if self.note:
+            document["note"] = self.note
+        if self.counterexample is not None:
+            document["counterexample"] = self.counterexample.to_json()
+        return document
+
+
+def parse_sizes(text: str) -> dict[str, int]:
+    """`node=3,term=4` -> {'node': 3, 'term': 4}; ValueError with what to write instead."""
+    sizes: dict[str, int] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, sep, value = part.partition("=")
+        if not sep or not value.strip().isdigit() or int(value) < 1:
+            raise ValueError(f"bad size '{part}': write SORT=N with N >= 1, e.g. node=3,term=3")
+        sizes[name.strip()] = int(value)
+    return sizes
+
+
+def instance_sizes(loaded: LoadedSpec, sizes: Mapping[str, int]) -> dict[str, int]:
+    unknown = [s for s in sizes if s not in loaded.info.sorts]
+    if unknown:
+        raise SpecLookupError(
+            f"unknown sort {', '.join(unknown)} in --size (sorts of {loaded.name}: {', '.join(loaded.info.sorts)})"
+        )
+    return {s: sizes.get(s, DEFAULT_SIZE) for s in loaded.info.sorts}
+
+
+def bmc(
+    loaded: LoadedSpec,
+    depth: int,
+    sizes: Mapping[str, int] | None = None,
+    timeout_ms: int = 60_000,
+    on_depth: Callable[[int, float], None] | None = None,
+) -> BmcResult:
+    """Check every property on all runs of up to `depth` steps of a finite instance."""
+    started = time.perf_counter()
+    full_sizes = instance_sizes(loaded, sizes or {})
+    vocab = Vocabulary(loaded.info, full_sizes)
+    encoder = Encoder(vocab)
+    spec = loaded.spec
+    props = spec.properties()
+    solver = z3.Solver()
+    solver.set("timeout", timeout_ms)
+    solver.add(*vocab.axioms(encoder))
+    states = [vocab.new_state("s0")]
+    solver.add(
+        *[encoder.formula(d.formula, states[0], {}) for d in spec.formulas(ast.FormulaKind.INIT)]
+    )
+    steps: list[list[tuple[ast.ActionDecl, dict[str, z3.ExprRef], z3.BoolRef]]] = []
+    for k in range(depth + 1):
+        state = states[k]
+        checks = [(p, encoder.formula(p.formula, state, {})) for p in props]
+        solver.push()
+        solver.add(z3.Or(*[z3.Not(f) for _, f in checks]) if checks else z3.BoolVal(False))
+        answer = solver.check()
+        if answer == z3.sat:
+            model = solver.model()
+            names = ElementNames(model, vocab)
+            violated = tuple(
+                p.name for p, f in checks if not z3.is_true(model.eval(f, model_completion=True))
+            )
+            labels = []
+            for options in steps:
+                taken = next(
+                    (a, params)
+                    for a, params, f in options
+                    if z3.is_true(model.eval(f, model_completion=True))
+                )
+                labels.append(f"{taken[0].name}({describe_params(names, taken[1])})")
+            symbols = loaded.info.state_symbols()
+            run = Counterexample(
+                f"violating run of {k} step(s): {', '.join(violated)} fail(s) in the last state",
+                {s: tuple(v) for s, v in names.universes.items()},
+                names.read_rigid(),
+                tuple(names.read_state(s, symbols) for s in states[: k + 1]),
+                tuple(labels),
+            )
+            solver.pop()
+            return BmcResult(
+                loaded.name,
+                loaded.mutation,
+                depth,
+                k,
+                full_sizes,
+                Verdict.FALSE,
+                time.perf_counter() - started,
+                violated,
+                run,
+            )
+        solver.pop()
+        if answer != z3.unsat:
+            note = f"z3: {solver.reason_unknown()}"
+            return BmcResult(
+                loaded.name,
+                loaded.mutation,
+                depth,
+                max(k - 1, 0),
+                full_sizes,
+                Verdict.UNKNOWN,
+                time.perf_counter() - started,
+                note=note,
+            )
+        if on_depth is not None:
+            on_depth(k, time.perf_counter() - started)
+        if k == depth:
+            break
+        nxt = vocab.new_state(f"s{k + 1}")
+        options = []
+        for action in spec.actions():
+            params = encoder.action_params(action, f"@{k}")
+            options.append((action, params, encoder.transition(action, state, nxt, params)))
+        solver.add(z3.Or(*[f for _, _, f in options]))
+        steps.append(options)
+        states.append(nxt)
+    return BmcResult(
+        loaded.name,
+        loaded.mutation,
+        depth,
+        depth,
+        full_sizes,
+        Verdict.TRUE,
+        time.perf_counter() - started,
+    )
