@@ -23,11 +23,12 @@ Contract:
   Valid (an event that is not in the history, or differs from it).
 - The history must cover every revision from the watch's start revision to the last
   revision observed; events before the start may be present and are ignored.
-etcd corner: after a compaction to revision c, etcd's background compactor removes a
-tombstone at exactly c (keyIndex.compact drops it), so a watch from c gets that
-DELETE only if it starts before the compactor has run (seen both ways on etcd 3.5.1:
-put w; del w at 8; compact 8; watch w --rev 8). `watch_responses` delivers it (the
-guarantee-keeping answer); `check_watch(..., compacted_before=c)` excuses its absence.
+etcd corner: compaction to revision c keeps, per key, only its last revision <= c and
+drops that too if it is a tombstone (keyIndex.compact), and etcd's compactor runs in
+the background: a watch from c gets the events at c of a key deleted at c only if it
+starts before the compactor has run (seen both ways on etcd 3.5.1: put w; del w at 8;
+compact 8; watch w --rev 8). `watch_responses` delivers them (the guarantee-keeping
+answer); `check_watch(..., compacted_before=c)` excuses their absence.
 """
 
 from __future__ import annotations
@@ -267,6 +268,20 @@ def _effective_start(request: WatchRequest, responses: Sequence[WatchResponse]) 
     return None
 
 
+def _dropped_at_compaction(history: Sequence[Event], compact_revision: int) -> set[_EventId]:
+    """Events etcd's compactor may remove at exactly the compact revision.
+
+    Compaction keeps, per key, only the last revision <= c, and drops it too when it is
+    a tombstone: so every event at c of a key whose last event at c is a DELETE.
+    """
+    at_compact = [e for e in history if e.revision == compact_revision]
+    last: dict[bytes, Event] = {}
+    for event in at_compact:
+        last[event.kv.key] = event
+    doomed = {key for key, event in last.items() if event.type is EventType.DELETE}
+    return {_event_id(e) for e in at_compact if e.kv.key in doomed}
+
+
 def check_watch(
     history: Sequence[Event],
     request: WatchRequest,
@@ -276,8 +291,8 @@ def check_watch(
     """Check one watch's observed responses against the store's event history.
 
     `compacted_before`: the compact revision when the responses were sent, if known;
-    etcd leaves out a prev_kv older than it and a DELETE at exactly it, so neither
-    missing is a violation.
+    etcd leaves out a prev_kv older than it and, at exactly it, the events of a key
+    deleted there (see the module notes), so neither missing is a violation.
     """
     violations: list[WatchViolation] = []
 
@@ -368,13 +383,8 @@ def check_watch(
 
     # Resumable: a watch from an available revision starts exactly there.
     compacted = [r for r in responses if r.compact_revision]
-    wanted = [
-        e
-        for e in history
-        if request.matches(e)
-        # etcd's compactor drops a tombstone at exactly the compact revision.
-        and not (e.type is EventType.DELETE and e.revision == compacted_before)
-    ]
+    droppable = _dropped_at_compaction(history, compacted_before)
+    wanted = [e for e in history if request.matches(e) and _event_id(e) not in droppable]
     if start is not None:
         wanted = [e for e in wanted if e.revision >= start]
         for response in compacted:
