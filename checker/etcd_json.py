@@ -88,7 +88,7 @@ class EtcdJsonError(ValueError):
 # ---------------------------------------------------------------------------- decoding
 
 
-def _obj(value: Any, path: str) -> dict[str, Any]:
+def as_object(value: Any, path: str) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, dict):
@@ -96,7 +96,7 @@ def _obj(value: Any, path: str) -> dict[str, Any]:
     return value
 
 
-def _int(obj: dict[str, Any], name: str, path: str, *aliases: str) -> int:
+def field_int(obj: dict[str, Any], name: str, path: str, *aliases: str) -> int:
     for field in (name, *aliases):
         if field in obj and obj[field] is not None:
             value = obj[field]
@@ -112,7 +112,7 @@ def _int(obj: dict[str, Any], name: str, path: str, *aliases: str) -> int:
     raise EtcdJsonError(f"{path}.{name}", "expected an integer, got a boolean")
 
 
-def _bool(obj: dict[str, Any], name: str, path: str) -> bool:
+def field_bool(obj: dict[str, Any], name: str, path: str) -> bool:
     value = obj.get(name, False)
     if value is None:
         return False
@@ -121,7 +121,7 @@ def _bool(obj: dict[str, Any], name: str, path: str) -> bool:
     return value
 
 
-def _bytes(obj: dict[str, Any], name: str, path: str) -> bytes:
+def field_bytes(obj: dict[str, Any], name: str, path: str) -> bytes:
     value = obj.get(name)
     if value is None:
         return b""
@@ -131,7 +131,7 @@ def _bytes(obj: dict[str, Any], name: str, path: str) -> bytes:
         raise EtcdJsonError(f"{path}.{name}", str(error)) from error
 
 
-def _list(obj: dict[str, Any], name: str, path: str) -> list[Any]:
+def field_list(obj: dict[str, Any], name: str, path: str) -> list[Any]:
     value = obj.get(name)
     if value is None:
         return []
@@ -142,59 +142,61 @@ def _list(obj: dict[str, Any], name: str, path: str) -> list[Any]:
 
 def request_from_json(f: str, value: Any, path: str = "value") -> Request:
     """The model request for operation `f` with JSON request `value`."""
-    obj = _obj(value, path)
+    obj = as_object(value, path)
     if f == "range":
         return RangeRequest(
-            key=_bytes(obj, "key", path),
-            range_end=_bytes(obj, "range_end", path),
-            limit=_int(obj, "limit", path),
-            revision=_int(obj, "revision", path),
-            keys_only=_bool(obj, "keys_only", path),
-            count_only=_bool(obj, "count_only", path),
+            key=field_bytes(obj, "key", path),
+            range_end=field_bytes(obj, "range_end", path),
+            limit=field_int(obj, "limit", path),
+            revision=field_int(obj, "revision", path),
+            keys_only=field_bool(obj, "keys_only", path),
+            count_only=field_bool(obj, "count_only", path),
         )
     if f == "put":
         return PutRequest(
-            key=_bytes(obj, "key", path),
-            value=_bytes(obj, "value", path),
-            lease=_int(obj, "lease", path),
-            prev_kv=_bool(obj, "prev_kv", path),
-            ignore_value=_bool(obj, "ignore_value", path),
-            ignore_lease=_bool(obj, "ignore_lease", path),
+            key=field_bytes(obj, "key", path),
+            value=field_bytes(obj, "value", path),
+            lease=field_int(obj, "lease", path),
+            prev_kv=field_bool(obj, "prev_kv", path),
+            ignore_value=field_bool(obj, "ignore_value", path),
+            ignore_lease=field_bool(obj, "ignore_lease", path),
         )
     if f == "delete":
         return DeleteRangeRequest(
-            key=_bytes(obj, "key", path),
-            range_end=_bytes(obj, "range_end", path),
-            prev_kv=_bool(obj, "prev_kv", path),
+            key=field_bytes(obj, "key", path),
+            range_end=field_bytes(obj, "range_end", path),
+            prev_kv=field_bool(obj, "prev_kv", path),
         )
     if f == "txn":
         return TxnRequest(
             compare=tuple(
                 _compare(c, f"{path}.compare[{i}]")
-                for i, c in enumerate(_list(obj, "compare", path))
+                for i, c in enumerate(field_list(obj, "compare", path))
             ),
             success=tuple(
                 _txn_op(o, f"{path}.success[{i}]")
-                for i, o in enumerate(_list(obj, "success", path))
+                for i, o in enumerate(field_list(obj, "success", path))
             ),
             failure=tuple(
                 _txn_op(o, f"{path}.failure[{i}]")
-                for i, o in enumerate(_list(obj, "failure", path))
+                for i, o in enumerate(field_list(obj, "failure", path))
             ),
         )
     if f == "compact":
-        return CompactionRequest(revision=_int(obj, "revision", path))
+        return CompactionRequest(revision=field_int(obj, "revision", path))
     if f == "lease_grant":
-        return LeaseGrantRequest(ttl=_int(obj, "TTL", path, "ttl"), id=_int(obj, "ID", path, "id"))
+        return LeaseGrantRequest(
+            ttl=field_int(obj, "TTL", path, "ttl"), id=field_int(obj, "ID", path, "id")
+        )
     if f == "lease_revoke":
-        return LeaseRevokeRequest(id=_int(obj, "ID", path, "id"))
+        return LeaseRevokeRequest(id=field_int(obj, "ID", path, "id"))
     if f == "lease_keepalive":
-        return LeaseKeepAliveRequest(id=_int(obj, "ID", path, "id"))
+        return LeaseKeepAliveRequest(id=field_int(obj, "ID", path, "id"))
     raise EtcdJsonError("f", f"the etcd model has {', '.join(ETCD_FS)}, not {f!r}")
 
 
 def _compare(value: Any, path: str) -> Compare:
-    obj = _obj(value, path)
+    obj = as_object(value, path)
     try:
         target = CompareTarget[str(obj.get("target", "VERSION"))]
         result = CompareResult[str(obj.get("result", "EQUAL"))]
@@ -206,19 +208,21 @@ def _compare(value: Any, path: str) -> Compare:
         ) from error
     field = _OPERAND_FIELD[target]
     operand: int | bytes = (
-        _bytes(obj, field, path) if target is CompareTarget.VALUE else _int(obj, field, path)
+        field_bytes(obj, field, path)
+        if target is CompareTarget.VALUE
+        else field_int(obj, field, path)
     )
     return Compare(
-        key=_bytes(obj, "key", path),
+        key=field_bytes(obj, "key", path),
         target=target,
         result=result,
         operand=operand,
-        range_end=_bytes(obj, "range_end", path),
+        range_end=field_bytes(obj, "range_end", path),
     )
 
 
 def _txn_op(value: Any, path: str) -> TxnOp:
-    obj = _obj(value, path)
+    obj = as_object(value, path)
     found = [name for name in _TXN_REQUEST if name in obj]
     if len(found) != 1:
         raise EtcdJsonError(path, f"expected exactly one of {', '.join(_TXN_REQUEST)}")
@@ -229,7 +233,7 @@ def _txn_op(value: Any, path: str) -> TxnOp:
 
 def _header(obj: dict[str, Any], path: str) -> ResponseHeader:
     return ResponseHeader(
-        revision=_int(_obj(obj.get("header"), f"{path}.header"), "revision", path)
+        revision=field_int(as_object(obj.get("header"), f"{path}.header"), "revision", path)
     )
 
 
@@ -239,70 +243,79 @@ def header_revision(value: Any) -> int | None:
         return None
     if "revision" not in value["header"]:
         return None
-    return _int(value["header"], "revision", "value.header")
+    return field_int(value["header"], "revision", "value.header")
 
 
-def _kv(value: Any, path: str) -> KeyValue:
-    obj = _obj(value, path)
+def kv_from_json(value: Any, path: str) -> KeyValue:
+    obj = as_object(value, path)
     return KeyValue(
-        key=_bytes(obj, "key", path),
-        create_revision=_int(obj, "create_revision", path),
-        mod_revision=_int(obj, "mod_revision", path),
-        version=_int(obj, "version", path),
-        value=_bytes(obj, "value", path),
-        lease=_int(obj, "lease", path),
+        key=field_bytes(obj, "key", path),
+        create_revision=field_int(obj, "create_revision", path),
+        mod_revision=field_int(obj, "mod_revision", path),
+        version=field_int(obj, "version", path),
+        value=field_bytes(obj, "value", path),
+        lease=field_int(obj, "lease", path),
     )
 
 
 def response_from_json(f: str, value: Any, path: str = "value") -> Response:
     """The model response for operation `f` with JSON response `value`."""
-    obj = _obj(value, path)
+    obj = as_object(value, path)
     header = _header(obj, path)
     if f == "range":
         return RangeResponse(
             header=header,
-            kvs=tuple(_kv(kv, f"{path}.kvs[{i}]") for i, kv in enumerate(_list(obj, "kvs", path))),
-            more=_bool(obj, "more", path),
-            count=_int(obj, "count", path),
+            kvs=tuple(
+                kv_from_json(kv, f"{path}.kvs[{i}]")
+                for i, kv in enumerate(field_list(obj, "kvs", path))
+            ),
+            more=field_bool(obj, "more", path),
+            count=field_int(obj, "count", path),
         )
     if f == "put":
         prev = obj.get("prev_kv")
-        return PutResponse(header=header, prev_kv=_kv(prev, f"{path}.prev_kv") if prev else None)
+        return PutResponse(
+            header=header, prev_kv=kv_from_json(prev, f"{path}.prev_kv") if prev else None
+        )
     if f == "delete":
         return DeleteRangeResponse(
             header=header,
-            deleted=_int(obj, "deleted", path),
+            deleted=field_int(obj, "deleted", path),
             prev_kvs=tuple(
-                _kv(kv, f"{path}.prev_kvs[{i}]")
-                for i, kv in enumerate(_list(obj, "prev_kvs", path))
+                kv_from_json(kv, f"{path}.prev_kvs[{i}]")
+                for i, kv in enumerate(field_list(obj, "prev_kvs", path))
             ),
         )
     if f == "txn":
         return TxnResponse(
             header=header,
-            succeeded=_bool(obj, "succeeded", path),
+            succeeded=field_bool(obj, "succeeded", path),
             responses=tuple(
                 _txn_response(r, f"{path}.responses[{i}]")
-                for i, r in enumerate(_list(obj, "responses", path))
+                for i, r in enumerate(field_list(obj, "responses", path))
             ),
         )
     if f == "compact":
         return CompactionResponse(header=header)
     if f == "lease_grant":
         return LeaseGrantResponse(
-            header=header, id=_int(obj, "ID", path, "id"), ttl=_int(obj, "TTL", path, "ttl")
+            header=header,
+            id=field_int(obj, "ID", path, "id"),
+            ttl=field_int(obj, "TTL", path, "ttl"),
         )
     if f == "lease_revoke":
         return LeaseRevokeResponse(header=header)
     if f == "lease_keepalive":
         return LeaseKeepAliveResponse(
-            header=header, id=_int(obj, "ID", path, "id"), ttl=_int(obj, "TTL", path, "ttl")
+            header=header,
+            id=field_int(obj, "ID", path, "id"),
+            ttl=field_int(obj, "TTL", path, "ttl"),
         )
     raise EtcdJsonError("f", f"the etcd model has {', '.join(ETCD_FS)}, not {f!r}")
 
 
 def _txn_response(value: Any, path: str) -> TxnOpResponse:
-    obj = _obj(value, path)
+    obj = as_object(value, path)
     names = {v: k for k, v in _TXN_RESPONSE.items()}
     found = [name for name in names if name in obj]
     if len(found) != 1:

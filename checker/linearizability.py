@@ -131,6 +131,7 @@ class LinearizabilityResult:
     reason: str = ""
     dropped: int = 0  # fail operations and unobservable info operations
     notes: tuple[str, ...] = field(default=())
+    synthetic: tuple[Operation, ...] = field(default=())  # the model's (e.g. lease expiry)
 
     @property
     def failure(self) -> Failure | None:
@@ -225,7 +226,8 @@ def check_linearizable(
         else:
             prepared.append(item)
     next_id = max((op.id for op in operations), default=-1) + 1
-    prepared.extend(model.synthetic_ops(prepared, next_id))
+    synthetic = model.synthetic_ops(prepared, next_id)
+    prepared.extend(synthetic)
     parts = model.partitions(prepared)
     groups: list[tuple[str | None, list[PreparedOp]]] = (
         [(None, prepared)] if parts is None else [(k, parts[k]) for k in sorted(parts)]
@@ -254,6 +256,8 @@ def check_linearizable(
         seconds=time.monotonic() - clock.start,
         reason=reason if verdict is Verdict.UNKNOWN else "",
         dropped=dropped,
+        notes=tuple(getattr(model, "notes", ())),
+        synthetic=tuple(p.op for p in synthetic),
     )
 
 

@@ -39,6 +39,18 @@ from etcdspec.model.store import StoreState, apply, initial_state
 
 ETCD_FAULTS = ("stale_read", "lost_write", "revision_backwards", "phantom_read")
 REGISTER_FAULTS = ("stale_read", "lost_write")
+# watch fault -> the guarantee it breaks
+WATCH_FAULTS = {
+    "drop_event": "Reliable",
+    "duplicate_event": "Unique",
+    "reorder": "Ordered",
+    "split_revision": "Atomic",
+    "wrong_prev_kv": "PrevKV",
+    "filter_break": "Filter",
+    "not_create": "IsCreate",
+    "resume_late": "Resumable",
+    "early_bookmark": "Bookmarkable",
+}
 
 
 @dataclass
@@ -114,6 +126,10 @@ def _etcd_request(rng: random.Random, keys: int, state_ref: list[StoreState]) ->
         return RangeRequest(b"k", b"l", limit=rng.choice([0, 2]))
     if roll < 0.85:
         return DeleteRangeRequest(key, prev_kv=rng.random() < 0.5)
+    if roll < 0.88 and keys > 1:  # one revision, two events (for Atomic)
+        other = f"k{(int(key[1:]) + 1) % keys}".encode()
+        value = f"m{rng.randrange(10**6)}".encode()
+        return TxnRequest(success=(PutRequest(key, value), PutRequest(other, value)))
     current = state_ref[0].get(key)
     expected = current.mod_revision if current is not None and rng.random() < 0.7 else 0
     return TxnRequest(
@@ -131,8 +147,11 @@ def simulate_etcd(
     keys: int = 5,
     fault: str | None = None,
     leases: bool = False,
+    watch: bool = False,
+    watch_fault: str | None = None,
 ) -> list[HistoryEvent]:
-    """An etcd history of `ops` operations; `fault` one of ETCD_FAULTS or None."""
+    """An etcd history of `ops` operations; `fault` one of ETCD_FAULTS or None; with
+    `watch`, a watch stream over every key, broken by `watch_fault` (WATCH_FAULTS)."""
     if fault is not None and fault not in ETCD_FAULTS:
         raise ValueError(f"unknown etcd fault {fault!r}; choose one of {', '.join(ETCD_FAULTS)}")
     rng = random.Random(seed)
@@ -177,7 +196,98 @@ def simulate_etcd(
     events = _drive(rng, ops, processes, info_rate, new_request, take_effect, info_value)
     if fault is not None and not faulted[0]:
         raise ValueError(f"seed {seed}: fault {fault} never applied; use more operations")
+    if watch or watch_fault is not None:
+        events = _add_watch(events, state_ref[0], watch_fault, rng)
     return events
+
+
+def _add_watch(
+    events: list[HistoryEvent], state: StoreState, fault: str | None, rng: random.Random
+) -> list[HistoryEvent]:
+    """A watch over every k* key from revision 2 (or 5), appended after the operations:
+    its responses are what a correct server sends, then broken by `fault`."""
+    from etcdspec.checker.watch_checks import watch_request_to_json, watch_response_to_json
+    from etcdspec.model.watch import (
+        WatchFilter,
+        WatchRequest,
+        WatchResponse,
+        live_responses,
+    )
+
+    if fault is not None and fault not in WATCH_FAULTS:
+        raise ValueError(f"unknown watch fault {fault!r}; choose one of {', '.join(WATCH_FAULTS)}")
+    start = 5 if fault == "resume_late" else 2
+    filters = frozenset({WatchFilter.NODELETE}) if fault == "filter_break" else frozenset()
+    request = WatchRequest(b"k", b"l", start_revision=start, prev_kv=True, filters=filters)
+    responses = [WatchResponse(ResponseHeader(state.revision), created=True)]
+    live = live_responses(state, request, after=start - 1)
+    if fault == "filter_break":  # a DELETE the NODELETE filter must hold back
+        unfiltered = WatchRequest(b"k", b"l", start_revision=start, prev_kv=True)
+        live = live_responses(state, unfiltered, after=start - 1)
+    live = _break_watch(fault, live, rng)
+    responses.extend(live)
+    responses.append(WatchResponse(ResponseHeader(state.revision)))  # progress notification
+    if fault == "early_bookmark":
+        middle = len(responses) // 2
+        bookmark = responses[middle + 1].revision
+        responses.insert(middle, WatchResponse(ResponseHeader(bookmark)))
+    time = (events[-1].time if events else 0) + 1
+    out = list(events)
+    index = len(out)
+    out.append(
+        HistoryEvent(
+            index,
+            "w1",
+            "watch",
+            "watch_create",
+            {"watch": "w1", "request": watch_request_to_json(request)},
+            time,
+        )
+    )
+    for response in responses:
+        index += 1
+        time += 1
+        body = {"watch": "w1", **watch_response_to_json(response)}
+        out.append(HistoryEvent(index, "w1", "watch", "watch_response", body, time))
+    return out
+
+
+def _break_watch(fault: str | None, live: list[Any], rng: random.Random) -> list[Any]:
+    """Break one guarantee in a list of per-revision watch responses."""
+    from etcdspec.model.requests import Event
+
+    if fault is None or len(live) < 6:
+        return live
+    live = list(live)
+    middle = len(live) // 2
+    if fault == "drop_event":
+        live.pop(middle)
+    elif fault == "duplicate_event":
+        live.insert(middle + 1, live[middle])
+    elif fault == "reorder":
+        live[middle], live[middle + 1] = live[middle + 1], live[middle]
+    elif fault == "split_revision":
+        k = next((i for i, r in enumerate(live) if len(r.events) > 1), None)
+        if k is None:
+            raise ValueError("no revision with two events to split; use more operations")
+        first, second = live[k].events[:1], live[k].events[1:]
+        live[k : k + 1] = [replace(live[k], events=first), replace(live[k], events=second)]
+    elif fault == "wrong_prev_kv":
+        k = next(i for i, r in enumerate(live) if r.events[0].prev_kv is not None and i >= middle)
+        event = live[k].events[0]
+        assert event.prev_kv is not None
+        wrong = replace(event.prev_kv, value=b"not-the-previous-value")
+        live[k] = replace(live[k], events=(Event(event.type, event.kv, wrong), *live[k].events[1:]))
+    elif fault == "not_create":
+        k = next(i for i, r in enumerate(live) if r.events[0].is_create() and i > 0)
+        event = live[k].events[0]
+        kv = replace(event.kv, create_revision=1)
+        live[k] = replace(
+            live[k], events=(Event(event.type, kv, event.prev_kv), *live[k].events[1:])
+        )
+    elif fault == "resume_late":
+        live.pop(0)
+    return live
 
 
 def _inject(

@@ -1,0 +1,178 @@
+"""`etcdspec check` as a library call: read a history, check it, give one report.
+
+Contract:
+- `load_history(path, fmt, model)` reads JSON Lines (`jsonl`) or Jepsen EDN (`edn`);
+  malformed input raises BadInput (the command exits 4) naming the file and line.
+- `check_history(history, options)` runs linearizability against the chosen model and,
+  for the etcd model, each watch guarantee against the linearized history; every
+  check is a CheckResult. The overall verdict merges them (false > unknown > true).
+  An operation the model cannot read is BadInput too.
+- `CheckReport.to_json()` is result.json (versioned: `schema_version`), with one entry
+  per check and its duration; `describe()` is the terminal table.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from etcdspec.checker.edn import EdnError
+from etcdspec.checker.history import History, HistoryError, read_history
+from etcdspec.checker.jepsen import read_jepsen
+from etcdspec.checker.linearizability import Budget, LinearizabilityResult, check_linearizable
+from etcdspec.checker.model_etcd import EtcdModel
+from etcdspec.checker.models import CheckModel, ModelInputError, get_model, model_names
+from etcdspec.checker.results import CheckResult
+
+from etcdspec.verdict import Verdict
+
+RESULT_SCHEMA_VERSION = 1
+FORMATS = ("jsonl", "edn")
+
+
+class BadInput(ValueError):
+    """The history cannot be read or does not fit the model (exit 4)."""
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    model: str = "etcd"
+    timeout_s: float | None = None
+    max_memory_mb: float | None = None
+    lease_expiry: bool = True
+    seed: int = 0
+
+    def make_model(self) -> CheckModel:
+        if self.model == "etcd":
+            return EtcdModel(lease_expiry=self.lease_expiry)
+        return get_model(self.model)
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    source: str
+    model: str
+    verdict: Verdict
+    results: tuple[CheckResult, ...]
+    history: History
+    linearizability: LinearizabilityResult | None
+    seconds: float
+    notes: tuple[str, ...] = field(default=())
+
+    def describe(self) -> str:
+        """The terminal summary: one row per check, then the verdict."""
+        width = max([len(r.name) for r in self.results] + [5])
+        lines = [f"etcdspec check {self.source} (model {self.model})", ""]
+        lines.append(f"  {'check'.ljust(width)}  {'verdict':<9} {'time':>8}  summary")
+        for result in self.results:
+            lines.append(
+                f"  {result.name.ljust(width)}  {result.verdict.describe():<9} "
+                f"{result.seconds:>7.2f}s  {result.summary}"
+            )
+        failure = self.linearizability.failure if self.linearizability else None
+        if failure is not None:
+            lines += ["", f"  failing op: {failure.describe()}"]
+        for result in self.results:
+            for detail in result.details[:3]:
+                if result.name != "Linearizable":
+                    lines.append(f"  {result.name}: {detail}")
+        for note in self.notes:
+            lines.append(f"  note: {note}")
+        lines += ["", f"verdict: {self.verdict.describe()} ({self.seconds:.2f} s)"]
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema_version": RESULT_SCHEMA_VERSION,
+            "valid": self.verdict.to_json(),
+            "source": self.source,
+            "model": self.model,
+            "seconds": round(self.seconds, 4),
+            "history": {
+                "events": len(self.history.events),
+                "operations": len(self.history.operations),
+                "watch_events": len(self.history.watch_events),
+            },
+            "checks": [result.to_json() for result in self.results],
+            "linearizability": self.linearizability.to_json() if self.linearizability else None,
+            "notes": list(self.notes),
+        }
+
+
+def load_history(path: Path | str, fmt: str = "jsonl", model: str = "etcd") -> History:
+    """Read a history file (BadInput when it is malformed)."""
+    if fmt not in FORMATS:
+        raise BadInput(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    try:
+        if fmt == "edn":
+            return read_jepsen(path, model)
+        return read_history(path)
+    except (HistoryError, EdnError) as error:
+        raise BadInput(str(error)) from error
+
+
+def check_history(history: History, options: CheckOptions = CheckOptions()) -> CheckReport:
+    """Linearizability and (etcd model) the watch guarantees of one history."""
+    if options.model not in model_names():
+        raise BadInput(f"unknown model {options.model!r}; choose one of {', '.join(model_names())}")
+    start = time.monotonic()
+    budget = Budget(options.timeout_s, options.max_memory_mb, options.seed)
+    model = options.make_model()
+    try:
+        lin = check_linearizable(model, history.operations, budget)
+    except ModelInputError as error:
+        raise BadInput(f"{history.source}: {error}") from error
+    results = [_linearizable_result(lin, history)]
+    if options.model == "etcd":
+        from etcdspec.checker.watch_checks import check_watches
+
+        try:
+            results.extend(check_watches(history, lin))
+        except HistoryError as error:
+            raise BadInput(str(error)) from error
+    elif history.watch_events:
+        results.append(
+            CheckResult(
+                "Watch",
+                Verdict.UNKNOWN,
+                f"{len(history.watch_events)} watch events need the etcd model",
+            )
+        )
+    verdict = Verdict.merge_all([r.verdict for r in results])
+    return CheckReport(
+        source=history.source,
+        model=options.model,
+        verdict=verdict,
+        results=tuple(results),
+        history=history,
+        linearizability=lin,
+        seconds=time.monotonic() - start,
+        notes=history.notes + lin.notes,
+    )
+
+
+def _linearizable_result(lin: LinearizabilityResult, history: History) -> CheckResult:
+    by_id = {op.id: op for op in history.operations}
+    parts = len(lin.partitions)
+    summary = f"{lin.operations} operations" + (f", {parts} keys" if parts > 1 else "")
+    if lin.dropped:
+        summary += f" ({lin.dropped} fail/unobservable dropped)"
+    details: tuple[str, ...] = ()
+    events: list[int] = []
+    failure = lin.failure
+    if failure is not None:
+        details = (failure.describe(),)
+        for op_id in failure.window:
+            op = by_id.get(op_id)
+            if op is not None:
+                events.append(op.invoke_index)
+                if op.complete_index is not None:
+                    events.append(op.complete_index)
+    elif lin.reason:
+        details = (lin.reason,)
+        summary += f"; {lin.reason}"
+    return CheckResult(
+        "Linearizable", lin.verdict, summary, lin.seconds, details, tuple(sorted(events))
+    )

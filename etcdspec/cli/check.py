@@ -1,0 +1,93 @@
+"""`etcdspec check HISTORY`: linearizability and watch guarantees of a recorded history.
+
+A thin layer over `etcdspec.checker.check` (tests call that directly): prints the
+summary table (or, with --json, result.json on stdout), writes the report folder with
+--report, and exits 0 (holds), 1 (violation), 3 (unknown: timeout or memory bound) or
+4 (bad input).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from etcdspec.cli.errors import CliError
+from etcdspec.exitcodes import ExitCode
+
+
+@click.command("check")
+@click.argument("history", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--model",
+    type=click.Choice(["register", "kv", "etcd"]),
+    default="etcd",
+    show_default=True,
+    help="The sequential model the history is checked against.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["jsonl", "edn"]),
+    default=None,
+    help="History format (default: edn for *.edn, else jsonl).",
+)
+@click.option(
+    "--report",
+    "report_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Write result.json and timeline.html here.",
+)
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=float,
+    default=None,
+    help="Seconds before the verdict is unknown.",
+)
+@click.option(
+    "--memory",
+    "max_memory_mb",
+    type=float,
+    default=None,
+    help="Resident memory bound (MB); reaching it gives unknown.",
+)
+@click.option("--no-lease-expiry", is_flag=True, help="Leases cannot expire during the run.")
+@click.option("--json", "as_json", is_flag=True, help="Print result.json on stdout.")
+def check(
+    history: Path,
+    model: str,
+    fmt: str | None,
+    report_dir: Path | None,
+    timeout_s: float | None,
+    max_memory_mb: float | None,
+    no_lease_expiry: bool,
+    as_json: bool,
+) -> int:
+    """Check HISTORY (JSON Lines or Jepsen EDN) for linearizability and watch guarantees."""
+    from etcdspec.checker.check import BadInput, CheckOptions, check_history, load_history
+    from etcdspec.checker.report import write_report
+
+    if fmt is None:
+        fmt = "edn" if history.suffix == ".edn" else "jsonl"
+    options = CheckOptions(
+        model=model,
+        timeout_s=timeout_s,
+        max_memory_mb=max_memory_mb,
+        lease_expiry=not no_lease_expiry,
+    )
+    try:
+        loaded = load_history(history, fmt, model)
+        result = check_history(loaded, options)
+    except BadInput as error:
+        raise CliError(f"bad input: {error}", ExitCode.BAD_INPUT) from error
+    if report_dir is not None:
+        paths = write_report(result, report_dir, options)
+        click.echo(f"report: {paths['result']} and {paths['timeline']}", err=True)
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=2, ensure_ascii=False))
+    else:
+        click.echo(result.describe())
+    return int(result.verdict.exit_code())
