@@ -22,7 +22,10 @@ API (stable; the server and the simulator use only this):
 
 The Ready contract, field by field, in the order the caller must act:
 
-1. Persist, as ONE atomic batch covered by ONE fsync (when `must_sync`):
+1. Persist, as ONE atomic batch (when `must_sync`), covered by ONE fsync when
+   `must_fsync` (etcd raft's MustSync: new entries, a snapshot, or a new term or vote;
+   a change of the commit index alone may be written without an fsync, since a lost
+   commit index is learnt again from the leader):
    - `snapshot`: a snapshot received from the leader. Save its blob (snapfile) and
      record its metadata in the WAL; every persisted entry is superseded by it.
    - `entries`: append to the persisted log; persisted entries with index >=
@@ -73,10 +76,11 @@ class Ready:
     committed_entries: tuple[Entry, ...]
     messages: tuple[Message, ...]
     read_states: tuple[ReadState, ...]
+    must_fsync: bool = True
 
     @property
     def must_sync(self) -> bool:
-        """Whether step 1 needs an fsync (anything durable changed)."""
+        """Whether step 1 has anything to write (entries, snapshot or hard state)."""
         return bool(self.entries) or self.snapshot is not None or self.hard_state is not None
 
     def describe(self) -> str:
@@ -84,7 +88,8 @@ class Ready:
         if self.soft_state is not None:
             lines.append(f"  soft: {self.soft_state.describe()}")
         if self.hard_state is not None:
-            lines.append(f"  hard: {self.hard_state.describe()}")
+            sync = "" if self.must_fsync else " (no fsync needed)"
+            lines.append(f"  hard: {self.hard_state.describe()}{sync}")
         if self.snapshot is not None:
             lines.append(f"  snapshot: {self.snapshot.describe()}")
         for e in self.entries:
@@ -215,14 +220,19 @@ class RaftDriver:
         log = core.log
         soft = core.soft_state()
         hard = core.hard_state()
+        entries = tuple(log.unstable_entries())
+        prev = self._prev_hard
         ready = Ready(
             soft_state=soft if soft != self._prev_soft else None,
-            hard_state=hard if hard != self._prev_hard else None,
+            hard_state=hard if hard != prev else None,
             snapshot=log.pending_snapshot,
-            entries=tuple(log.unstable_entries()),
+            entries=entries,
             committed_entries=tuple(log.next_committed(log.last_index())),
             messages=tuple(core.msgs),
             read_states=tuple(core.read_states),
+            must_fsync=bool(entries)
+            or log.pending_snapshot is not None
+            or (hard.term, hard.vote) != (prev.term, prev.vote),
         )
         core.msgs = []
         core.read_states = []

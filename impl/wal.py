@@ -342,9 +342,9 @@ class Wal:
             self._snapshot_seq = self._segments[-1].seq
 
     def save_ready(self, ready: Ready) -> None:
-        """Step 1 of the Ready contract: persist its durable part with one fsync."""
+        """Step 1 of the Ready contract: write its durable part; one fsync if must_fsync."""
         meta = ready.snapshot.meta if ready.snapshot is not None else None
-        self.save(ready.hard_state, ready.entries, meta, sync=ready.must_sync)
+        self.save(ready.hard_state, ready.entries, meta, sync=ready.must_fsync)
 
     def save_snapshot(self, meta: SnapshotMeta) -> None:
         """Record a local snapshot (after its snapfile is durable); replay may start there."""

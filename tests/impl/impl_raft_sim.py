@@ -76,7 +76,7 @@ class Disk:
             self.entries.extend(ready.entries)
         if ready.hard_state is not None:
             self.hard_state = ready.hard_state
-        if ready.must_sync:
+        if ready.must_fsync:
             self.fsyncs += 1
 
     def crash(self) -> None:

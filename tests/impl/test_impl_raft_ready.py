@@ -144,3 +144,19 @@ def test_unwanted_network_messages_are_dropped_not_raised(message: Message) -> N
     assert driver.step(message) is False
     assert driver.dropped_messages == 1
     assert driver.term == 0 and not driver.has_ready()
+
+
+def test_must_fsync_follows_etcd_mustsync_commit_alone_needs_no_fsync() -> None:
+    driver = node(node_id=2)
+    entries = (Entry(1, 1), Entry(1, 2, b"x"))
+    driver.step(
+        Message(MessageType.APP, to=2, from_=1, term=1, index=0, log_term=0, entries=entries)
+    )
+    first = driver.ready()
+    assert first.must_fsync  # new term and entries
+    driver.advance(first)
+    driver.step(Message(MessageType.APP, to=2, from_=1, term=1, index=2, log_term=1, commit=2))
+    second = driver.ready()
+    assert second.hard_state == HardState(1, 0, 2)
+    assert second.must_sync and not second.must_fsync
+    assert "no fsync needed" in second.describe()

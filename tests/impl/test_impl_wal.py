@@ -268,3 +268,19 @@ def test_recorded_snapshots_lets_recovery_skip_an_unrecorded_snapshot_file(tmp_p
     assert loaded is not None and loaded.snapshot.meta == recorded
     state = reopen(wal_dir, snapshot=loaded.snapshot.meta)
     assert [e.index for e in state.entries] == [4, 5, 6]
+
+
+def test_save_ready_fsyncs_once_per_ready_and_not_for_a_commit_only_change(tmp_path: Path) -> None:
+    from etcdspec.impl.raft_driver import Ready
+
+    counter = FsyncCounter()
+    wal, _ = open_wal(tmp_path, fsync=counter)
+    base = counter.calls
+    full = Ready(None, HardState(1, 1, 0), None, tuple(entries(1, 1, 3)), (), (), ())
+    wal.save_ready(full)
+    assert counter.calls == base + 1
+    commit_only = Ready(None, HardState(1, 1, 3), None, (), (), (), (), must_fsync=False)
+    wal.save_ready(commit_only)
+    assert counter.calls == base + 1
+    wal.close()
+    assert reopen(tmp_path).hard_state == HardState(1, 1, 3)  # written, just not fsynced
