@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections import Counter
 from dataclasses import dataclass, field, replace
 
 from etcdspec.impl.raft_core import PersistedState, RaftConfig, Role
@@ -23,6 +24,7 @@ from etcdspec.impl.raft_messages import (
     Entry,
     HardState,
     Message,
+    MessageType,
     ProposalDropped,
     ReadState,
     Snapshot,
@@ -143,6 +145,7 @@ class Cluster:
         self.committed: dict[int, Entry] = {}  # index -> the entry applied there by anyone
         self.read_floor: dict[bytes, int] = {}  # read context -> commit known at request
         self.elections = 0
+        self.delivered: Counter[MessageType] = Counter()
         self.log: list[str] = []
 
     # --- lifecycle ---------------------------------------------------------------------
@@ -198,6 +201,7 @@ class Cluster:
             return
         if self.record_events:
             self.log.append(f"deliver {m.describe()}")
+        self.delivered[m.type] += 1
         node.driver.step(m)  # a forwarded proposal with nowhere to go is dropped
         self.process(m.to)
 
@@ -392,11 +396,13 @@ class ChaosStats:
     crashes: int = 0
     compactions: int = 0
     reads: int = 0
+    snapshots_installed: int = 0
 
     def describe(self) -> str:
         return (
             f"elections={self.elections} proposals={self.proposals} committed={self.committed}"
             f" crashes={self.crashes} compactions={self.compactions} reads={self.reads}"
+            f" snapshots_installed={self.snapshots_installed}"
         )
 
 
@@ -460,4 +466,5 @@ def run_chaos(cluster: Cluster, steps: int) -> ChaosStats:
         assert cluster.nodes[node_id].applied[-1].index >= final[0].index
     stats.elections = cluster.elections
     stats.committed = len(cluster.committed)
+    stats.snapshots_installed = cluster.delivered[MessageType.SNAP]
     return stats

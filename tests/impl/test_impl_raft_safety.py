@@ -28,7 +28,9 @@ def test_safety_holds_without_pre_vote_or_check_quorum(pre_vote: bool, check_quo
 
 
 def test_chaos_runs_witness_elections_commits_and_compactions() -> None:
-    totals = {"elections": 0, "committed": 0, "compactions": 0, "reads": 0, "crashes": 0}
+    totals = dict.fromkeys(
+        ["elections", "committed", "compactions", "reads", "crashes", "snapshots_installed"], 0
+    )
     for seed in range(8):
         stats = run_chaos(Cluster(3, seed=seed, election_tick=5), steps=1200)
         for name in totals:
@@ -38,3 +40,4 @@ def test_chaos_runs_witness_elections_commits_and_compactions() -> None:
     assert totals["compactions"] >= 4, totals
     assert totals["reads"] >= 8, totals
     assert totals["crashes"] >= 8, totals
+    assert totals["snapshots_installed"] >= 1, totals
