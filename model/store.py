@@ -98,10 +98,11 @@ class HistoryNode:
         self.revision = revision
         self.events = events
         self.parent = parent
-        # The hash covers the revision, the keys touched and the parent: enough to tell
-        # histories apart cheaply; __eq__ of StoreState compares the events themselves.
-        keys = tuple(event.kv.key for event in events)
-        self.hash: int = hash((revision, keys, None if parent is None else parent.hash))
+        # The hash covers the revision, each event's key, value and type, and the parent
+        # (bytes cache their own hash, so this is cheap); __eq__ of StoreState compares
+        # the events themselves.
+        summary = tuple((e.kv.key, e.kv.value, e.type is EventType.PUT) for e in events)
+        self.hash: int = hash((revision, summary, None if parent is None else parent.hash))
 
     def describe(self) -> str:
         return f"rev {self.revision}: " + ", ".join(e.describe() for e in self.events)
