@@ -45,6 +45,20 @@ The Ready contract, field by field, in the order the caller must act:
 `compact(index, blob)` is called by the server after it applied `index` and took the
 state-machine snapshot `blob`; it returns the Snapshot to write with snapfile and to
 record in the WAL (after which WAL segments before it may be released).
+
+Proposals made on a follower are forwarded to the leader (etcd raft's behaviour; the
+follower cannot tell whether they commit, so the server matches applied entries to
+its waiting requests by an id inside `data`). With RaftConfig(forward_proposals=False)
+a follower raises NotLeader(leader_id) instead. Without a known leader, or while
+leadership is being transferred, propose raises ProposalDropped.
+
+Recovery after a restart (what the server does before building the driver):
+
+    seen = wal.recorded_snapshots(wal_dir)
+    loaded = snapfile.load_newest(snap_dir, accept=lambda m: (m.index, m.term) in seen)
+    snapshot = loaded.snapshot if loaded else None
+    wal, state = Wal.open(wal_dir, snapshot=snapshot.meta if snapshot else None)
+    persisted = PersistedState(state.hard_state, snapshot, state.entries)
 """
 
 from __future__ import annotations
