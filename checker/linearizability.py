@@ -385,11 +385,15 @@ class _Search:
         # An ok write that surely advances the revision strands every other unplaced
         # ok operation that needs this revision: try it only when none is left.
         others = self.pending_max.get(revision, 0)
+        gap = others == 0
+        tags: set[Hashable] = set()
+        items = self.items
         for i in self.pre_index.get(revision, ()):
             if call[i] >= boundary:
                 break
             if placed[i]:
                 continue
+            tags |= items[i].tags
             if self.surely_bumps[i] and others > (1 if self.max_pre[i] == revision else 0):
                 continue
             yield i
@@ -397,13 +401,15 @@ class _Search:
             if call[i] >= boundary:
                 break
             if not placed[i]:
+                tags |= items[i].tags
                 yield i
         for i in self.info_any:
             if call[i] >= boundary:
                 break
-            if not placed[i]:
+            lazy = items[i].lazy_tag
+            if not placed[i] and (lazy is None or gap or lazy in tags):
                 yield i
-        if self.pending_max.get(revision, 0) == 0:
+        if gap:
             first = self.gap_first.get(revision + 1, [])
             for i in first:
                 if call[i] < boundary and not placed[i]:

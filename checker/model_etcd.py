@@ -71,6 +71,8 @@ class EtcdModel(CheckModel):
     def __init__(self, lease_expiry: bool = True) -> None:
         self.lease_expiry = lease_expiry
         self.notes: list[str] = []
+        self._blind_grants = 0
+        self._orphans: tuple[int, ...] = ()  # lease IDs used but never seen granted
 
     def init(self) -> Hashable:
         return initial_state()
@@ -102,7 +104,8 @@ class EtcdModel(CheckModel):
         bumps_to = (
             revision if len(pre) == 1 and revision is not None and pre[0] == revision - 1 else None
         )
-        return PreparedOp(op, (request, response), pre_revisions=pre, bumps_to=bumps_to)
+        tags = frozenset(("lease", i) for i in _lease_ids_used(request))
+        return PreparedOp(op, (request, response), pre, bumps_to, tags=tags)
 
     def _prepare_info(self, op: Operation, request: Request) -> PreparedOp | None:
         if isinstance(request, (RangeRequest, LeaseKeepAliveRequest)):
@@ -110,10 +113,9 @@ class EtcdModel(CheckModel):
         if isinstance(request, TxnRequest) and request.is_read_only():
             return None
         if isinstance(request, LeaseGrantRequest) and request.id == 0:
-            self.notes.append(
-                f"op {op.id}: info lease_grant without an ID cannot be replayed; left out"
-            )
-            return None
+            # The server chose an ID nobody saw: it may be any lease ID that ok operations
+            # use but no grant in the history provides (`synthetic_ops` finds them).
+            self._blind_grants += 1
         signature: Hashable = None
         if isinstance(request, PutRequest) and not request.ignore_value:
             signature = ("put", request.key, request.value)
@@ -121,6 +123,19 @@ class EtcdModel(CheckModel):
         return PreparedOp(op, (request, None), bumps_or_noop=bumps_or_noop, signature=signature)
 
     def synthetic_ops(self, ops: Sequence[PreparedOp], next_id: int) -> list[PreparedOp]:
+        granted = {p.payload[0].id for p in ops if isinstance(p.payload[0], LeaseGrantRequest)} - {
+            0
+        }
+        used: set[int] = set()
+        for prepared in ops:
+            if prepared.op.type == "ok":
+                used |= _lease_ids_used(prepared.payload[0])
+        self._orphans = tuple(sorted(used - granted)) if self._blind_grants else ()
+        if self._orphans:
+            self.notes.append(
+                f"{self._blind_grants} info lease_grant(s) without an ID may have granted "
+                f"lease(s) {', '.join(map(str, self._orphans))}, which ok operations use"
+            )
         if not self.lease_expiry:
             return []
         extra: list[PreparedOp] = []
@@ -129,24 +144,33 @@ class EtcdModel(CheckModel):
             request = prepared.payload[0]
             if not isinstance(request, LeaseGrantRequest) or request.id in seen:
                 continue
-            seen.add(request.id)
-            grant = prepared.op
-            expire = Operation(
-                id=next_id + len(extra),
-                process=EXPIRY_PROCESS,
-                f="lease_expire",
-                request={"ID": request.id},
-                type="info",
-                response=None,
-                call=grant.call,
-                ret=None,
-                call_time=grant.call_time,
-                return_time=None,
-                invoke_index=grant.invoke_index,
-                complete_index=None,
-            )
-            extra.append(PreparedOp(expire, (LeaseRevokeRequest(request.id), None)))
+            ids = (request.id,) if request.id else self._orphans
+            for lease_id in ids:
+                if lease_id in seen:
+                    continue
+                seen.add(lease_id)
+                extra.append(self._expiry(prepared.op, lease_id, next_id + len(extra)))
         return extra
+
+    def _expiry(self, grant: Operation, lease_id: int, op_id: int) -> PreparedOp:
+        """A lease expiry: a revoke that may happen at any time after the grant, or never."""
+        expire = Operation(
+            id=op_id,
+            process=EXPIRY_PROCESS,
+            f="lease_expire",
+            request={"ID": lease_id},
+            type="info",
+            response=None,
+            call=grant.call,
+            ret=None,
+            call_time=grant.call_time,
+            return_time=None,
+            invoke_index=grant.invoke_index,
+            complete_index=None,
+        )
+        return PreparedOp(
+            expire, (LeaseRevokeRequest(lease_id), None), lazy_tag=("lease", lease_id)
+        )
 
     # -- stepping -----------------------------------------------------------------------
     def answer(self, state: StoreState, request: Request) -> tuple[StoreState, Response]:
@@ -160,6 +184,8 @@ class EtcdModel(CheckModel):
 
     def step(self, state: Any, prepared: PreparedOp) -> list[Any]:
         request, observed = prepared.payload
+        if isinstance(request, LeaseGrantRequest) and request.id == 0 and observed is None:
+            return self._blind_grant(state, request)
         try:
             new_state, response = self.answer(state, request)
         except StoreError:
@@ -167,6 +193,15 @@ class EtcdModel(CheckModel):
         if observed is not None and response != observed:
             return []
         return [new_state]
+
+    def _blind_grant(self, state: StoreState, request: LeaseGrantRequest) -> list[Any]:
+        states = []
+        for lease_id in self._orphans:
+            try:
+                states.append(apply(state, LeaseGrantRequest(request.ttl, lease_id))[0])
+            except StoreError:
+                continue
+        return states
 
     def mismatch(self, state: Any, prepared: PreparedOp) -> str:
         request, observed = prepared.payload
@@ -276,6 +311,21 @@ def _bumped(request: Request | TxnOp, response: Response | None) -> bool | None:
     if isinstance(request, LeaseRevokeRequest):
         return None
     return False
+
+
+def _lease_ids_used(request: Request | TxnOp) -> set[int]:
+    if isinstance(request, LeaseGrantRequest):
+        return {request.id} - {0}
+    if isinstance(request, PutRequest):
+        return {request.lease} - {0}
+    if isinstance(request, (LeaseRevokeRequest, LeaseKeepAliveRequest)):
+        return {request.id}
+    if isinstance(request, TxnRequest):
+        found: set[int] = set()
+        for op in request.success + request.failure:
+            found |= _lease_ids_used(op)
+        return found
+    return set()
 
 
 def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:

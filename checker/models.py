@@ -52,6 +52,13 @@ class PreparedOp:
     bumps_or_noop: bool = False
     # A summary of the write, matched against writes that responses observed.
     signature: Hashable = None
+    # What an ok operation observes beyond the revision (e.g. ("lease", 7)).
+    tags: frozenset[Hashable] = frozenset()
+    # For info operations whose effect only an operation tagged so can observe, unless
+    # it advances the revision: the search tries it only where a revision is missing or
+    # right before such an operation (later is as good as earlier: nothing in between
+    # can tell).
+    lazy_tag: Hashable = None
 
     def describe(self) -> str:
         return self.op.describe()
