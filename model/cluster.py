@@ -365,17 +365,18 @@ class Cluster:
     def __hash__(self) -> int:
         return hash(self.fingerprint())
 
-    def canonical_fingerprint(self) -> tuple[Any, ...]:
+    def canonical_fingerprint(self, cache: KeyCache | None = None) -> tuple[Any, ...]:
         """A key of this state renamed so that nodes come in a canonical order: clusters
         that differ only by node names mostly share it. Ties keep the given order, which
         is sound: equal keys always mean renamings of each other (the key holds the whole
-        state, with ids renamed)."""
+        state, with ids renamed). Keys made with one KeyCache compare only with keys made
+        with the same cache."""
         nodes, up = self.nodes, self.up
         order = sorted(range(len(nodes)), key=lambda i: _signature(nodes[i], up[i]))
         perm = [0] * (len(nodes) + 1)
         for new_position, old_position in enumerate(order):
             perm[old_position + 1] = new_position + 1
-        return _canonical_key(self, perm, order)
+        return _canonical_key(self, perm, order, cache)
 
     # ------------------------------------------------------------------ checks
 
@@ -882,10 +883,39 @@ def _node_key(node: Node, up: bool, perm: Sequence[int], order: Sequence[int]) -
     )
 
 
-def _canonical_key(cluster: Cluster, perm: Sequence[int], order: Sequence[int]) -> tuple[Any, ...]:
+class KeyCache:
+    """Makes canonical keys cheap within one search: each renamed node's key is interned
+    as a small int, found by the node's identity when the same node object comes again
+    (unchanged nodes are shared between a state and its successors). The cache holds
+    the nodes it saw, so identities are never reused while it lives."""
+
+    __slots__ = ("by_content", "by_identity")
+
+    def __init__(self) -> None:
+        self.by_identity: dict[tuple[int, bool, tuple[int, ...]], tuple[Node, int]] = {}
+        self.by_content: dict[tuple[Any, ...], int] = {}
+
+    def node_number(self, node: Node, up: bool, perm: Sequence[int], order: Sequence[int]) -> int:
+        identity = (id(node), up, tuple(perm))
+        hit = self.by_identity.get(identity)
+        if hit is not None and hit[0] is node:
+            return hit[1]
+        content = _node_key(node, up, perm, order)
+        number = self.by_content.setdefault(content, len(self.by_content))
+        self.by_identity[identity] = (node, number)
+        return number
+
+
+def _canonical_key(
+    cluster: Cluster, perm: Sequence[int], order: Sequence[int], cache: KeyCache | None = None
+) -> tuple[Any, ...]:
     nodes = cluster.nodes
     up = cluster.up
-    node_keys = tuple(_node_key(nodes[old], up[old], perm, order) for old in order)
+    node_keys: tuple[Any, ...]
+    if cache is None:
+        node_keys = tuple(_node_key(nodes[old], up[old], perm, order) for old in order)
+    else:
+        node_keys = tuple(cache.node_number(nodes[old], up[old], perm, order) for old in order)
     network = cluster.network
     messages = tuple(sorted((_message_key(m, perm) for m in network.messages), key=_message_order))
     groups: tuple[Any, ...] = ()
@@ -903,6 +933,7 @@ __all__ = [
     "ClusterConfig",
     "ConfigError",
     "IllegalActionError",
+    "KeyCache",
     "Output",
     "RaftLog",
     "ReadResult",

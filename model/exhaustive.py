@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from etcdspec.model.bugs import NO_BUGS, BugSet
-from etcdspec.model.cluster import Action, Cluster, ClusterConfig
+from etcdspec.model.cluster import Action, Cluster, ClusterConfig, KeyCache
 from etcdspec.model.invariants import InvariantViolation
 
 from etcdspec.verdict import Verdict
@@ -127,10 +127,11 @@ def explore_exhaustive(
     started = time.monotonic()
     cpu_started = time.process_time()
     start = Cluster.start(config)
-    start_key = start.canonical_fingerprint()
+    cache = KeyCache()
+    start_key = start.canonical_fingerprint(cache)
     # key -> (parent key, action from the parent's first-found concrete state)
     parents: dict[Any, tuple[Any, Action] | None] = {start_key: None}
-    frontier: list[Cluster] = [start]
+    frontier: list[tuple[Cluster, Any]] = [(start, start_key)]
     depth = 0
     last_report = started
 
@@ -161,11 +162,10 @@ def explore_exhaustive(
         if max_depth is not None and depth >= max_depth:
             return finish(Verdict.UNKNOWN, f"max_depth {max_depth} reached", None, None)
         depth += 1
-        next_frontier: list[Cluster] = []
-        for state in frontier:
-            state_key = state.canonical_fingerprint()
+        next_frontier: list[tuple[Cluster, Any]] = []
+        for state, state_key in frontier:
             for action, successor in state.successors():
-                key = successor.canonical_fingerprint()
+                key = successor.canonical_fingerprint(cache)
                 known = len(parents)
                 parents.setdefault(key, (state_key, action))
                 if len(parents) == known:
@@ -174,7 +174,7 @@ def explore_exhaustive(
                     successor.check_invariants(state)
                 except InvariantViolation as violation:
                     return finish(Verdict.FALSE, "an invariant is violated", violation, key)
-                next_frontier.append(successor)
+                next_frontier.append((successor, key))
                 if max_states is not None and len(parents) >= max_states:
                     return finish(Verdict.UNKNOWN, f"max_states {max_states} reached", None, None)
             now = time.monotonic()
