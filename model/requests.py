@@ -69,11 +69,9 @@ def _check_bytes(owner: str, name: str, value: object) -> None:
         )
 
 
-def _check_int(owner: str, name: str, value: object, minimum: int | None = None) -> None:
+def _check_int(owner: str, name: str, value: object) -> None:
     if not isinstance(value, int) or isinstance(value, bool):
         raise TypeError(f"{owner}.{name} must be an int, got {type(value).__name__} {value!r}")
-    if minimum is not None and value < minimum:
-        raise ValueError(f"{owner}.{name} must be >= {minimum}, got {value}")
 
 
 # ---------------------------------------------------------------------------- data
@@ -370,7 +368,7 @@ class LeaseGrantRequest:
 
     def __post_init__(self) -> None:
         _check_int("LeaseGrantRequest", "ttl", self.ttl)
-        _check_int("LeaseGrantRequest", "id", self.id, minimum=0)
+        _check_int("LeaseGrantRequest", "id", self.id)  # etcd grants negative ids too
 
     def describe(self) -> str:
         lease = f"{self.id}" if self.id else "auto"

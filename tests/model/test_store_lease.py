@@ -56,6 +56,8 @@ CASES = [
         "lease_grant-> rev 1 id 3 ttl 10",
     ),
     ("grant with an id", (), grant(10, 42), "lease_grant-> rev 1 id 42 ttl 10"),
+    # etcd 3.5.1 grants a negative id as given.
+    ("grant a negative id", (), grant(10, -5), "lease_grant-> rev 1 id -5 ttl 10"),
     # A TTL below the minimum (2 s with etcd's defaults) is raised to it. etcd 3.5.1: `lease grant 1` -> TTL 2.
     ("min ttl", (), grant(1), "lease_grant-> rev 1 id 1 ttl 2"),
     ("zero ttl", (), grant(0), "lease_grant-> rev 1 id 1 ttl 2"),

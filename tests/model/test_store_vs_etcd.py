@@ -386,6 +386,9 @@ SCRIPT: list[Request] = [
     LeaseRevokeRequest(70),
     LeaseGrantRequest(600, 71),
     LeaseGrantRequest(600, 71),
+    LeaseGrantRequest(600, -5),  # etcd 3.5.1 grants a negative id
+    put("neg", lease=-5),
+    LeaseRevokeRequest(-5),
     LeaseGrantRequest(9_000_000_001, 72),
     put("l1", lease=71),
     put("l2", lease=71),
