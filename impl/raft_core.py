@@ -198,6 +198,7 @@ class RaftCore:
         self.lead_transferee = NONE
         self.read_only = ReadOnly()
         self.pending_read_index: list[Message] = []
+        self.broadcast_pending = False
         self._reset(self.term)
 
     # --- small helpers -----------------------------------------------------------------
@@ -248,6 +249,7 @@ class RaftCore:
         self.read_only = ReadOnly()
         self.pending_read_index = []
         self.progress = {}
+        self.broadcast_pending = False
 
     def become_follower(self, term: int, lead: int) -> None:
         self._transition(Role.FOLLOWER)
@@ -536,7 +538,15 @@ class RaftCore:
             raise ProposalDropped(f"leadership is moving to {self.lead_transferee}", self.id)
         last = self.log.last_index()
         self.log.append([Entry(self.term, last + i + 1, e.data) for i, e in enumerate(m.entries)])
-        self._broadcast_append()
+        # Replicate lazily: every proposal until the next Ready goes out in one MsgApp
+        # per follower (flush_broadcast), not one MsgApp per proposal.
+        self.broadcast_pending = True
+
+    def flush_broadcast(self) -> None:
+        """Send the MsgApps owed for proposals appended since the last flush."""
+        if self.broadcast_pending and self.role is Role.LEADER:
+            self._broadcast_append()
+        self.broadcast_pending = False
 
     def _step_leader_response(self, m: Message, pr: Progress) -> None:
         t = m.type
@@ -657,6 +667,7 @@ class RaftCore:
                     self._broadcast_append()
 
     def _broadcast_append(self) -> None:
+        self.broadcast_pending = False
         for peer in self.voters:
             if peer != self.id:
                 self._send_append(peer)

@@ -219,6 +219,7 @@ class RaftDriver:
         last = log.last_index()
         return bool(
             core.msgs
+            or core.broadcast_pending
             or core.read_states
             or log.pending_snapshot is not None
             or last > max(log.stable_index, log.offset)
@@ -231,6 +232,7 @@ class RaftDriver:
         if self._outstanding:
             raise UsageError("ready() called again before advance() of the previous Ready")
         core = self.core
+        core.flush_broadcast()
         log = core.log
         soft = core.soft_state()
         hard = core.hard_state()

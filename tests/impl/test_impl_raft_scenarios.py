@@ -328,3 +328,16 @@ def test_backtracking_skips_a_long_divergent_suffix_by_term() -> None:
             break
     assert cluster.driver(3).core.log.last_index() == cluster.driver(1).core.log.last_index()
     assert rejections <= 3, rejections
+
+
+def test_proposals_between_readies_are_batched_into_one_append_per_follower() -> None:
+    cluster = Cluster(3, seed=15)
+    leader = elected(cluster)
+    driver = cluster.driver(leader)
+    for i in range(5):
+        driver.propose(f"b{i}".encode())  # no Ready handled in between
+    cluster.process(leader)
+    appends = [m for m in cluster.network if m.type is MessageType.APP]
+    assert len(appends) == 2
+    assert all(len(m.entries) == 5 for m in appends)
+    cluster.stabilize()
