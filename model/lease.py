@@ -94,6 +94,9 @@ class LeaseTable:
             leases[lease_id] = LeaseRecord(record.id, record.ttl, frozenset(keys))
         return LeaseTable(leases)
 
+    def __reduce__(self) -> tuple[object, tuple[dict[int, LeaseRecord]]]:
+        return (LeaseTable, (dict(self._leases),))  # the hash is recomputed on load
+
     def __hash__(self) -> int:
         return self._hash
 

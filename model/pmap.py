@@ -5,7 +5,8 @@ a new map that shares every untouched bucket with the old one, so a write copies
 bucket (about n/64 entries) and a 64-slot tuple instead of the whole map. Two maps are
 equal when they hold the same items; `hash()` is an order-free sum of the items' hashes,
 maintained incrementally, so it costs O(1) to ask. Values must be hashable.
-Iteration order is not meaningful: callers that need key order sort.
+Iteration order is not meaningful: callers that need key order sort. Pickling stores
+the items, so a map unpickled in another process (another hash seed) is rebuilt there.
 """
 
 from __future__ import annotations
@@ -121,6 +122,11 @@ class PMap(Generic[K, V]):
         buckets = list(self._buckets)
         buckets[index] = new_bucket
         return PMap(tuple(buckets), size, h % _MOD)
+
+    def __reduce__(self) -> tuple[object, tuple[dict[K, V]]]:
+        # Buckets and the hash depend on this process's hash seed: pickle the items and
+        # rebuild them, so a map unpickled in another process is laid out for it.
+        return (PMap.from_mapping, (dict(self.items()),))
 
     def __hash__(self) -> int:
         return self._hash

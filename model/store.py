@@ -13,6 +13,8 @@ Contract:
   those revisions and watches starting there are served from it. Compaction drops the
   older events (as etcd's compactor does).
 - `check_invariants(state)` raises `InvariantViolation` naming the broken invariant.
+- States pickle (for worker processes): loading rebuilds every cached hash, since
+  Python's hash seed differs between processes.
 - The store has no clock: lease expiry arrives as a LeaseRevokeRequest through the log;
   keep-alive is answered by the leader with `lease_ttl(state, id)`.
 """
@@ -107,6 +109,10 @@ class HistoryNode:
     def describe(self) -> str:
         return f"rev {self.revision}: " + ", ".join(e.describe() for e in self.events)
 
+    def __reduce__(self) -> tuple[object, tuple[list[tuple[int, tuple[Event, ...]]]]]:
+        # Flat, so that long histories do not recurse, and rehashed on load.
+        return (_rebuild_history, ([(node.revision, node.events) for node in self.chain()],))
+
     def chain(self) -> list[HistoryNode]:
         """This node and its ancestors, oldest first."""
         nodes: list[HistoryNode] = []
@@ -116,6 +122,13 @@ class HistoryNode:
             node = node.parent
         nodes.reverse()
         return nodes
+
+
+def _rebuild_history(nodes: list[tuple[int, tuple[Event, ...]]]) -> HistoryNode | None:
+    history: HistoryNode | None = None
+    for revision, events in nodes:
+        history = HistoryNode(revision, events, history)
+    return history
 
 
 def _same_history(a: HistoryNode | None, b: HistoryNode | None) -> bool:
@@ -259,6 +272,22 @@ class StoreState:
 
     # -- identity
 
+    def __reduce__(self) -> tuple[object, tuple[object, ...]]:
+        # Rebuilt on load, so that every cached hash is this process's (hash seeds differ).
+        return (
+            _rebuild_state,
+            (
+                self.revision,
+                self.compact_main_revision,
+                self.live,
+                self.leases,
+                self.history,
+                self.next_lease_id,
+                self.write_count,
+                self.config,
+            ),
+        )
+
     def __hash__(self) -> int:
         return self._hash
 
@@ -286,6 +315,28 @@ class StoreState:
 
     def __repr__(self) -> str:
         return f"<StoreState {self.describe()}>"
+
+
+def _rebuild_state(
+    revision: int,
+    compact_main_revision: int,
+    live: PMap[bytes, KeyValue],
+    leases: LeaseTable,
+    history: HistoryNode | None,
+    next_lease_id: int,
+    write_count: int,
+    config: StoreConfig,
+) -> StoreState:
+    return StoreState(
+        revision=revision,
+        compact_main_revision=compact_main_revision,
+        live=live,
+        leases=leases,
+        history=history,
+        next_lease_id=next_lease_id,
+        write_count=write_count,
+        config=config,
+    )
 
 
 def initial_state(config: StoreConfig | None = None) -> StoreState:

@@ -3,7 +3,12 @@ seeded bug `txn_revision_per_op` break them, and the persistent map behaves like
 
 from __future__ import annotations
 
+import os
+import pickle
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from etcdspec.model.bugs import BugSet
@@ -223,3 +228,37 @@ def test_store_bench_measures_every_workload() -> None:
     assert result.describe().startswith("store apply() at 50 keys")
     with pytest.raises(ValueError, match="keys >= 1"):
         measure(keys=0)
+
+
+def test_store_state_pickles_across_processes_with_other_hash_seeds(tmp_path: Path) -> None:
+    ops: list[Request] = [
+        LeaseGrantRequest(10, 1),
+        PutRequest(b"a", b"1", lease=1),
+        PutRequest(b"b", b"2"),
+        TxnRequest((), (PutRequest(b"c", b"3"), DeleteRangeRequest(b"b")), ()),
+        CompactionRequest(3),
+    ]
+    state, _ = apply_all(initial_state(), ops)
+    blob = tmp_path / "state.pickle"
+    blob.write_bytes(pickle.dumps(state))
+    assert pickle.loads(blob.read_bytes()) == state
+    program = (
+        "import pickle, sys\n"
+        "from etcdspec.model.requests import *\n"
+        "from etcdspec.model.store import apply_all, check_invariants, initial_state\n"
+        f"ops = {ops!r}\n"
+        "fresh, _ = apply_all(initial_state(), ops)\n"
+        "loaded = pickle.loads(open(sys.argv[1], 'rb').read())\n"
+        "check_invariants(loaded)\n"
+        "assert loaded == fresh and hash(loaded) == hash(fresh), 'not equal after load'\n"
+        "assert loaded.get(b'a') is not None and {fresh, loaded} == {fresh}\n"
+    )
+    for seed in ("1", "2"):
+        done = subprocess.run(
+            [sys.executable, "-c", program, str(blob)],
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
