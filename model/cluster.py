@@ -920,10 +920,12 @@ def _canonical_key(
     messages = tuple(sorted((_message_key(m, perm) for m in network.messages), key=_message_order))
     groups: tuple[Any, ...] = ()
     if network.groups:
-        groups = tuple(sorted(sorted(perm[n] for n in g) for g in network.groups))
+        groups = tuple(sorted(tuple(sorted(perm[n] for n in g)) for g in network.groups))
     ghost = cluster.ghost
     leaders = tuple(sorted((term, perm[n]) for term, n in ghost.leaders))
-    return (node_keys, messages, groups, cluster.crashes, ghost.committed, leaders, ghost.violation)
+    # the crash count matters only as a bound; unbounded, it would make the space infinite
+    crashes = cluster.crashes if cluster.config.max_crashes is not None else 0
+    return (node_keys, messages, groups, crashes, ghost.committed, leaders, ghost.violation)
 
 
 __all__ = [

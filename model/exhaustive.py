@@ -2,7 +2,8 @@
 
 Contract: `explore_exhaustive(config, ...)` visits every state reachable from
 `Cluster.start(config)` within the config's bounds (max_term, max_log, max_messages,
-max_crashes), deduplicating states by `canonical_fingerprint()` (symmetry reduction over
+max_crashes; see `finite_config` for the defaults and what is left out; `small_config`
+gives a config sized for search), deduplicating states by `canonical_fingerprint()` (symmetry reduction over
 node names), and checks `check_invariants()` on each distinct state. Breadth-first order
 makes the first violation found a shortest one; its run is rebuilt by replaying the
 recorded actions from the start state, so the counterexample is a list of concrete
@@ -15,13 +16,14 @@ out first. No I/O except calling `progress` (if given) about once a second.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from etcdspec.model.bugs import NO_BUGS, BugSet
-from etcdspec.model.cluster import Action, Cluster, ClusterConfig, KeyCache
+from etcdspec.model.cluster import Action, Cluster, ClusterConfig, ConfigError, KeyCache
 from etcdspec.model.invariants import InvariantViolation
 
 from etcdspec.verdict import Verdict
@@ -117,6 +119,27 @@ def small_config(
     return ClusterConfig(**settings)
 
 
+DEFAULT_BOUNDS = {"max_term": 2, "max_log": 2, "max_messages": 3}
+
+
+def finite_config(config: ClusterConfig) -> ClusterConfig:
+    """The config the search really runs: bounds left None get DEFAULT_BOUNDS, and ReadIndex
+    is left out (each read takes a fresh read id, which would make the space infinite).
+    Tick-counted timeouts cannot be searched exhaustively (the seeded timeout draws count
+    up forever): that is a ConfigError saying to use timeouts="free"."""
+    if config.timeouts != "free":
+        raise ConfigError(
+            'exhaustive search needs timeouts="free" (election timeouts as actions); '
+            "tick-counted timeouts draw new random timeouts forever"
+        )
+    changes: dict[str, Any] = {
+        name: value for name, value in DEFAULT_BOUNDS.items() if getattr(config, name) is None
+    }
+    if config.reads:
+        changes["reads"] = ()
+    return dataclasses.replace(config, **changes) if changes else config
+
+
 def explore_exhaustive(
     config: ClusterConfig,
     max_depth: int | None = None,
@@ -124,6 +147,7 @@ def explore_exhaustive(
     time_budget_s: float | None = None,
     progress: Callable[[ExploreProgress], None] | None = None,
 ) -> ExhaustiveResult:
+    config = finite_config(config)
     started = time.monotonic()
     cpu_started = time.process_time()
     start = Cluster.start(config)

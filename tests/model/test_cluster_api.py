@@ -187,3 +187,12 @@ def test_seeded_random_walk_keeps_invariants_elects_and_commits(nodes: int, seed
         leaders.update((cluster.node(n).term, n) for n in cluster.leader_ids())
     assert leaders, "no leader was ever elected"
     assert cluster.commit_index() > 0, "nothing was ever committed"
+
+
+def test_symmetric_partitions_share_a_canonical_fingerprint() -> None:
+    start = Cluster.start(FREE)
+    one = start.apply(partition([[1], [2, 3]]))
+    two = start.apply(partition([[2], [1, 3]]))
+    assert one.canonical_fingerprint() == two.canonical_fingerprint()
+    assert one.canonical_fingerprint() != start.canonical_fingerprint()
+    hash(one.canonical_fingerprint())

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 from etcdspec.model.bugs import BugSet
-from etcdspec.model.cluster import Cluster
-from etcdspec.model.exhaustive import explore_exhaustive, small_config
+from etcdspec.model.cluster import Cluster, ClusterConfig, ConfigError
+from etcdspec.model.exhaustive import explore_exhaustive, finite_config, small_config
 from etcdspec.model.invariants import InvariantViolation
 
 from etcdspec.verdict import Verdict
@@ -83,3 +83,22 @@ def test_exhaustive_search_finds_the_bug_with_a_shortest_run(
 def test_the_same_bounds_hold_without_the_bug() -> None:
     config = small_config(max_term=1, max_log=0, max_crashes=1)
     assert explore_exhaustive(config, time_budget_s=120).verdict is Verdict.TRUE
+
+
+def test_finite_config_fills_default_bounds_and_leaves_reads_out() -> None:
+    config = finite_config(ClusterConfig(timeouts="free"))
+    assert (config.max_term, config.max_log, config.max_messages) == (2, 2, 3)
+    assert config.reads == ()
+    bounded = small_config(max_term=1)
+    assert finite_config(bounded) is bounded
+
+
+def test_tick_counted_timeouts_cannot_be_searched_exhaustively() -> None:
+    with pytest.raises(ConfigError, match='timeouts="free"'):
+        explore_exhaustive(ClusterConfig(timeouts="ticks", max_term=1, max_log=1))
+
+
+def test_full_featured_config_searches_without_error() -> None:
+    # explicit persistence, PreVote, CheckQuorum, drops, partitions, crashes: a big space
+    result = explore_exhaustive(ClusterConfig(timeouts="free"), max_states=3000)
+    assert result.verdict is Verdict.UNKNOWN and result.distinct_states == 3000
