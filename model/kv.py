@@ -26,7 +26,8 @@ server/mvcc/kvstore_txn.go, index.go, key_index.go):
   compactMainRev); a nested txn's response header is empty (revision 0);
 - sorting and the min/max mod/create revision filters follow etcd's applier: count is
   taken before the filters, a non-key target sorts ascending by default, ties stay in
-  key order, the limit applies last.
+  key order (etcd's Go sort.Sort keeps them so only below 12 results; beyond that
+  etcd's tie order is unspecified), the limit applies last.
 Every fact above is also checked response-for-response against etcd 3.5.1 and 3.4.23
 by tests/model/test_store_vs_etcd.py.
 """

@@ -367,6 +367,17 @@ SCRIPT: list[Request] = [
     TxnRequest((), (DeleteRangeRequest(b"a", b"\x00"), put("b", "z")), ()),
     TxnRequest((), (DeleteRangeRequest(b"a", b"c"), put("b")), ()),
     TxnRequest((), (put("k"), put("k")), ()),
+    TxnRequest((Compare(b"", CompareTarget.VERSION, EQ, 0),), (), ()),
+    TxnRequest((), (put(""),), ()),
+    TxnRequest((), tuple(put(f"m{i}") for i in range(129)), ()),
+    TxnRequest((), tuple(put(f"m{i}") for i in range(128)), ()),
+    # Go's sort.Sort keeps ties in key order only below 12 results: keep ranges small.
+    DeleteRangeRequest(b"m", b"n"),
+    TxnRequest((), (put("a"), TxnRequest((), (put("a"),), ())), ()),
+    TxnRequest((), (DeleteRangeRequest(b"a", b"z"), TxnRequest((), (), (put("b"),))), ()),
+    TxnRequest((), (TxnRequest((), (put("t"),), (put("t"),)), put("t")), ()),
+    TxnRequest((), (TxnRequest((), (put("t"),), (put("u"),)), TxnRequest((), (put("u"),), ())), ()),
+    TxnRequest((), (DeleteRangeRequest(b"a", b"c"), DeleteRangeRequest(b"b")), ()),
     TxnRequest(
         (),
         (
