@@ -372,7 +372,14 @@ class Cluster:
         state, with ids renamed). Keys made with one KeyCache compare only with keys made
         with the same cache."""
         nodes, up = self.nodes, self.up
-        order = sorted(range(len(nodes)), key=lambda i: _signature(nodes[i], up[i]))
+        groups = self.network.groups
+        if groups:
+            sizes = {n: len(g) for g in groups for n in g}
+            order = sorted(
+                range(len(nodes)), key=lambda i: (sizes[i + 1], _signature(nodes[i], up[i]))
+            )
+        else:
+            order = sorted(range(len(nodes)), key=lambda i: _signature(nodes[i], up[i]))
         perm = [0] * (len(nodes) + 1)
         for new_position, old_position in enumerate(order):
             perm[old_position + 1] = new_position + 1
