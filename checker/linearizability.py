@@ -32,6 +32,7 @@ Contract:
 from __future__ import annotations
 
 import bisect
+import gc
 import os
 import random
 import time
@@ -216,6 +217,20 @@ def check_linearizable(
     model: CheckModel, operations: Sequence[Operation], budget: Budget = Budget()
 ) -> LinearizabilityResult:
     """Decide whether `operations` (one history's) are linearizable for `model`."""
+    # The search allocates many long-lived, acyclic objects (states, memo entries); the
+    # cyclic collector would rescan them over and over, so it is paused meanwhile.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _check(model, operations, budget)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _check(
+    model: CheckModel, operations: Sequence[Operation], budget: Budget
+) -> LinearizabilityResult:
     clock = _Clock(budget)
     prepared: list[PreparedOp] = []
     dropped = 0
@@ -335,9 +350,9 @@ class _Search:
         observed = self.model.observed_writes(self.items)
         by_signature: dict[Hashable, list[int]] = {}
         for i in self.info_gap:
-            signature = self.items[i].signature
-            if signature is not None:
+            for signature in self.items[i].signatures:
                 by_signature.setdefault(signature, []).append(i)
+        self.observed_revisions = set(observed)
         self.gap_first: dict[int, list[int]] = {}
         for rev, signatures in observed.items():
             matches = sorted({i for s in signatures for i in by_signature.get(s, ())})
@@ -414,6 +429,8 @@ class _Search:
             for i in first:
                 if call[i] < boundary and not placed[i]:
                     yield i
+            if revision + 1 in self.observed_revisions:
+                return  # a response saw what was written there: only a match can fit
             tried = set(first)
             # The info write that took revision+1 was most likely invoked shortly before
             # the first operation that ran at revision+1 returned: newest first from there.

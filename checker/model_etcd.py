@@ -116,11 +116,10 @@ class EtcdModel(CheckModel):
             # The server chose an ID nobody saw: it may be any lease ID that ok operations
             # use but no grant in the history provides (`synthetic_ops` finds them).
             self._blind_grants += 1
-        signature: Hashable = None
-        if isinstance(request, PutRequest) and not request.ignore_value:
-            signature = ("put", request.key, request.value)
         bumps_or_noop = op.f in ("put", "delete", "txn")
-        return PreparedOp(op, (request, None), bumps_or_noop=bumps_or_noop, signature=signature)
+        return PreparedOp(
+            op, (request, None), bumps_or_noop=bumps_or_noop, signatures=_put_signatures(request)
+        )
 
     def synthetic_ops(self, ops: Sequence[PreparedOp], next_id: int) -> list[PreparedOp]:
         granted = {p.payload[0].id for p in ops if isinstance(p.payload[0], LeaseGrantRequest)} - {
@@ -311,6 +310,15 @@ def _bumped(request: Request | TxnOp, response: Response | None) -> bool | None:
     if isinstance(request, LeaseRevokeRequest):
         return None
     return False
+
+
+def _put_signatures(request: Request | TxnOp) -> tuple[Hashable, ...]:
+    """("put", key, value) for every put the request may make (either txn branch)."""
+    if isinstance(request, PutRequest):
+        return () if request.ignore_value else (("put", request.key, request.value),)
+    if isinstance(request, TxnRequest):
+        return tuple(s for op in request.success + request.failure for s in _put_signatures(op))
+    return ()
 
 
 def _lease_ids_used(request: Request | TxnOp) -> set[int]:

@@ -50,8 +50,9 @@ class PreparedOp:
     # For info operations: True when the effect either advances the revision or leaves
     # the state unchanged (the search then tries it only where a revision is missing).
     bumps_or_noop: bool = False
-    # A summary of the write, matched against writes that responses observed.
-    signature: Hashable = None
+    # Summaries of the writes an info operation may make (e.g. ("put", key, value)),
+    # matched against the writes responses observed at a revision.
+    signatures: tuple[Hashable, ...] = ()
     # What an ok operation observes beyond the revision (e.g. ("lease", 7)).
     tags: frozenset[Hashable] = frozenset()
     # For info operations whose effect only an operation tagged so can observe, unless
@@ -96,7 +97,10 @@ class CheckModel:
         return None
 
     def observed_writes(self, ops: Sequence[PreparedOp]) -> dict[int, set[Hashable]]:
-        """Revision -> signatures of the writes that ok responses say happened there."""
+        """Revision -> signatures of the writes that ok responses say happened there.
+
+        The search then places at that revision only an info operation with one of those
+        signatures: any other would leave the observing response unexplainable."""
         return {}
 
     def info_possible(self, prepared: PreparedOp, revision: int) -> bool:
