@@ -71,3 +71,54 @@ def test_layout_is_pinned() -> None:
 def test_malformed_input_is_refused_with_a_reason(data: bytes, problem: str) -> None:
     with pytest.raises(CodecError, match=problem):
         decode_message(data)
+
+
+def test_arbitrary_bytes_decode_or_raise_codec_error_only() -> None:
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    valid = encode_message(SAMPLES[0])
+
+    @given(st.binary(max_size=200) | st.binary(max_size=8).map(lambda b: valid[:60] + b))
+    def check(data: bytes) -> None:
+        try:
+            message = decode_message(data)
+        except CodecError:
+            return
+        assert encode_message(message) == data  # the encoding is canonical
+
+    check()
+
+
+def test_messages_round_trip_for_generated_values() -> None:
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    u64 = st.integers(0, 2**64 - 1)
+    entries = st.lists(st.builds(Entry, u64, u64, st.binary(max_size=20)), max_size=4)
+    snapshots = st.none() | st.builds(
+        Snapshot,
+        st.builds(SnapshotMeta, u64, u64, st.lists(u64, max_size=5).map(tuple)),
+        st.binary(max_size=30),
+    )
+    messages = st.builds(
+        Message,
+        type=st.sampled_from(MessageType),
+        to=u64,
+        from_=u64,
+        term=u64,
+        log_term=u64,
+        index=u64,
+        entries=entries.map(tuple),
+        commit=u64,
+        reject=st.booleans(),
+        reject_hint=u64,
+        snapshot=snapshots,
+        context=st.binary(max_size=20),
+    )
+
+    @given(messages)
+    def check(message: Message) -> None:
+        assert decode_message(encode_message(message)) == message
+
+    check()
