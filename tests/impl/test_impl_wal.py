@@ -358,3 +358,53 @@ def test_random_histories_replay_to_what_was_saved(
 
     check()
     assert released[0] > 0  # witness: segment release was exercised
+
+
+WRITER = """
+import sys
+from etcdspec.impl.raft_messages import Entry, HardState
+from etcdspec.impl.wal import Wal
+
+wal, state = Wal.open(sys.argv[1], segment_bytes=4096)
+index = state.entries[-1].index if state.entries else 0
+while True:
+    index += 1
+    wal.save(HardState(1, 1, index - 1), [Entry(1, index, b"k" * 100)])
+    print(index, flush=True)  # acknowledged: the save returned after its fsync
+"""
+
+
+def test_kill_9_during_writes_loses_nothing_acknowledged(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    for round_number in range(2):  # the second round restarts on the first round's WAL
+        process = subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(tmp_path)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        acknowledged = 0
+        try:
+            deadline = time.monotonic() + 60
+            assert process.stdout is not None
+            while acknowledged < 150 * (round_number + 1) and time.monotonic() < deadline:
+                line = process.stdout.readline()
+                if not line:
+                    break
+                acknowledged = int(line)
+            process.send_signal(signal.SIGKILL)
+        finally:
+            process.kill()
+            process.wait(timeout=10)
+        assert acknowledged >= 150 * (round_number + 1), (
+            process.stderr.read() if process.stderr else ""
+        )
+        state = reopen(tmp_path, segment_bytes=4096)
+        indices = [e.index for e in state.entries]
+        assert indices == list(range(1, len(indices) + 1))
+        assert indices[-1] >= acknowledged
+    assert len(list(tmp_path.glob("*.wal"))) > 3
