@@ -4,8 +4,8 @@ Each servicer validates a request as etcd's v3rpc layer does (empty keys, txn op
 and duplicate keys, request size), then hands it to the member (`etcdspec.impl.member`):
 writes and lease grants/revokes become proposals through Raft; linearizable reads wait
 for a ReadIndex and read locally; serializable reads read locally at once. Every error
-leaves as etcd's gRPC status code and message (`etcdspec.impl.errors`): an `RpcError`, or
-any store error that carries `code` (a grpc.StatusCode) and `message`. Nothing of a
+leaves as etcd's gRPC status code and message (`etcdspec.impl.errors.RpcError`, which
+the store raises too); anything else is an internal error (UNKNOWN). Nothing of a
 rejected request is applied: validation happens before the proposal.
 
 Ownership: servicers hold no state of their own except per-stream state (watch ids and
@@ -39,16 +39,6 @@ def status_of(error: BaseException) -> tuple[grpc.StatusCode, str] | None:
     """The gRPC (code, message) an error maps to, or None when it is not an etcd error."""
     if isinstance(error, RpcError):
         return error.code, error.message
-    code = getattr(error, "code", None)
-    message = getattr(error, "message", None)
-    if callable(code):
-        with contextlib.suppress(Exception):
-            code = code()
-    if isinstance(code, grpc.StatusCode) and isinstance(message, str):
-        return code, message
-    kind = errors.kind_by_message(str(error))
-    if kind is not None:
-        return kind.code, kind.message
     return None
 
 

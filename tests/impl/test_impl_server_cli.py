@@ -11,10 +11,12 @@ from __future__ import annotations
 import json
 import os
 import socket
+import urllib.request
 from pathlib import Path
 
 import pytest
 from etcdspec.impl import launcher
+from etcdspec.impl.metrics import parse_prometheus
 
 from etcdspec.cli.main import run
 from etcdspec.exitcodes import ExitCode
@@ -59,6 +61,12 @@ def test_cluster_up_status_snapshot_down(
         rows = json.loads(capsys.readouterr().out)
         leaders = {row["leader"] for row in rows}
         assert len(rows) == 3 and len(leaders) == 1 and 0 not in leaders
+        _, members = launcher.read_state(directory)
+        with urllib.request.urlopen(f"{members[0].plan.metrics_url}/metrics", timeout=5) as page:
+            samples = parse_prometheus(page.read().decode())
+        assert samples["etcd_server_has_leader"] == 1
+        assert samples["etcd_server_proposals_applied_total"] >= 1
+        assert samples["etcd_mvcc_db_total_size_in_bytes"] > 0
         snap = tmp_path / "s.db"
         assert run(["snapshot", "save", str(snap), "--endpoints", endpoints[0]]) == 0
         assert run(["snapshot", "status", str(snap), "--json"]) == 0
