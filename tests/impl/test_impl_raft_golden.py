@@ -6,6 +6,7 @@ review the diff: it is the behaviour being signed off).
 
 Commands:
     cluster <n> [seed=S] [pre_vote=0|1] [check_quorum=0|1] [inflight=N] [max_bytes=N]
+            [election=ticks]
     campaign <id> | tick <id> [times] | tick-all [times] | propose <id> <data>
     read-index <id> <context> | transfer <leader> <target> | compact <id>
     deliver [max]  (in order)  | drop [to=<id>] | partition <ids> | <ids> ... | heal
@@ -55,6 +56,7 @@ class Interpreter:
             check_quorum=options.get("check_quorum", "1") == "1",
             max_inflight_msgs=int(options.get("inflight", 256)),
             max_size_per_msg=int(options.get("max_bytes", 1 << 20)),
+            election_tick=int(options.get("election", 10)),
             record_events=True,
         )
         return []
