@@ -564,6 +564,26 @@ class _Search:
         boundary_op = self.ok_by_ret[frame.ret_ptr]
         failing = frame.rejected[0] if frame.rejected else boundary_op
         reason = self.model.mismatch(frame.state, self.items[failing])
+        if not frame.rejected and self.model.step(frame.state, self.items[failing]):
+            reason = (
+                f"{self.model.describe_op(self.items[failing])}: the model accepts it here, "
+                "but then the remaining operations cannot all be placed"
+            )
+            revision = self.model.revision(frame.state) if self.hinted else None
+            if revision is not None:
+                stranded = [
+                    self.items[i].op.id
+                    for i in range(len(self.items))
+                    if i != failing
+                    and not self.placed[i]
+                    and self.is_ok[i]
+                    and self.max_pre[i] == revision
+                ]
+                if stranded:
+                    reason += (
+                        f": op(s) {', '.join(map(str, stranded[:5]))} also need revision "
+                        f"{revision}, which it would leave behind"
+                    )
         boundary = self._boundary(frame.ret_ptr)
         window = sorted(
             {self.items[failing].op.id}

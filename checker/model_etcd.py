@@ -202,6 +202,11 @@ class EtcdModel(CheckModel):
                 continue
         return states
 
+    def describe_op(self, prepared: PreparedOp) -> str:
+        request, observed = prepared.payload
+        answer = observed.describe() if observed is not None else "info"
+        return f"op {prepared.op.id} {request.describe()} -> {answer}"
+
     def mismatch(self, state: Any, prepared: PreparedOp) -> str:
         request, observed = prepared.payload
         try:

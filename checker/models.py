@@ -80,6 +80,9 @@ class CheckModel:
     def step(self, state: Any, prepared: PreparedOp) -> list[Any]:
         raise TypeError(f"{type(self).__name__} must define step()")
 
+    def describe_op(self, prepared: PreparedOp) -> str:
+        return prepared.op.describe()
+
     def mismatch(self, state: Any, prepared: PreparedOp) -> str:
         """Why `prepared` cannot be linearized in `state` (for reports)."""
         return "the model's answer differs from the recorded response"

@@ -1,0 +1,123 @@
+"""Checker benchmarks: time and peak memory of `check_linearizable` against history size.
+
+Run: `.venv/bin/python -m bench.checker_bench` (full: up to 100k-op etcd histories, a few
+minutes) or `--quick` (small sizes only). Each case runs in a fresh subprocess so that
+its peak resident memory (ru_maxrss, which includes generating the history from the
+pure store model) is its own. Histories are generated with a fixed seed
+(etcdspec.checker.simulate), so figures are comparable between runs. Goals (issue 4):
+etcd-model 100k ops < 10 s; 100-op 5-process CAS register with ~15 info ops < 5 ms on
+average; 2,000-op 10-key kv history < 10 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+
+_CHILD = r"""
+import json, resource, sys, time
+from etcdspec.checker.history import build_history
+from etcdspec.checker.linearizability import check_linearizable
+from etcdspec.checker.models import get_model
+from etcdspec.checker import simulate
+case = json.loads(sys.argv[1])
+make = getattr(simulate, "simulate_" + case["model"])
+args = dict(ops=case["ops"], processes=case["processes"], info_rate=case["info"])
+if case["model"] == "kv":
+    args["keys"] = case["keys"]
+runs = []
+infos = 0
+verdicts = set()
+for seed in range(case["repeat"]):
+    history = build_history(make(seed, **args))
+    infos += sum(op.type == "info" for op in history.operations)
+    start = time.perf_counter()
+    result = check_linearizable(get_model(case["model"]), history.operations)
+    runs.append(time.perf_counter() - start)
+    verdicts.add(result.verdict.value)
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps({"seconds": sum(runs) / len(runs), "max_seconds": max(runs), "peak_mb": peak,
+                  "info_ops": infos / case["repeat"], "verdicts": sorted(verdicts)}))
+"""
+
+
+@dataclass(frozen=True)
+class Case:
+    model: str
+    ops: int
+    processes: int
+    info: float
+    keys: int = 10
+    repeat: int = 1
+    goal_s: float | None = None
+
+    def describe(self) -> str:
+        keys = f", {self.keys} keys" if self.model == "kv" else ""
+        return (
+            f"{self.model:<8} {self.ops:>7} ops, {self.processes:>2} processes, "
+            f"{self.info:.0%} info{keys}"
+        )
+
+
+FULL = [
+    Case("register", 100, 5, 0.15, repeat=50, goal_s=0.005),
+    Case("register", 1000, 5, 0.1),
+    Case("register", 10000, 5, 0.05),
+    Case("kv", 2000, 10, 0.1, keys=10, goal_s=10.0),
+    Case("kv", 10000, 50, 0.2, keys=10),
+    Case("kv", 100000, 5, 0.05, keys=10),
+    Case("etcd", 1000, 5, 0.1),
+    Case("etcd", 10000, 5, 0.05),
+    Case("etcd", 10000, 50, 0.2),
+    Case("etcd", 100000, 5, 0.05, goal_s=10.0),
+    Case("etcd", 100000, 50, 0.1),
+]
+QUICK = [
+    Case("register", 100, 5, 0.15, repeat=20, goal_s=0.005),
+    Case("kv", 2000, 10, 0.1, keys=10, goal_s=10.0),
+    Case("etcd", 1000, 5, 0.1),
+    Case("etcd", 10000, 5, 0.05),
+]
+
+
+def run_case(case: Case) -> dict[str, object]:
+    payload = json.dumps(case.__dict__)
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD, payload], capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        return {"error": done.stderr.strip().splitlines()[-1] if done.stderr else "failed"}
+    result: dict[str, object] = json.loads(done.stdout)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes only")
+    parser.add_argument("--json", action="store_true", help="one JSON object per case")
+    options = parser.parse_args(argv)
+    print(f"{'case':<50} {'mean':>10} {'max':>10} {'peak RSS':>9} {'info':>6}  goal")
+    for case in QUICK if options.quick else FULL:
+        result = run_case(case)
+        if options.json:
+            print(json.dumps({"case": case.__dict__, **result}))
+            continue
+        if "error" in result:
+            print(f"{case.describe():<50} error: {result['error']}")
+            continue
+        seconds = float(result["seconds"])  # type: ignore[arg-type]
+        goal = ""
+        if case.goal_s is not None:
+            goal = f"< {case.goal_s:g} s: {'met' if seconds < case.goal_s else 'MISSED'}"
+        print(
+            f"{case.describe():<50} {seconds * 1000:>8.1f}ms {float(result['max_seconds']) * 1000:>8.1f}ms "  # type: ignore[arg-type]
+            f"{float(result['peak_mb']):>7.0f}MB {float(result['info_ops']):>6.0f}  {goal}"  # type: ignore[arg-type]
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
