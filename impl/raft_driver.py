@@ -68,8 +68,9 @@ from dataclasses import dataclass
 
 from etcdspec.impl.raft_core import PersistedState, RaftConfig, RaftCore, Role, SoftState
 from etcdspec.impl.raft_messages import (
-    LOCAL_MESSAGES,
     NONE,
+    NOT_FROM_PEERS,
+    TERMLESS_FROM_PEERS,
     Entry,
     HardState,
     Message,
@@ -165,13 +166,17 @@ class RaftDriver:
     def step(self, message: Message) -> bool:
         """A message from a peer; False if it was dropped (counted in `dropped_messages`).
 
-        Network input never raises for being unwanted: local-only kinds, messages for
-        another node or from a non-member, and forwarded proposals or reads this node
-        cannot pass on (no leader known) are dropped, as etcd raft drops them.
+        Network input never raises for being unwanted: local-only kinds and transport
+        reports, term-less messages of kinds that must carry a term, messages for another
+        node or from a non-member (or from this node itself), and forwarded proposals or
+        reads this node cannot pass on (no leader known) are dropped, as etcd raft drops
+        them.
         """
         if (
-            message.type in LOCAL_MESSAGES
+            message.type in NOT_FROM_PEERS
+            or (message.term == 0 and message.type not in TERMLESS_FROM_PEERS)
             or message.to != self.core.id
+            or message.from_ == self.core.id
             or message.from_ not in self.core.voters
         ):
             self.dropped_messages += 1

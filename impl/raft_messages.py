@@ -160,6 +160,18 @@ class MessageType(enum.IntEnum):
 
 
 LOCAL_MESSAGES = frozenset({MessageType.HUP, MessageType.BEAT, MessageType.CHECK_QUORUM})
+# Never received from a peer: local kinds, and the transport's own reports.
+NOT_FROM_PEERS = LOCAL_MESSAGES | {MessageType.SNAP_STATUS, MessageType.UNREACHABLE}
+# The only kinds a peer may send without a term (forwarded requests, and a pre-vote
+# rejection from a node that has not seen any term yet).
+TERMLESS_FROM_PEERS = frozenset(
+    {
+        MessageType.PROP,
+        MessageType.READ_INDEX,
+        MessageType.TRANSFER_LEADER,
+        MessageType.PRE_VOTE_RESP,
+    }
+)
 VOTE_REQUESTS = frozenset({MessageType.VOTE, MessageType.PRE_VOTE})
 
 

@@ -136,8 +136,19 @@ def test_status_describes_the_node() -> None:
         Message(MessageType.APP, to=3, from_=2, term=5),
         Message(MessageType.APP, to=1, from_=9, term=5),
         Message(MessageType.PROP, to=1, from_=2, entries=(Entry(0, 0, b"x"),)),
+        Message(MessageType.APP, to=1, from_=2, term=0),
+        Message(MessageType.SNAP_STATUS, to=1, from_=2, term=1),
+        Message(MessageType.HEARTBEAT, to=1, from_=1, term=1),
     ],
-    ids=["local-only", "misaddressed", "non-member", "unforwardable-proposal"],
+    ids=[
+        "local-only",
+        "misaddressed",
+        "non-member",
+        "unforwardable-proposal",
+        "termless-append",
+        "transport-report",
+        "from-itself",
+    ],
 )
 def test_unwanted_network_messages_are_dropped_not_raised(message: Message) -> None:
     driver = node()
