@@ -8,7 +8,9 @@ log file in the cluster directory) and writes the state file `cluster.json`
 (version 1: pids, URLs, data dirs, the program). `stop_cluster` stops only the pids the
 state file lists, and only if /proc shows they still run the command that was started
 (so a recycled pid is never killed). `wait_ready` polls Maintenance.Status on every
-member until each reports a leader, with a deadline.
+member until each reports a leader, with a deadline. Faults for tests and conformance
+runs: `kill_member` (kill -9), `pause_member`/`resume_member` (SIGSTOP/SIGCONT), and
+`start_member(..., state="existing")` to restart a member on its data.
 """
 
 from __future__ import annotations
@@ -321,6 +323,8 @@ def stop_member(member: RunningMember, sig: int = signal.SIGTERM, timeout_s: flo
         return
     with contextlib.suppress(ProcessLookupError):
         os.kill(member.pid, sig)
+        if sig != signal.SIGKILL:
+            os.kill(member.pid, signal.SIGCONT)  # a paused member must run to exit
     deadline = time.monotonic() + timeout_s
     while member.alive() and time.monotonic() < deadline:
         if member.process is not None:
@@ -338,6 +342,18 @@ def stop_member(member: RunningMember, sig: int = signal.SIGTERM, timeout_s: flo
 def kill_member(member: RunningMember) -> None:
     """kill -9 one member we started and reap it."""
     stop_member(member, signal.SIGKILL, timeout_s=5.0)
+
+
+def pause_member(member: RunningMember) -> None:
+    """SIGSTOP one member we started: it keeps its sockets but stops answering (a long
+    pause, as from a stalled disk or a VM freeze). `resume_member` undoes it."""
+    if member.alive():
+        os.kill(member.pid, signal.SIGSTOP)
+
+
+def resume_member(member: RunningMember) -> None:
+    if member.alive():
+        os.kill(member.pid, signal.SIGCONT)
 
 
 def stop_members(members: list[RunningMember]) -> None:

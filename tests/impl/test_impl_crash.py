@@ -182,3 +182,41 @@ def test_kill_every_member_at_once_loses_no_acknowledged_write(tmp_path: Path) -
                 f"{endpoint} lost {len(missing)} of {len(acked)} acknowledged writes"
             )
         assert len(acked) >= 300
+
+
+@pytest.mark.slow
+def test_paused_leader_is_replaced_and_rejoins_as_follower(tmp_path: Path) -> None:
+    """SIGSTOP the leader under load: the others elect a new leader and keep acknowledging
+    writes; after SIGCONT the old leader follows the new term and catches up."""
+    with etcd_procs.cluster("ours", tmp_path, 3) as cluster:
+        load = Load(cluster.endpoints)
+        writers = [threading.Thread(target=load.writer, args=(n,)) for n in range(3)]
+        for writer in writers:
+            writer.start()
+        try:
+            _wait_for_more(load, 50)
+            old_leader = _leader_name(cluster)
+            paused = cluster.member(old_leader)
+            term_before = launcher.probe_status(paused.plan.client_url)["raft_term"]
+            launcher.pause_member(paused)
+            try:
+                _wait_for_more(load, 100)  # only possible with a new leader
+            finally:
+                launcher.resume_member(paused)
+            _wait_for_more(load, 50)
+        finally:
+            load.stop.set()
+            for writer in writers:
+                writer.join(timeout=30)
+        statuses = _converged(cluster)
+        leaders = {status["leader"] for status in statuses.values()}
+        old_status = statuses[cluster.member(old_leader).plan.client_url]
+        assert len(leaders) == 1
+        assert old_status["raft_term"] > term_before  # it learnt of the new leader's term
+        acked = dict(load.acked)
+        with grpc.insecure_channel(cluster.endpoints[0].removeprefix("http://")) as channel:
+            got = rpc_pb2_grpc.KVStub(channel).Range(
+                rpc_pb2.RangeRequest(key=b"w", range_end=b"x"), timeout=10
+            )
+        stored = {item.key: item.value for item in got.kvs}
+        assert all(stored.get(key) == value for key, value in acked.items())
