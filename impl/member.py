@@ -344,6 +344,8 @@ class Member:
         if ready.soft_state is not None:
             self._on_soft_state(ready.soft_state.leader_id, ready.soft_state.role)
         if ready.snapshot is not None:
+            log.info("snapshot received", extra={"snapshot": ready.snapshot.describe()})
+            self._trace("restore", index=ready.snapshot.meta.index)
             self.storage.restore_snapshot(ready.snapshot)
             self._applied_index = ready.snapshot.meta.index
             self._last_snapshot_index = ready.snapshot.meta.index

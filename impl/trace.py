@@ -12,6 +12,7 @@ Events:
     role     the role or the known leader changed ("leader" field)
     apply    a committed entry was applied (entries: [[index, term]])
     snapshot a local snapshot was taken ("index")
+    restore  a snapshot received from the leader is restored ("index")
 The state fields are read after the transition. Node ids are decimal 64-bit integers.
 Messages: {"type","from","to","term","log_term","index","commit","reject","reject_hint",
 "entries":[[index,term],...],"snapshot":index|null}. Ticks are not traced (their effects

@@ -147,6 +147,10 @@ def test_kill_follower_then_leader_loses_no_acknowledged_write(tmp_path: Path) -
                     maintenance.HashKV(rpc_pb2.HashKVRequest(revision=revision), timeout=10).hash
                 )
         assert len(hashes) == 1, f"members' HashKV at revision {revision} differ: {hashes}"
+        # Witness: the follower restarted behind the leader's compacted log was caught up
+        # by InstallSnapshot (not only by log replication).
+        follower_log = Path(cluster.member(follower).log_path).read_text()
+        assert '"msg": "snapshot received"' in follower_log
 
 
 @pytest.mark.slow
