@@ -353,6 +353,7 @@ class _Search:
             for signature in self.items[i].signatures:
                 by_signature.setdefault(signature, []).append(i)
         self.observed_revisions = set(observed)
+        self.info_wildcards = [i for i in self.info_gap if self.items[i].wildcard]
         self.gap_first: dict[int, list[int]] = {}
         for rev, signatures in observed.items():
             matches = sorted({i for s in signatures for i in by_signature.get(s, ())})
@@ -430,7 +431,11 @@ class _Search:
                 if call[i] < boundary and not placed[i]:
                     yield i
             if revision + 1 in self.observed_revisions:
-                return  # a response saw what was written there: only a match can fit
+                # A response saw what was written there: only a match can fit.
+                for i in self.info_wildcards:
+                    if call[i] < boundary and not placed[i]:
+                        yield i
+                return
             tried = set(first)
             # The info write that took revision+1 was most likely invoked shortly before
             # the first operation that ran at revision+1 returned: newest first from there.

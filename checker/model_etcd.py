@@ -118,7 +118,11 @@ class EtcdModel(CheckModel):
             self._blind_grants += 1
         bumps_or_noop = op.f in ("put", "delete", "txn")
         return PreparedOp(
-            op, (request, None), bumps_or_noop=bumps_or_noop, signatures=_put_signatures(request)
+            op,
+            (request, None),
+            bumps_or_noop=bumps_or_noop,
+            signatures=_put_signatures(request),
+            wildcard=_blind_put(request),
         )
 
     def synthetic_ops(self, ops: Sequence[PreparedOp], next_id: int) -> list[PreparedOp]:
@@ -324,6 +328,15 @@ def _put_signatures(request: Request | TxnOp) -> tuple[Hashable, ...]:
     if isinstance(request, TxnRequest):
         return tuple(s for op in request.success + request.failure for s in _put_signatures(op))
     return ()
+
+
+def _blind_put(request: Request | TxnOp) -> bool:
+    """Whether the request may put a value it does not name (ignore_value)."""
+    if isinstance(request, PutRequest):
+        return request.ignore_value
+    if isinstance(request, TxnRequest):
+        return any(_blind_put(op) for op in request.success + request.failure)
+    return False
 
 
 def _lease_ids_used(request: Request | TxnOp) -> set[int]:

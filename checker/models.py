@@ -53,6 +53,9 @@ class PreparedOp:
     # Summaries of the writes an info operation may make (e.g. ("put", key, value)),
     # matched against the writes responses observed at a revision.
     signatures: tuple[Hashable, ...] = ()
+    # An info write whose written value cannot be summarised (e.g. ignore_value): it
+    # may match any observation.
+    wildcard: bool = False
     # What an ok operation observes beyond the revision (e.g. ("lease", 7)).
     tags: frozenset[Hashable] = frozenset()
     # For info operations whose effect only an operation tagged so can observe, unless

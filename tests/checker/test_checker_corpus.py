@@ -27,6 +27,7 @@ CORPUS = [
     ("etcd_info_put_never_took_effect.jsonl", "etcd", Verdict.TRUE, set()),
     ("etcd_wrong_prev_kv.jsonl", "etcd", Verdict.FALSE, {"Linearizable"}),
     ("etcd_lease_expired.jsonl", "etcd", Verdict.TRUE, set()),
+    ("etcd_info_put_ignore_value.jsonl", "etcd", Verdict.TRUE, set()),
     ("etcd_deleted_key_read.jsonl", "etcd", Verdict.FALSE, {"Linearizable"}),
     ("watch_ok.jsonl", "etcd", Verdict.TRUE, set()),
     ("watch_ordered_broken.jsonl", "etcd", Verdict.FALSE, {"Ordered"}),
