@@ -531,12 +531,19 @@ class Member:
                 raise RpcError(errors.TIMEOUT) from error
         await self.linearizable_barrier()
         lessor = self.storage.lessor
-        ttl = lessor.time_to_live(request.ID, time.monotonic(), with_keys=request.keys)
+        try:
+            ttl = lessor.time_to_live(request.ID, time.monotonic(), with_keys=request.keys)
+        except RpcError as error:
+            if error.kind is not errors.LEASE_NOT_FOUND:
+                raise
+            # etcd answers an unknown (or expired) lease with TTL -1, not an error.
+            return rpc_pb2.LeaseTimeToLiveResponse(header=self.header(), ID=request.ID, TTL=-1)
+        # Only the leader tracks expiry; elsewhere the granted TTL is all that is known.
         remaining = ttl.ttl if lessor.primary else ttl.granted_ttl
         return rpc_pb2.LeaseTimeToLiveResponse(
             header=self.header(),
             ID=ttl.lease_id,
-            TTL=max(remaining, 0) if remaining > 0 else -1 if remaining < 0 else 0,
+            TTL=max(remaining, 0),
             grantedTTL=ttl.granted_ttl,
             keys=list(ttl.keys),
         )
