@@ -17,7 +17,9 @@ import json
 import random
 from collections import Counter
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
+from etcdspec.impl import snapfile
 from etcdspec.impl.raft_core import PersistedState, RaftConfig, Role
 from etcdspec.impl.raft_driver import RaftDriver, Ready
 from etcdspec.impl.raft_messages import (
@@ -29,6 +31,7 @@ from etcdspec.impl.raft_messages import (
     ReadState,
     Snapshot,
 )
+from etcdspec.impl.wal import Wal, recorded_snapshots
 
 
 def encode_state_machine(applied: list[Entry]) -> bytes:
@@ -95,11 +98,65 @@ class Disk:
         return PersistedState(self.hard_state, self.snapshot, tuple(self.entries))
 
 
+class FileDisk:
+    """A node's storage on real files: the WAL and snapshot files of etcdspec.impl.
+
+    A crash closes the WAL without flushing anything more (as kill -9 does; the page
+    cache survives, so the fsync is a counter here to keep runs fast). Restart recovers
+    as the server does: the newest snapshot file the WAL records, then the WAL after it.
+    """
+
+    def __init__(self, root: Path, segment_bytes: int = 300) -> None:
+        self.wal_dir, self.snap_dir = root / "wal", root / "snap"
+        self.segment_bytes = segment_bytes
+        self.wal: Wal | None = None
+        self.snapshot: Snapshot | None = None
+        self.fsyncs = 0
+        self.warnings: list[str] = []
+
+    def _fsync(self, fd: int) -> None:
+        self.fsyncs += 1
+
+    def persisted(self) -> PersistedState:
+        self.crash()
+        seen = recorded_snapshots(self.wal_dir)
+        loaded = snapfile.load_newest(self.snap_dir, accept=lambda m: (m.index, m.term) in seen)
+        self.snapshot = loaded.snapshot if loaded is not None else None
+        self.wal, state = Wal.open(
+            self.wal_dir,
+            snapshot=self.snapshot.meta if self.snapshot else None,
+            segment_bytes=self.segment_bytes,
+            fsync=self._fsync,
+        )
+        self.warnings.extend(state.warnings)
+        return PersistedState(state.hard_state, self.snapshot, state.entries)
+
+    def save(self, ready: Ready) -> None:
+        assert self.wal is not None
+        if ready.snapshot is not None:
+            snapfile.save(self.snap_dir, ready.snapshot, fsync=self._fsync)
+            self.snapshot = ready.snapshot
+        self.wal.save_ready(ready)
+
+    def compact(self, snapshot: Snapshot) -> None:
+        assert self.wal is not None
+        snapfile.save(self.snap_dir, snapshot, fsync=self._fsync)
+        self.wal.save_snapshot(snapshot.meta)
+        self.wal.release_to(snapshot.meta.index)
+        snapfile.prune(self.snap_dir, keep=2)
+        self.snapshot = snapshot
+
+    def crash(self) -> None:
+        if self.wal is not None:
+            self.wal.close()
+            self.wal = None
+
+
 @dataclass
 class SimNode:
     id: int
     driver: RaftDriver | None
-    disk: Disk
+    disk: Disk | FileDisk
     applied: list[Entry]
     read_states: list[ReadState] = field(default_factory=list)
 
@@ -118,6 +175,7 @@ class Cluster:
         max_inflight_msgs: int = 256,
         bugs: frozenset[str] = frozenset(),
         record_events: bool = False,
+        storage_root: Path | None = None,
     ) -> None:
         unknown = bugs - BUGS
         assert not unknown, f"unknown simulator bugs {sorted(unknown)}; known: {sorted(BUGS)}"
@@ -137,7 +195,10 @@ class Cluster:
         self.nodes: dict[int, SimNode] = {}
         self.restarts = 0
         for node_id in self.ids:
-            self.nodes[node_id] = SimNode(node_id, None, Disk(bugs=bugs), [])
+            disk: Disk | FileDisk = Disk(bugs=bugs)
+            if storage_root is not None:
+                disk = FileDisk(storage_root / f"node{node_id}")
+            self.nodes[node_id] = SimNode(node_id, None, disk, [])
             self._boot(node_id)
         self.network: list[Message] = []
         self.groups: list[frozenset[int]] | None = None
