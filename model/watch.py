@@ -286,13 +286,15 @@ def check_watch(
     history: Sequence[Event],
     request: WatchRequest,
     responses: Sequence[WatchResponse],
-    compacted_before: int = 0,
+    compacted_before: int | None = None,
 ) -> list[WatchViolation]:
     """Check one watch's observed responses against the store's event history.
 
-    `compacted_before`: the compact revision when the responses were sent, if known;
-    etcd leaves out a prev_kv older than it and, at exactly it, the events of a key
-    deleted there (see the module notes), so neither missing is a violation.
+    `compacted_before`: the compact revision when the responses were sent. etcd leaves
+    out a prev_kv older than it and, at exactly it, the events of a key deleted there
+    (see the module notes), so neither missing is a violation. None (unknown) accepts
+    any missing prev_kv (a wrong or unasked-for one is still reported) and excuses no
+    missing event; pass the compact revision (0 if none) for the strict check.
     """
     violations: list[WatchViolation] = []
 
@@ -346,7 +348,8 @@ def check_watch(
             )
         expected_prev = value_before.get(eid) if request.prev_kv and not truth.is_create() else None
         if event.prev_kv != expected_prev and not (
-            event.prev_kv is None and event.revision - 1 < compacted_before
+            event.prev_kv is None
+            and (compacted_before is None or event.revision - 1 < compacted_before)
         ):
             shown = "none" if expected_prev is None else expected_prev.describe()
             report("PrevKV", f"{event.describe()}: expected prev_kv {shown}")
@@ -383,7 +386,7 @@ def check_watch(
 
     # Resumable: a watch from an available revision starts exactly there.
     compacted = [r for r in responses if r.compact_revision]
-    droppable = _dropped_at_compaction(history, compacted_before)
+    droppable = _dropped_at_compaction(history, compacted_before or 0)
     wanted = [e for e in history if request.matches(e) and _event_id(e) not in droppable]
     if start is not None:
         wanted = [e for e in wanted if e.revision >= start]

@@ -317,5 +317,12 @@ def test_store_watch_prev_kv_older_than_compaction_is_left_out() -> None:
         "watch-> rev 7 [PUT a=2(c2 m4 v2), DELETE a@5 prev a=2(c2 m4 v2), PUT a=3(c6 m6 v1)]"
     )
     assert check_watch(history_of(store()), request, responses, compacted_before=4) == []
-    names = {v.guarantee for v in check_watch(history_of(store()), request, responses)}
-    assert names == {"PrevKV"}  # without knowing of the compaction, the gap is reported
+    strict = check_watch(history_of(store()), request, responses, compacted_before=0)
+    assert {v.guarantee for v in strict} == {"PrevKV"}  # claimed: no compaction
+    # Compaction unknown: a missing prev_kv is accepted, a wrong one is not.
+    assert check_watch(history_of(store()), request, responses) == []
+    event = responses[1].events[1]
+    wrong = Event(event.type, event.kv, KeyValue(b"a", 2, 2, 1, b"0"))
+    forged = [responses[0], WatchResponse(responses[1].header, (wrong,))]
+    names = {v.guarantee for v in check_watch(history_of(store()), request, forged)}
+    assert "PrevKV" in names
