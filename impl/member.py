@@ -378,6 +378,11 @@ class Member:
     def _on_soft_state(self, leader_id: int, role: Role) -> None:
         self._trace("role", leader=leader_id)
         if leader_id != self._leader_id:
+            # A ReadIndex in flight may never be answered by a leader that is gone:
+            # queue its reads again, to be asked of the new leader (reads are idempotent).
+            for batch in self._read_inflight.values():
+                self._read_pending.extend(w for w in batch.waiters if not w.done())
+            self._read_inflight.clear()
             if leader_id != NONE:
                 self.metrics.leader_changes_seen += 1
             log.info(
@@ -392,14 +397,6 @@ class Member:
             self._revoking.clear()
         elif role is not Role.LEADER and lessor.primary:
             lessor.demote()
-        if leader_id == NONE or role is not Role.LEADER:
-            # Reads issued to a leader that lost its role are answered by nobody.
-            for batch in list(self._read_inflight.values()):
-                if role is not Role.LEADER and leader_id == NONE:
-                    self._read_inflight.pop(batch.context)
-                    for waiter in batch.waiters:
-                        if not waiter.done():
-                            waiter.set_exception(RpcError(errors.LEADER_CHANGED))
 
     def _apply(self, entries: tuple[Entry, ...]) -> None:
         self.metrics.proposals_committed += len(entries)
@@ -627,25 +624,27 @@ class Member:
         try:
             await asyncio.wait_for(asyncio.shield(future), REQUEST_TIMEOUT_S)
         except TimeoutError as error:
-            raise RpcError(errors.TIMEOUT) from error
+            future.cancel()  # done: no later ReadIndex carries it
+            raise RpcError(
+                errors.TIMEOUT if self._leader_id != NONE else errors.TIMEOUT_LEADER_FAIL
+            ) from error
 
     def _issue_read_index(self) -> None:
         """Send one ReadIndex for all reads queued since the last one (etcd batches them)."""
         assert self.driver is not None
+        self._read_pending = [waiter for waiter in self._read_pending if not waiter.done()]
         if not self._read_pending or self._read_inflight:
             return
         self._read_seq += 1
         context = self._read_seq.to_bytes(8, "big") + self.member_id.to_bytes(8, "big")
         batch = _ReadBatch(context=context, waiters=self._read_pending)
-        self._read_pending = []
         try:
             self.driver.read_index(context)
-        except ProposalDropped as error:
-            kind = errors.NO_LEADER if error.leader_id == NONE else errors.LEADER_CHANGED
-            for waiter in batch.waiters:
-                if not waiter.done():
-                    waiter.set_exception(RpcError(kind))
+        except ProposalDropped:
+            # No leader right now (an election): the reads stay queued and are asked
+            # again at the next wake (every tick) until their own deadline.
             return
+        self._read_pending = []
         self._read_inflight[context] = batch
         loop = asyncio.get_running_loop()
         loop.call_later(REQUEST_TIMEOUT_S, self._expire_read, context)

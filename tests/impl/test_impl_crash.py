@@ -205,6 +205,12 @@ def test_paused_leader_is_replaced_and_rejoins_as_follower(tmp_path: Path) -> No
             launcher.pause_member(paused)
             try:
                 _wait_for_more(load, 100)  # only possible with a new leader
+                other = next(m for m in cluster.plan.members if m.name != old_leader)
+                with grpc.insecure_channel(other.client_url.removeprefix("http://")) as channel:
+                    read = rpc_pb2_grpc.KVStub(channel).Range(
+                        rpc_pb2.RangeRequest(key=b"w", range_end=b"x", count_only=True), timeout=5
+                    )
+                assert read.count >= 100  # a linearizable read is served meanwhile
             finally:
                 launcher.resume_member(paused)
             _wait_for_more(load, 50)
