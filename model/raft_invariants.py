@@ -2,7 +2,8 @@
 
 Contract: `check_raft(nodes, ghost)` raises `InvariantViolation` (etcdspec.model.invariants)
 naming the first broken invariant: ElectionSafety, LeaderAppendOnly, LogMatching,
-LeaderCompleteness, StateMachineSafety, CommitWithinLog, AppliedStatesAgree. The ghost
+LeaderCompleteness, UpToDateLogsHoldCommitted, StateMachineSafety, CommitWithinLog,
+AppliedStatesAgree. The ghost
 (auxiliary history) is kept small and is part of the cluster's state:
 - `committed`: the committed log as first observed (entry term, entry key, the term in
   which it was first known committed), index 1 first;
@@ -85,6 +86,7 @@ def check_raft(nodes: Sequence[Node], ghost: Ghost) -> None:
         _commit_within_log(node)
     _log_matching(nodes)
     _leader_completeness(nodes, ghost)
+    _up_to_date_logs_hold_committed(nodes, ghost)
     _state_machine_safety(nodes, ghost)
     _applied_states_agree(nodes)
 
@@ -145,6 +147,49 @@ def _leader_completeness(nodes: Sequence[Node], ghost: Ghost) -> None:
                     "LeaderCompleteness",
                     f"entry {index}:{term}:{key} was committed in term {commit_term} but "
                     f"leader {node.describe()} does not hold it",
+                )
+
+
+def _holds(log: RaftLog, index: int, term: int, key: str) -> bool:
+    if index <= log.snapshot.last_index:
+        return True  # compacted: it was applied, so it was the committed entry
+    if index > log.last_index:
+        return False
+    entry = log.entry(index)
+    return entry.term == term and entry.key == key
+
+
+def _up_to_date_logs_hold_committed(nodes: Sequence[Node], ghost: Ghost) -> None:
+    """The lemma behind Leader Completeness (Raft §5.4.3): a log at least as up to date as
+    a log holding a committed entry holds that entry too — else its owner could win an
+    election with that voter's vote and lose the entry. It breaks at the moment an unsafe
+    commit happens (Figure 8), before any later leader shows it."""
+    committed = ghost.committed
+    if not committed:
+        return
+    for candidate in nodes:
+        log = candidate.log
+        missing = next(
+            (
+                position
+                for position, (term, key, _) in enumerate(committed)
+                if not _holds(log, position + 1, term, key)
+            ),
+            None,
+        )
+        if missing is None:
+            continue
+        term, key, commit_term = committed[missing]
+        for voter in nodes:
+            if voter is candidate or not _holds(voter.log, missing + 1, term, key):
+                continue
+            if voter.log.is_up_to_date(log.last_index, log.last_term):
+                raise InvariantViolation(
+                    "UpToDateLogsHoldCommitted",
+                    f"entry {missing + 1}:{term}:{key} was committed in term {commit_term}; "
+                    f"{candidate.name} lacks it yet its log is at least as up to date as "
+                    f"{voter.name}'s, which holds it, so {candidate.name} could be elected "
+                    f"with {voter.name}'s vote: {candidate.describe()}; {voter.describe()}",
                 )
 
 

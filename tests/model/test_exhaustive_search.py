@@ -57,13 +57,20 @@ def test_a_spent_time_budget_is_unknown() -> None:
             10,
         ),
         ("commit_without_quorum", {"max_term": 2, "max_log": 1}, "LeaderCompleteness", 11),
+        # Figure 8: the unsafe commit itself breaks the lemma behind Leader Completeness
+        (
+            "figure8_commit",
+            {"max_term": 3, "max_log": 1, "allow_heartbeat": False},
+            "UpToDateLogsHoldCommitted",
+            21,
+        ),
     ],
 )
 def test_exhaustive_search_finds_the_bug_with_a_shortest_run(
     bug: str, bounds: dict[str, Any], invariant: str, max_length: int
 ) -> None:
     config = small_config(bugs=BugSet.of(bug), **bounds)
-    result = explore_exhaustive(config, time_budget_s=120)
+    result = explore_exhaustive(config, time_budget_s=300)
     assert result.verdict is Verdict.FALSE, result.describe()
     assert result.violation is not None and result.violation.invariant == invariant
     run = result.counterexample

@@ -56,6 +56,11 @@ CASES: list[Case] = [
         lambda: ([_node(1, 1, role=Role.LEADER, term=3)], Ghost(committed=_committed(1))),
     ),
     (
+        "UpToDateLogsHoldCommitted",
+        lambda: ([_node(1, 1), _node(2, 2)], Ghost(committed=_committed(1, commit_term=3))),
+        lambda: ([_node(1, 1), _node(2)], Ghost(committed=_committed(1, commit_term=3))),
+    ),
+    (
         "StateMachineSafety",
         lambda: ([_node(1, 2, commit=1)], Ghost(committed=_committed(1))),
         lambda: ([_node(1, 1, commit=1)], Ghost(committed=_committed(1))),
