@@ -131,8 +131,14 @@ def key_range_clause(
 class Backend:
     """A SQLite database file holding one member's applied state."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], durable: bool = True) -> None:
+        """Open (creating if needed) the database at `path`.
+
+        durable=False skips fsync (synchronous=OFF): still atomic and safe against a
+        killed process, not against power loss. Only for throwaway stores in tests.
+        """
         self.path = Path(path)
+        self.durable = durable
         self._lock = threading.RLock()
         self._in_txn = False
         self._conn = self._connect()
@@ -144,7 +150,7 @@ class Backend:
         try:
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=FULL")
+            conn.execute(f"PRAGMA synchronous={'FULL' if self.durable else 'OFF'}")
             conn.execute("BEGIN IMMEDIATE")
             for statement in _SCHEMA:
                 conn.execute(statement)
@@ -373,16 +379,20 @@ class Backend:
         """Drop revisions superseded at `revision`; return how many rows were removed.
 
         Each key keeps its newest row with main <= revision unless that row is a
-        tombstone; every row above `revision` is kept.
+        tombstone; every row above `revision` is kept, and so is every row AT `revision`
+        (tombstones included), so that a watcher may still start at the compact
+        revision and receive all of its events. (etcd drops a tombstone at the compact
+        revision too, and a watcher resuming there misses that deletion; reads cannot
+        tell the difference.)
         """
         self._require_txn()
         cur = self._conn.execute(
-            "DELETE FROM kv WHERE main <= :rev AND (tombstone = 1 OR (main, sub) < "
+            "DELETE FROM kv WHERE main < :rev AND (tombstone = 1 OR (main, sub) < "
             "(SELECT k2.main, k2.sub FROM kv AS k2 WHERE k2.key = kv.key AND k2.main <= :rev "
             "ORDER BY k2.main DESC, k2.sub DESC LIMIT 1))",
             {"rev": revision},
         )
-        self._conn.execute("DELETE FROM key_newest WHERE tombstone = 1 AND main <= ?", (revision,))
+        self._conn.execute("DELETE FROM key_newest WHERE tombstone = 1 AND main < ?", (revision,))
         self._set_meta("compact_revision", revision)
         return int(cur.rowcount)
 

@@ -369,9 +369,19 @@ def test_compaction_keeps_the_newest_revision_of_each_live_key(store: Store) -> 
     store.put(b"k", b"late")  # 9
     store.do(pb.CompactionRequest(revision=8))
     rows = list(store.backend.rows_up_to(store.rev()))
-    assert [(r.key, r.main, r.tombstone) for r in rows] == [(b"k", 6, False), (b"k", 9, False)]
+    # k's newest value at 8 (revision 6) and what came later; the tombstone AT the
+    # compact revision stays so that a watch from revision 8 still sees the deletion.
+    assert [(r.key, r.main, r.tombstone) for r in rows] == [
+        (b"k", 6, False),
+        (b"gone", 8, True),
+        (b"k", 9, False),
+    ]
     assert store.get(b"k", revision=8).kvs[0].value == b"4"
     assert store.get(b"k").kvs[0].value == b"late"
+    store.put(b"later")  # 10
+    store.do(pb.CompactionRequest(revision=10))
+    rows = list(store.backend.rows_up_to(store.rev()))
+    assert [(r.key, r.main) for r in rows] == [(b"k", 9), (b"later", 10)]
 
 
 def _history(store: Store) -> None:
@@ -652,7 +662,11 @@ def test_a_key_put_and_deleted_in_one_txn_stays_deleted_through_compaction(store
     assert store.keys(b"\x00", b"\x00") == []
     store.do(pb.CompactionRequest(revision=store.rev()))
     assert store.keys(b"\x00", b"\x00") == []
-    assert list(store.backend.rows_up_to(store.rev())) == []
+    assert {r.main for r in store.backend.rows_up_to(store.rev())} == {store.rev()}
+    store.put(b"z")
+    store.do(pb.CompactionRequest(revision=store.rev()))
+    assert store.keys(b"\x00", b"\x00") == [b"z"]
+    assert [r.key for r in store.backend.rows_up_to(store.rev())] == [b"z"]
 
 
 def test_txn_reading_below_its_own_writes_sees_the_older_state(store: Store) -> None:

@@ -24,8 +24,8 @@ from google.protobuf.message import Message
 
 
 class Member:
-    def __init__(self, path: Path, buffer_limit: int = 1024) -> None:
-        self.backend = Backend(path)
+    def __init__(self, path: Path, buffer_limit: int = 1024, durable: bool = True) -> None:
+        self.backend = Backend(path, durable=durable)
         self.ready: list[int] = []
         self.hub = WatchHub(self.backend, buffer_limit=buffer_limit, on_ready=self.ready.append)
         self.applier = Applier(self.backend, Lessor(), self.hub, BackendQuota(self.backend))
@@ -254,3 +254,227 @@ def test_describe_is_one_canonical_line(member: Member) -> None:
     member.put(b"k", b"v")
     (batch,) = member.hub.take(handle)
     assert batch.describe() == "watch 3 rev 2: PUT b'k'=b'v' (create=2 mod=2 version=1 lease=0)"
+
+
+# ---- stateful: every watcher sees exactly the history it asked for ----
+
+from etcdspec.impl.mvcc import Event  # noqa: E402
+from hypothesis import event, note, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from hypothesis.stateful import (  # noqa: E402
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
+
+KEYS = [b"a", b"b", b"c"]
+
+
+class WatchHistory(RuleBasedStateMachine):
+    """Random writes, compactions, watchers (live, past, future; filters; prev_kv),
+    slow consumers (tiny buffers) and restores; checks Ordered, Unique, Reliable, Atomic
+    against the applier's own record of every revision's events."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        import tempfile
+
+        self._dir = tempfile.TemporaryDirectory(prefix="etcdspec-watch-")
+        self.member: Member | None = None
+        self.history: dict[int, tuple[Event, ...]] = {}
+        self.watchers: dict[int, dict[str, Any]] = {}
+        self.restores = 0
+
+    @initialize(limit=st.integers(1, 5))
+    def start(self, limit: int) -> None:
+        self.member = Member(Path(self._dir.name) / "m.db", buffer_limit=limit, durable=False)
+
+    def _apply(self, request: Message) -> None:
+        assert self.member is not None
+        self.member.index += 1
+        result = self.member.applier.apply(
+            self.member.index, 1, encode_request(request, self.member.index)
+        )
+        if result.events:
+            self.history[result.revision] = result.events
+
+    @rule(key=st.sampled_from(KEYS), value=st.binary(max_size=2))
+    def put(self, key: bytes, value: bytes) -> None:
+        self._apply(pb.PutRequest(key=key, value=value))
+
+    @rule(key=st.sampled_from(KEYS), to_end=st.booleans())
+    def delete(self, key: bytes, to_end: bool) -> None:
+        self._apply(pb.DeleteRangeRequest(key=key, range_end=b"\x00" if to_end else b""))
+
+    @rule(first=st.sampled_from(KEYS), second=st.sampled_from(KEYS))
+    def txn(self, first: bytes, second: bytes) -> None:
+        ops = [pb.RequestOp(request_put=pb.PutRequest(key=first, value=b"t"))]
+        if second != first:
+            ops.append(pb.RequestOp(request_delete_range=pb.DeleteRangeRequest(key=second)))
+        self._apply(pb.TxnRequest(success=ops))
+
+    @rule(data=st.data())
+    def compact(self, data: st.DataObject) -> None:
+        assert self.member is not None
+        low = self.member.backend.compact_revision() + 1
+        high = self.member.backend.current_revision()
+        if low <= high:
+            self._apply(pb.CompactionRequest(revision=data.draw(st.integers(low, high))))
+            event("compacted")
+
+    @rule(
+        key=st.sampled_from([b"a", b"b"]),
+        whole=st.booleans(),
+        start=st.sampled_from(["now", "past", "future"]),
+        prev_kv=st.booleans(),
+        filters=st.sampled_from([(), (FILTER_NOPUT,), (FILTER_NODELETE,)]),
+        data=st.data(),
+    )
+    def watch(
+        self,
+        key: bytes,
+        whole: bool,
+        start: str,
+        prev_kv: bool,
+        filters: tuple[int, ...],
+        data: st.DataObject,
+    ) -> None:
+        assert self.member is not None
+        current = self.member.backend.current_revision()
+        first = {
+            "now": 0,
+            "past": data.draw(st.integers(1, current)),
+            "future": current + data.draw(st.integers(1, 3)),
+        }[start]
+        range_end = b"\x00" if whole else b""
+        handle = self.member.hub.create(
+            len(self.watchers) + 1, key, range_end, first, prev_kv, filters
+        )
+        self.watchers[handle] = {
+            "key": key,
+            "range_end": range_end,
+            "from": first if first else current + 1,
+            "prev_kv": prev_kv,
+            "filters": filters,
+            "seen": [],
+            "revisions": [],
+            "canceled_at": None,
+        }
+
+    @rule(data=st.data())
+    def take(self, data: st.DataObject) -> None:
+        assert self.member is not None
+        if not self.watchers:
+            return
+        handle = data.draw(st.sampled_from(sorted(self.watchers)))
+        watcher = self.member.hub.get(handle)
+        if watcher is not None and watcher.state is WatcherState.UNSYNCED:
+            event("a slow watcher caught up from the backend")
+        self._receive(handle, self.member.hub.take(handle))
+
+    @precondition(lambda self: self.restores == 0)  # slow (file copies): once per run
+    @rule()
+    def restore_from_own_snapshot(self) -> None:
+        assert self.member is not None
+        self.restores += 1
+        self.member.applier.restore(self.member.backend.snapshot_bytes())
+        event("restored from a snapshot")
+
+    @rule()
+    def sync(self) -> None:
+        assert self.member is not None
+        self.member.hub.sync()
+
+    def _receive(self, handle: int, batches: list[WatchEvents]) -> None:
+        w = self.watchers[handle]
+        for batch in batches:
+            assert w["canceled_at"] is None, "a response after the cancel"
+            if batch.canceled:
+                w["canceled_at"] = batch.compact_revision
+                event("watcher canceled by compaction")
+                continue
+            revisions = {e.kv.mod_revision for e in batch.events}
+            assert len(revisions) <= 1 or batch.revision >= max(revisions)
+            w["revisions"].append(sorted(revisions))
+            w["seen"].extend(batch.to_pb().events)
+
+    def _expected(self, w: dict[str, Any]) -> list[Any]:
+        out = []
+        for revision in sorted(self.history):
+            if revision < w["from"]:
+                continue
+            for e in self.history[revision]:
+                in_range = e.kv.key >= w["key"] if w["range_end"] else e.kv.key == w["key"]
+                filtered = (e.type.name == "PUT" and FILTER_NOPUT in w["filters"]) or (
+                    e.type.name == "DELETE" and FILTER_NODELETE in w["filters"]
+                )
+                if in_range and not filtered:
+                    out.append(e.to_pb(with_prev_kv=w["prev_kv"]))
+        return out
+
+    def _matches(self, seen: list[Any], expected: list[Any]) -> bool:
+        """Same events in the same order; a prev_kv may be missing only if compacted."""
+        assert self.member is not None
+        compacted_below = self.member.backend.compact_revision()
+        if len(seen) > len(expected):
+            return False
+        for got, want in zip(seen, expected, strict=False):
+            if (got.type, got.kv) != (want.type, want.kv):
+                return False
+            if got.HasField("prev_kv"):
+                if got.prev_kv != want.prev_kv:
+                    return False
+            elif want.HasField("prev_kv") and want.prev_kv.mod_revision >= compacted_below:
+                return False
+        return True
+
+    @invariant()
+    def delivered_is_a_prefix_of_the_history(self) -> None:
+        for w in self.watchers.values():
+            assert self._matches(w["seen"], self._expected(w))
+
+    def teardown(self) -> None:
+        try:
+            if self.member is None:
+                return
+            for handle, w in self.watchers.items():
+                for _ in range(1000):
+                    batches = self.member.hub.take(handle)
+                    self._receive(handle, batches)
+                    watcher = self.member.hub.get(handle)
+                    if watcher is None or (
+                        watcher.state is WatcherState.SYNCED and not watcher.pending
+                    ):
+                        break
+                expected = self._expected(w)
+                note(f"watcher {handle}: {len(w['seen'])} of {len(expected)} events")
+                assert self._matches(w["seen"], expected)  # Ordered, Unique
+                if w["canceled_at"] is None:
+                    assert len(w["seen"]) == len(expected)  # Reliable
+                else:  # canceled: only if it still needed compacted history
+                    last = w["seen"][-1].kv.mod_revision if w["seen"] else 0
+                    assert max(w["from"], last + 1) < w["canceled_at"]
+            self.member.backend.close()
+        finally:
+            self._dir.cleanup()
+
+
+TestWatchHistory = WatchHistory.TestCase
+TestWatchHistory.settings = settings(stateful_step_count=30)
+
+
+@pytest.mark.parametrize("start_at_compact_revision", [True, False])
+def test_a_deletion_at_the_compact_revision_reaches_a_watcher_resuming_there(
+    member: Member, start_at_compact_revision: bool
+) -> None:
+    member.put(b"a")  # 2
+    member.delete(b"a")  # 3
+    member.do(pb.CompactionRequest(revision=3))
+    start = 3 if start_at_compact_revision else 2
+    batches = member.hub.take(member.hub.create(1, b"a", start_revision=start))
+    if start_at_compact_revision:
+        assert _flat(batches) == [("DELETE", b"a", 3)]
+    else:
+        assert batches[0].canceled and batches[0].compact_revision == 3
