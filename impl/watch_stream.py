@@ -8,8 +8,9 @@ canceled, progress), and, when the hub reports that a watcher has events, takes 
 the order they were queued; a watcher's created response precedes its events.
 
 Watch ids: a create request with watch_id 0 gets the next free id of the stream,
-counting from 0 as etcd does; a create with an id already in use is answered with a
-created-and-canceled response (etcd's behaviour), and nothing is registered.
+counting from 0 as etcd does; a create with an id already in use is answered, as by
+etcd, with a created-and-canceled response with watch_id -1 and etcd's reason, and
+nothing is registered.
 
 Threading: everything runs on the member's event loop; `on_ready` is called by the hub
 during apply and only marks the handle and wakes the writer.
@@ -24,7 +25,7 @@ from collections.abc import Callable
 from etcdspec.impl.pb import rpc_pb2
 from etcdspec.impl.watch_hub import WatchHub
 
-DUPLICATE_WATCH_ID = "etcdserver: duplicate watch ID provided on the WatchStream"
+DUPLICATE_WATCH_ID = "mvcc: duplicate watch ID provided on the WatchStream"
 
 HeaderSource = Callable[[], rpc_pb2.ResponseHeader]
 
@@ -54,14 +55,11 @@ class WatchStream:
         watch_id = request.watch_id
         if watch_id == 0 or watch_id in self.handles:
             if watch_id != 0:
-                self._push(
-                    rpc_pb2.WatchResponse(
-                        watch_id=watch_id,
-                        created=True,
-                        canceled=True,
-                        cancel_reason=DUPLICATE_WATCH_ID,
-                    )
+                refused = rpc_pb2.WatchResponse(
+                    watch_id=-1, created=True, canceled=True, cancel_reason=DUPLICATE_WATCH_ID
                 )
+                refused.header.CopyFrom(self.header())
+                self._push(refused)
                 return
             while self._next_watch_id in self.handles:
                 self._next_watch_id += 1

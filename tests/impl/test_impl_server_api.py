@@ -435,3 +435,48 @@ def test_trace_file_records_transitions_as_ndjson(tmp_path: Path) -> None:
     assert all(line["v"] == 1 and line["commit"] <= line["last_index"] for line in lines)
     leader = [line for line in lines if line["event"] == "role" and line["role"] == "leader"]
     assert leader and leader[0]["term"] >= 1
+
+
+def test_watch_ids_cancel_and_progress_on_one_stream(tmp_path: Path) -> None:
+    async def scenario(member: Member, client: Client) -> None:
+        requests: asyncio.Queue[rpc_pb2.WatchRequest] = asyncio.Queue()
+
+        async def feed() -> AsyncIterator[rpc_pb2.WatchRequest]:
+            while True:
+                yield await requests.get()
+
+        stream = client.watch.Watch(feed())
+
+        async def ask(request: rpc_pb2.WatchRequest) -> rpc_pb2.WatchResponse:
+            await requests.put(request)
+            (response,) = await asyncio.wait_for(_responses(stream, 1), 10)
+            return response
+
+        def create(watch_id: int, key: bytes) -> rpc_pb2.WatchRequest:
+            return rpc_pb2.WatchRequest(
+                create_request=rpc_pb2.WatchCreateRequest(key=key, watch_id=watch_id)
+            )
+
+        first = await ask(create(7, b"x"))
+        assert (first.created, first.watch_id, first.canceled) == (True, 7, False)
+        duplicate = await ask(create(7, b"y"))
+        assert (duplicate.watch_id, duplicate.created, duplicate.canceled) == (-1, True, True)
+        assert duplicate.cancel_reason == "mvcc: duplicate watch ID provided on the WatchStream"
+        auto = await ask(create(0, b"z"))
+        assert auto.created and auto.watch_id == 0
+        await client.put(b"x", b"1")
+        event = await asyncio.wait_for(_responses(stream, 1), 10)
+        assert [(e.kv.key, r.watch_id) for r in event for e in r.events] == [(b"x", 7)]
+        progress = await ask(rpc_pb2.WatchRequest(progress_request=rpc_pb2.WatchProgressRequest()))
+        assert progress.watch_id == -1 and progress.header.revision == 2
+        canceled = await ask(
+            rpc_pb2.WatchRequest(cancel_request=rpc_pb2.WatchCancelRequest(watch_id=7))
+        )
+        assert (canceled.watch_id, canceled.canceled) == (7, True)
+        await client.put(b"x", b"2")
+        await client.put(b"z", b"3")
+        (after,) = await asyncio.wait_for(_responses(stream, 1), 10)
+        assert [(e.kv.key, after.watch_id) for e in after.events] == [(b"z", 0)]
+        stream.cancel()
+
+    run(member_config(tmp_path / "d"), scenario)
