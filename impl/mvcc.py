@@ -5,8 +5,8 @@ runs one applied request — put, delete range, txn (nested), or the deletion of
 lease's keys — as at most ONE new store revision: every change it makes gets main
 revision current+1 and consecutive sub revisions; if it changes nothing the revision
 does not move (a read-only txn, a delete that matched no key). `finish()` records the
-new current revision and returns the events, each with the key's previous state, in
-order. The caller (the applier) opens the backend transaction around it.
+new current revision and returns the events in order, each with the key's state before
+this revision as prev_kv (what etcd reads at mod_revision - 1 for a watch). The caller (the applier) opens the backend transaction around it.
 
 Rules followed as etcd does them (api/etcdserverpb/rpc.proto, server/etcdserver/apply):
 - Key ranges: empty range_end = the key alone; range_end "\\0" = every key >= key;

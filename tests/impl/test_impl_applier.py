@@ -310,3 +310,38 @@ def test_an_undecodable_entry_in_a_batch_applies_nothing(tmp_path: Path) -> None
     with pytest.raises(ApplyError, match="entry 2@1"):
         applier.apply_batch([(1, 1, put(b"a")), (2, 1, b"\xff\xff")])
     assert applier.applied_index() == 0 and applier.backend.current_revision() == 1
+
+
+@pytest.mark.parametrize(
+    ("request_", "cost"),
+    [
+        (pb.PutRequest(key=b"kk", value=b"v" * 10), 2 + 10 + 64),
+        (pb.DeleteRangeRequest(key=b"k"), 0),
+        (pb.CompactionRequest(revision=3), 0),
+        (pb.LeaseGrantRequest(TTL=5), 64),
+        # A txn costs its dearer branch: only one of them runs.
+        (
+            pb.TxnRequest(
+                success=[pb.RequestOp(request_put=pb.PutRequest(key=b"a", value=b"1"))],
+                failure=[
+                    pb.RequestOp(request_put=pb.PutRequest(key=b"b", value=b"1")),
+                    pb.RequestOp(request_put=pb.PutRequest(key=b"c", value=b"1")),
+                ],
+            ),
+            2 * (1 + 1 + 64),
+        ),
+    ],
+)
+def test_request_cost(request_: Message, cost: int) -> None:
+    from etcdspec.impl.quota import request_cost
+
+    decoded = raft_internal_pb2.InternalRaftRequest.FromString(encode_request(request_))
+    assert request_cost(decoded) == cost
+
+
+def test_quota_defaults_to_2_gib_and_refuses_a_negative_size(tmp_path: Path) -> None:
+    backend = Backend(tmp_path / "m.db")
+    assert BackendQuota(backend).quota_bytes == 2 * 1024**3
+    assert BackendQuota(backend, 0).quota_bytes == 2 * 1024**3
+    with pytest.raises(ValueError, match="quota_bytes"):
+        BackendQuota(backend, -1)
