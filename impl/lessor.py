@@ -120,6 +120,7 @@ class Lessor:
         """Rebuild leases and key attachments from the backend; expiries restart if primary."""
         self.leases = {i: Lease(i, ttl) for i, ttl in backend.leases()}
         self._key_lease = {}
+        self._reported.clear()
         for lease_id, key in backend.leased_keys():
             lease = self.leases.get(lease_id)
             if lease is not None:
