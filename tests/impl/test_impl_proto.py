@@ -232,3 +232,16 @@ def test_stubs_speak_to_real_etcd(real_etcd: str) -> None:
             rpc_pb2.LeaseGrantRequest(TTL=30), timeout=5
         )
         assert lease.ID != 0 and lease.TTL == 30
+
+
+def test_protogen_command_line_writes_into_the_given_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert protogen.cli([str(tmp_path)]) == 0
+    printed = capsys.readouterr().out.split()
+    assert sorted(Path(p).name for p in printed) == protogen.generated_names()
+
+
+def test_protogen_reports_a_folder_without_protos(tmp_path: Path) -> None:
+    with pytest.raises(protogen.ProtoGenError, match="no .proto files"):
+        protogen.generate(tmp_path / "out", pb_dir=tmp_path)
