@@ -200,11 +200,35 @@ def schema_errors(value: Any, schema: dict[str, Any], path: str = "") -> list[st
     return errors
 
 
+_REQUIRED = frozenset({"index", "process", "type", "f", "time"})
+_ALLOWED = _REQUIRED | {"value", "error", "schema_version"}
+
+
+def _plainly_valid(obj: Any) -> bool:
+    """A fast check that accepts only lines the schema accepts (the common case)."""
+    if type(obj) is not dict or not obj.keys() >= _REQUIRED or not obj.keys() <= _ALLOWED:
+        return False
+    index, process, time, f = obj["index"], obj["process"], obj["time"], obj["f"]
+    return (
+        type(index) is int
+        and index >= 0
+        and type(time) is int
+        and time >= 0
+        and (type(process) is int or type(process) is str)
+        and obj["type"] in EVENT_TYPES
+        and type(f) is str
+        and f != ""
+        and ("schema_version" not in obj or type(obj["schema_version"]) is int)
+        and obj.get("schema_version", 1) >= 1
+    )
+
+
 def parse_event(obj: Any, source: str = "<memory>", line: int = 0) -> HistoryEvent:
     """One decoded JSON line, validated against the schema, as a HistoryEvent."""
-    errors = schema_errors(obj, load_schema())
-    if errors:
-        raise HistoryError(source, line, "; ".join(errors))
+    if not _plainly_valid(obj):  # the full schema walk only when something is off
+        errors = schema_errors(obj, load_schema())
+        if errors:
+            raise HistoryError(source, line, "; ".join(errors))
     version = obj.get("schema_version", SCHEMA_VERSION)
     if version > SCHEMA_VERSION:
         raise HistoryError(
