@@ -243,5 +243,5 @@ def test_protogen_command_line_writes_into_the_given_folder(
 
 
 def test_protogen_reports_a_folder_without_protos(tmp_path: Path) -> None:
-    with pytest.raises(protogen.ProtoGenError, match="no .proto files"):
+    with pytest.raises(protogen.ProtoGenError, match=r"no \.proto files"):
         protogen.generate(tmp_path / "out", pb_dir=tmp_path)
