@@ -9,18 +9,26 @@ Contract:
   count, more, prev_kv(s), deleted, succeeded and every nested txn response. Keep-alive
   never goes through the log (as in etcd): it is answered from `lease_ttl`.
 - fail operations took no effect and are dropped; info ranges and keep-alives cannot
-  change the store and are dropped; an info lease_grant without an ID cannot be
-  replayed (the server chose the ID and nobody saw it) and is dropped, noted.
+  change the store and are dropped. An info lease_grant without an ID (the server chose
+  one nobody saw) may have granted any lease ID that ok operations use but no grant in
+  the history provides; the model tries each.
 - Leases may expire at times the history does not show: for every granted lease the
   search gets a synthetic info operation `lease_expire` (a revoke, deleting the
   attached keys), invoked with the grant, which may take effect at any later point or
-  never. Turn it off with `EtcdModel(lease_expiry=False)` for clusters whose leases
-  cannot expire during the run.
+  never. It is tried only where it can make a difference: where a revision is missing
+  (it deleted keys) or right before an operation that names the lease. Turn it off with
+  `EtcdModel(lease_expiry=False)` for clusters whose leases cannot expire in the run.
 - Revision hints: a put that reports revision r ran right after revision r-1; a read,
-  grant, keep-alive or compaction that reports r ran at r; a delete, revoke or txn that
-  reports r ran at r-1 or r (it may have changed nothing). info puts, deletes and txns
-  either advance the revision or change nothing.
-- No per-key partitions: revisions are global, so keys interact through them.
+  grant, keep-alive or compaction that reports r ran at r; a delete or txn ran at r-1
+  if its response shows it wrote (deleted > 0, a put in the branch that ran), else at
+  r; a revoke at r-1 or r. info puts, deletes and txns either advance the revision or
+  change nothing.
+- Observations cut the info writes further: a response that shows key k = v with
+  mod_revision m says some write put k = v at m (only an info write that may do so is
+  placed there); a current read at revision r that shows k with mod_revision m says
+  nothing wrote k in (m, r].
+- No per-key partitions: revisions are global, so keys interact through them; the
+  revision cuts take the place of partitioning.
 """
 
 from __future__ import annotations
