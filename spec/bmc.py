@@ -12,7 +12,7 @@ is UNKNOWN.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +21,7 @@ from etcdspec.spec import ast
 from etcdspec.spec.counterexample import Counterexample, ElementNames, describe_params
 from etcdspec.spec.errors import SpecLookupError
 from etcdspec.spec.loader import LoadedSpec
+from etcdspec.spec.prove import select_properties
 from etcdspec.spec.z3backend import Encoder, Vocabulary
 
 from etcdspec.verdict import Verdict
@@ -97,14 +98,16 @@ def bmc(
     sizes: Mapping[str, int] | None = None,
     timeout_ms: int = 60_000,
     on_depth: Callable[[int, float], None] | None = None,
+    only: Sequence[str] = (),
 ) -> BmcResult:
-    """Check every property on all runs of up to `depth` steps of a finite instance."""
+    """Check every property (or only the named ones) on all runs of up to `depth`
+    steps of a finite instance."""
     started = time.perf_counter()
     full_sizes = instance_sizes(loaded, sizes or {})
     vocab = Vocabulary(loaded.info, full_sizes)
     encoder = Encoder(vocab)
     spec = loaded.spec
-    props = spec.properties()
+    props = select_properties(spec, only)
     solver = z3.Solver()
     solver.set("timeout", timeout_ms)
     solver.add(*vocab.axioms(encoder))
@@ -174,8 +177,10 @@ def bmc(
         options = []
         for action in spec.actions():
             params = encoder.action_params(action, f"@{k}")
-            options.append((action, params, encoder.transition(action, state, nxt, params)))
-        solver.add(z3.Or(*[f for _, _, f in options]))
+            chosen = z3.Bool(f"step{k}={action.name}")
+            solver.add(z3.Implies(chosen, encoder.transition(action, state, nxt, params)))
+            options.append((action, params, chosen))
+        solver.add(z3.Or(*[chosen for _, _, chosen in options]))
         steps.append(options)
         states.append(nxt)
     return BmcResult(

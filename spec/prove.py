@@ -125,6 +125,58 @@ class ProofReport:
         }
 
 
+FINITE_SEARCH_SIZES = (2, 3)
+FINITE_SEARCH_MS = 8_000
+FIRST_TRY_MS = 2_000
+
+
+class _StepQuery:
+    """One action's induction query on one vocabulary: the properties and the guard in
+    the pre-state are asserted once; each property's negation in the post-state is
+    pushed and popped."""
+
+    def __init__(
+        self, vocab: Vocabulary, encoder: Encoder, spec: ast.Spec, action: ast.ActionDecl
+    ) -> None:
+        self.vocab = vocab
+        self.encoder = encoder
+        self.action = action
+        self.solver = z3.Solver()
+        self.solver.add(*vocab.axioms(encoder))
+        self.pre = vocab.new_state("pre")
+        self.params = encoder.action_params(action, "")
+        self.solver.add(*[encoder.formula(d.formula, self.pre, {}) for d in spec.properties()])
+        self.solver.add(encoder.guard(action, self.pre, self.params))
+        self.post = encoder.post_state(action, self.pre, self.params)
+        self._model: z3.ModelRef | None = None
+
+    def check(self, prop: ast.FormulaDecl | None, timeout_ms: int) -> z3.CheckSatResult:
+        """Can `prop` fail after the action (None: can the action fire at all)?"""
+        self.solver.set("timeout", timeout_ms)
+        if prop is None:
+            return self.solver.check()
+        self.solver.push()
+        self.solver.add(z3.Not(self.encoder.formula(prop.formula, self.post, {})))
+        answer = self.solver.check()
+        self._model = self.solver.model() if answer == z3.sat else None
+        self.solver.pop()
+        return answer
+
+    def counterexample(self, prop: ast.FormulaDecl) -> Counterexample:
+        assert self._model is not None, "counterexample() needs a satisfiable check first"
+        names = ElementNames(self._model, self.vocab)
+        step = f"{self.action.name}({describe_params(names, self.params)})"
+        symbols = self.vocab.info.state_symbols()
+        return Counterexample(
+            f"counterexample to induction: {prop.kind.value} {prop.name} is not preserved by {step}",
+            {s: tuple(v) for s, v in names.universes.items()},
+            names.read_rigid(),
+            (names.read_state(self.pre, symbols), names.read_state(self.post, symbols)),
+            (step,),
+            ("before (all properties hold)", f"after ({prop.name} fails)"),
+        )
+
+
 class Prover:
     """Holds the Z3 vocabulary of one loaded spec and discharges its obligations."""
 
@@ -133,6 +185,7 @@ class Prover:
         self.spec = loaded.spec
         self.info = loaded.info
         self.timeout_ms = timeout_ms
+        self.first_try_ms = FIRST_TRY_MS
         self.vocab = Vocabulary(self.info)
         self.encoder = Encoder(self.vocab)
         self.axioms = self.vocab.axioms(self.encoder)
@@ -192,23 +245,36 @@ class Prover:
     def check_action(
         self, action: ast.ActionDecl, targets: Sequence[ast.FormulaDecl], fail_fast: bool = False
     ) -> list[CheckResult]:
-        solver = self.solver()
-        pre = self.vocab.new_state("pre")
-        params = self.encoder.action_params(action, "")
-        solver.add(*self.holds(self.spec.properties(), pre))
-        solver.add(self.encoder.guard(action, pre, params))
-        post = self.encoder.post_state(action, pre, params)
+        unbounded = _StepQuery(self.vocab, self.encoder, self.spec, action)
+        finite: dict[int, _StepQuery] = {}
+
+        def finite_query(size: int) -> _StepQuery:
+            if size not in finite:
+                vocab = Vocabulary(self.info, {s: size for s in self.info.sorts})
+                finite[size] = _StepQuery(vocab, Encoder(vocab), self.spec, action)
+            return finite[size]
+
         results = []
         for prop in targets:
             started = time.perf_counter()
-            solver.push()
-            solver.add(z3.Not(self.encoder.formula(prop.formula, post, {})))
-            answer = solver.check()
-            verdict, note = self._outcome(answer, solver)
-            cex = None
-            if verdict is Verdict.FALSE:
-                cex = self._cti(solver.model(), prop, action, params, pre, post)
-            solver.pop()
+            query = unbounded
+            answer = unbounded.check(prop, min(self.first_try_ms, self.timeout_ms))
+            if answer != z3.unsat:
+                # Z3 is slow at building models of quantified formulas, and its models
+                # are large: look for a small counterexample on finite instances first,
+                # then (if there is none) give the unbounded query its full budget.
+                for size in FINITE_SEARCH_SIZES:
+                    finite_answer = finite_query(size).check(
+                        prop, min(FINITE_SEARCH_MS, self.timeout_ms)
+                    )
+                    if finite_answer == z3.sat:
+                        answer, query = finite_answer, finite_query(size)
+                        break
+                else:
+                    if answer == z3.unknown:
+                        answer = unbounded.check(prop, self.timeout_ms)
+            verdict, note = self._outcome(answer, query.solver)
+            cex = query.counterexample(prop) if verdict is Verdict.FALSE else None
             results.append(
                 CheckResult(
                     CheckKind.PRESERVE,
@@ -224,7 +290,12 @@ class Prover:
                 return results
         # No vacuity: the action can fire in some state where every property holds.
         started = time.perf_counter()
-        verdict, note = self._outcome(solver.check(), solver)
+        query = finite_query(FINITE_SEARCH_SIZES[-1])
+        answer = query.check(None, self.timeout_ms)
+        if answer != z3.sat:
+            query = unbounded
+            answer = unbounded.check(None, self.timeout_ms)
+        verdict, note = self._outcome(answer, query.solver)
         enabled = {Verdict.TRUE: Verdict.FALSE, Verdict.FALSE: Verdict.TRUE}.get(
             verdict, Verdict.UNKNOWN
         )
@@ -242,27 +313,6 @@ class Prover:
             )
         )
         return results
-
-    def _cti(
-        self,
-        model: z3.ModelRef,
-        prop: ast.FormulaDecl,
-        action: ast.ActionDecl,
-        params: dict[str, z3.ExprRef],
-        pre: State,
-        post: State,
-    ) -> Counterexample:
-        names = ElementNames(model, self.vocab)
-        step = f"{action.name}({describe_params(names, params)})"
-        symbols = self.info.state_symbols()
-        return Counterexample(
-            f"counterexample to induction: {prop.kind.value} {prop.name} is not preserved by {step}",
-            {s: tuple(v) for s, v in names.universes.items()},
-            names.read_rigid(),
-            (names.read_state(pre, symbols), names.read_state(post, symbols)),
-            (step,),
-            ("before (all properties hold)", f"after ({prop.name} fails)"),
-        )
 
     def check_witness(self, witness: ast.WitnessDecl) -> CheckResult:
         started = time.perf_counter()

@@ -4,9 +4,10 @@ Two modes share one encoder:
 - unbounded (proofs): every sort is an uninterpreted Z3 sort; an ordered sort gets a
   rigid `le` relation with the axioms of a total order, so queries over specs written
   in the EPR style stay decidable;
-- finite (bounded model checking, witnesses on an instance): every sort is a Z3
-  enumeration of the given size, `le` is the order of the elements, and quantifiers are
-  expanded into conjunctions and disjunctions over the elements (ground queries).
+- finite (bounded model checking, counterexample search on small instances): every
+  sort is a Z3 enumeration of the given size and `le` is the order of the elements;
+  quantifiers stay quantifiers (Z3 instantiates them over the finite domains much
+  faster than expanding them in Python would).
 
 A `State` maps each state symbol to an interpretation: a callable from Z3 argument terms
 to a Z3 term. The post-state of an action is built by substitution (an assigned symbol
@@ -186,14 +187,6 @@ class Encoder:
     def quantifier(
         self, expr: ast.Quant, state: State | None, env: Mapping[str, z3.ExprRef]
     ) -> z3.ExprRef:
-        if self.vocab.finite:
-            choices = [self.vocab.elements[b.sort] for b in expr.binders]
-            cases = []
-            for combo in itertools.product(*choices):
-                inner = dict(env)
-                inner.update({b.name: value for b, value in zip(expr.binders, combo, strict=True)})
-                cases.append(self.expr(expr.body, state, inner))
-            return z3.And(*cases) if expr.universal else z3.Or(*cases)
         bound = [
             z3.Const(self.vocab.fresh_name(b.name), self.vocab.sorts[b.sort]) for b in expr.binders
         ]
@@ -280,13 +273,6 @@ class Encoder:
     def symbol_equal(self, sym: ast.SymbolDecl, left: State, right: State) -> z3.BoolRef:
         if not sym.arg_sorts:
             return left.interps[sym.name]([]) == right.interps[sym.name]([])
-        if self.vocab.finite:
-            cases = []
-            for combo in itertools.product(*[self.vocab.elements[s] for s in sym.arg_sorts]):
-                cases.append(
-                    left.interps[sym.name](list(combo)) == right.interps[sym.name](list(combo))
-                )
-            return z3.And(*cases)
         xs = [z3.Const(self.vocab.fresh_name("a"), self.vocab.sorts[s]) for s in sym.arg_sorts]
         return z3.ForAll(xs, left.interps[sym.name](xs) == right.interps[sym.name](xs))
 

@@ -129,6 +129,7 @@ def prove(
                     else lambda k, s: click.echo(
                         f"  depth {k}: no violation ({s:.2f} s)", err=True
                     ),
+                    only=[p for p in only if p in {d.name for d in loaded.spec.properties()}],
                 )
                 verdicts.append(result.verdict)
                 documents.append(result.to_json())
