@@ -117,7 +117,10 @@ class WatchStream:
             for item in self.hub.take(handle):
                 response = item.to_pb()
                 header = self.header()
-                header.revision = max(item.revision, 0) or header.revision
+                if item.canceled and item.compact_revision:
+                    header.revision = 0  # etcd sends a compaction cancel at revision 0
+                else:
+                    header.revision = max(item.revision, 0) or header.revision
                 response.header.CopyFrom(header)
                 self.queue.append(response)
                 if item.canceled:

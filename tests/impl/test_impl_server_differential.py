@@ -11,7 +11,9 @@ unknown ids, time to live with keys) and maintenance (alarms, HashKV errors).
 
 from __future__ import annotations
 
+import queue
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import etcd_procs
@@ -228,3 +230,67 @@ def test_response_equals_real_etcds(outcomes: dict[str, list[tuple[str, Any]]], 
 def test_script_meets_both_outcomes(outcomes: dict[str, list[tuple[str, Any]]]) -> None:
     errors = [name for name, result in outcomes["etcd"] if "error" in result]
     assert 5 <= len(errors) < len(SCRIPT) - 10, errors
+
+
+def _watch_script(endpoint: str) -> list[Any]:
+    """One Watch stream: explicit and automatic ids, a duplicate id, history replay with
+    prev_kv and a NOPUT filter, live events, a progress request, a cancel, and a start
+    revision below the compaction."""
+    requests: queue.Queue[rpc_pb2.WatchRequest | None] = queue.Queue()
+
+    def feed() -> Iterator[rpc_pb2.WatchRequest]:
+        while (item := requests.get()) is not None:
+            yield item
+
+    def create(watch_id: int, key: bytes, **kw: Any) -> rpc_pb2.WatchRequest:
+        return R.WatchRequest(create_request=R.WatchCreateRequest(key=key, watch_id=watch_id, **kw))
+
+    seen: list[Any] = []
+    with grpc.insecure_channel(endpoint.removeprefix("http://")) as channel:
+        kv = rpc_pb2_grpc.KVStub(channel)
+        for value in (b"1", b"2"):
+            kv.Put(R.PutRequest(key=b"w", value=value), timeout=5)
+        kv.DeleteRange(R.DeleteRangeRequest(key=b"w"), timeout=5)  # revisions 2, 3, 4
+        stream = rpc_pb2_grpc.WatchStub(channel).Watch(feed(), timeout=20)
+        try:
+            steps: list[tuple[rpc_pb2.WatchRequest | None, int, Callable[[], object] | None]] = [
+                (create(7, b"w", start_revision=2, prev_kv=True), 2, None),
+                (create(7, b"v"), 1, None),
+                (create(0, b"w", filters=[R.WatchCreateRequest.NOPUT]), 1, None),
+                (None, 1, lambda: kv.Put(R.PutRequest(key=b"w", value=b"3"), timeout=5)),
+                (None, 2, lambda: kv.DeleteRange(R.DeleteRangeRequest(key=b"w"), timeout=5)),
+                (R.WatchRequest(progress_request=R.WatchProgressRequest()), 1, None),
+                (R.WatchRequest(cancel_request=R.WatchCancelRequest(watch_id=7)), 1, None),
+                (None, 0, lambda: kv.Compact(R.CompactionRequest(revision=5), timeout=5)),
+                (create(9, b"w", start_revision=3), 2, None),
+            ]
+            for request, expect, action in steps:
+                if request is not None:
+                    requests.put(request)
+                if action is not None:
+                    action()
+                for _ in range(expect):
+                    seen.append(_mask(MessageToDict(next(stream))))
+        finally:
+            stream.cancel()
+            requests.put(None)
+    return seen
+
+
+def test_watch_stream_equals_real_etcds(tmp_path: Path) -> None:
+    if etcd_procs.ETCD_BIN is None:
+        pytest.skip("no etcd binary")
+    results = {}
+    for kind in ("etcd", "ours"):
+        with etcd_procs.cluster(kind, tmp_path / kind, 1) as cluster:
+            results[kind] = _watch_script(cluster.endpoints[0])
+    assert len(results["etcd"]) >= 10
+
+    # Responses of one watcher are ordered; across watchers etcd promises no order.
+    def by_watch(responses: list[Any]) -> dict[str, list[Any]]:
+        grouped: dict[str, list[Any]] = {}
+        for response in responses:
+            grouped.setdefault(response.get("watchId", "0"), []).append(response)
+        return grouped
+
+    assert by_watch(results["ours"]) == by_watch(results["etcd"])
