@@ -645,14 +645,12 @@ class Cluster:
             after = _start_lease_clocks(self, after)
         if after.commit_index > after.applied_index or after.ready_reads:
             after, outputs = _apply_committed(self, after)
+        config = self.config
+        if config.lossy_overflow and config.max_messages is not None:
+            after, out = self._lose_overflow(node_id, after, out)
         nodes = list(self.nodes)
         nodes[node_id - 1] = after
         new_nodes = tuple(nodes)
-        config = self.config
-        if out and config.lossy_overflow and config.max_messages is not None:
-            held = sum(len(n.outbox) for n in new_nodes)
-            room = config.max_messages - len(self.network.messages) - held
-            out = out[: max(room, 0)]
         ghost = update_ghost(self.ghost, (before,), (after,))
         return self._with(
             nodes=new_nodes,
@@ -660,6 +658,22 @@ class Cluster:
             ghost=ghost,
             outputs=tuple(outputs),
         )
+
+    def _lose_overflow(
+        self, node_id: int, after: Node, out: tuple[Message, ...]
+    ) -> tuple[Node, tuple[Message, ...]]:
+        """With lossy_overflow: messages beyond max_messages (in flight plus waiting in
+        outboxes) are lost, the newest first."""
+        assert self.config.max_messages is not None
+        room = self.config.max_messages - len(self.network.messages)
+        if self.params.explicit_persist:
+            room -= sum(len(n.outbox) for n in self.nodes if n.id != node_id)
+        room = max(room, 0)
+        if len(after.outbox) + len(out) <= room:
+            return after, out
+        if len(after.outbox) > room:
+            after = after._replace(outbox=after.outbox[:room])
+        return after, out[: room - len(after.outbox)]
 
     # ------------------------------------------------------------------ views
 
