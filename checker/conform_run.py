@@ -1,0 +1,389 @@
+"""`etcdspec conform` as a library call: start (or reach) a target, run a workload with
+faults while recording, check the history, compare HashKV, write the report folder.
+
+Contract:
+- `run_conform(options) -> ConformResult`. The report folder is
+  REPORT/<run id>/ with history.jsonl, faults.jsonl, result.json, timeline.html
+  (the checker's report, with the conformance facts added under "conform" and the
+  HashKV comparison as one more check) and, for local clusters, cluster/ with the
+  member logs; the data dirs are removed when the run holds and kept otherwise.
+  REPORT/latest points at the newest run.
+- Verdict: the checker's verdict merged with HashKV agreement (every member's
+  HashKV at one revision, same compact revision, same hash). A timeout or a member
+  that never catches up is UNKNOWN, never a pass.
+- An unreachable target raises TargetError (exit 5); every process and proxy the run
+  started is stopped, whatever happens.
+- Progress (ops/s, faults as they happen) goes to `options.progress` (stderr in the CLI).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import random
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+import grpc.aio
+from etcdspec.checker.check import CheckOptions, CheckReport, check_history
+from etcdspec.checker.conform_faults import FaultInjector
+from etcdspec.checker.conform_recorder import (
+    Process,
+    Recorder,
+    RecordingClient,
+    WatchRecorder,
+)
+from etcdspec.checker.conform_targets import LocalCluster, Target, TargetError, make_target
+from etcdspec.checker.conform_workloads import Worker, make_workload
+from etcdspec.checker.history import build_history
+from etcdspec.checker.report import write_report
+from etcdspec.checker.results import CheckResult
+from etcdspec.impl.pb import rpc_pb2
+from etcdspec.model.requests import RangeRequest, RangeResponse
+from etcdspec.model.watch import WatchRequest
+
+from etcdspec.exitcodes import ExitCode
+from etcdspec.verdict import Verdict
+
+
+@dataclass(frozen=True)
+class ConformOptions:
+    report_dir: Path
+    target: str = "reference"
+    endpoints: tuple[str, ...] = ()
+    etcd_bin: str | None = None
+    workload: str = "etcd-kv"
+    faults: tuple[str, ...] = ("kill", "partition")
+    duration_s: float = 20.0
+    seed: int = 0
+    members: int = 3
+    clients: int = 4
+    rate: float = 40.0  # operations per second over all clients
+    keys: int = 6
+    fault_interval_s: float = 3.0
+    fault_hold_s: float = 1.5
+    request_timeout_s: float = 2.0
+    check_timeout_s: float = 120.0
+    progress: Callable[[str], None] | None = None
+
+    def describe(self) -> str:
+        target = f"endpoints {','.join(self.endpoints)}" if self.endpoints else self.target
+        return (
+            f"conform {target} workload {self.workload} faults "
+            f"{','.join(self.faults) or 'none'} for {self.duration_s:g} s, seed {self.seed}"
+        )
+
+
+@dataclass(frozen=True)
+class ConformResult:
+    verdict: Verdict
+    run_dir: Path
+    check: CheckReport | None
+    hashkv: CheckResult
+    faults: tuple[str, ...]
+    skipped_faults: tuple[str, ...]
+    counts: dict[str, int]
+    seconds: float
+    notes: tuple[str, ...] = field(default=())
+
+    def describe(self) -> str:
+        lines = []
+        if self.check is not None:
+            lines.append(self.check.describe())
+        lines.append(f"  {self.hashkv.describe()}")
+        counts = ", ".join(f"{k} {v}" for k, v in self.counts.items())
+        lines.append(f"  recorded: {counts}")
+        lines.append(f"  faults: {', '.join(self.faults) or 'none'}")
+        for note in self.notes:
+            lines.append(f"  note: {note}")
+        lines.append(f"conform verdict: {self.verdict.describe()} ({self.seconds:.1f} s)")
+        lines.append(f"report: {self.run_dir}")
+        return "\n".join(lines)
+
+
+def run_conform(options: ConformOptions) -> ConformResult:
+    return asyncio.run(_run(options))
+
+
+def _say(options: ConformOptions, text: str) -> None:
+    if options.progress is not None:
+        options.progress(text)
+
+
+async def _run(options: ConformOptions) -> ConformResult:
+    started = time.monotonic()
+    report_dir = Path(options.report_dir)
+    run_dir = report_dir / f"run-{time.strftime('%Y%m%d-%H%M%S')}-seed{options.seed}"
+    suffix = 0
+    while run_dir.exists():
+        suffix += 1
+        run_dir = report_dir / f"run-{time.strftime('%Y%m%d-%H%M%S')}-seed{options.seed}-{suffix}"
+    run_dir.mkdir(parents=True)
+    _link_latest(report_dir, run_dir)
+    target = make_target(
+        options.target,
+        run_dir / "cluster",
+        endpoints=list(options.endpoints),
+        etcd_bin=options.etcd_bin,
+        size=options.members,
+    )
+    recorder = Recorder()
+    notes: list[str] = []
+    try:
+        _say(options, f"starting {target.describe()}")
+        await target.start()
+        await _require_fresh(target)
+        injector = FaultInjector(
+            target,
+            recorder,
+            options.faults,
+            random.Random(f"faults-{options.seed}"),
+            options.fault_interval_s,
+            options.fault_hold_s,
+            lambda text: _say(options, f"  {recorder.now() / 1e9:6.1f}s {text}"),
+        )
+        if injector.skipped:
+            notes.append(
+                f"faults skipped, the target cannot take them: {', '.join(injector.skipped)}"
+            )
+        await _drive(options, target, recorder, injector)
+        hashkv = await _hashkv(target)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            recorder.write(run_dir / "history.jsonl")
+        await target.close()
+        raise
+    await target.close()
+    recorder.write(run_dir / "history.jsonl")
+    injector.write(run_dir / "faults.jsonl")
+    _say(options, f"checking {len(recorder.events)} events")
+    history = build_history(recorder.events, str(run_dir / "history.jsonl"))
+    check_options = CheckOptions(timeout_s=options.check_timeout_s, seed=options.seed)
+    report = check_history(history, check_options)
+    write_report(report, run_dir, check_options)
+    verdict = report.verdict.merge(hashkv.verdict)
+    result = ConformResult(
+        verdict=verdict,
+        run_dir=run_dir,
+        check=report,
+        hashkv=hashkv,
+        faults=tuple(r.describe() for r in injector.records),
+        skipped_faults=tuple(injector.skipped),
+        counts=dict(recorder.counts),
+        seconds=time.monotonic() - started,
+        notes=tuple(notes),
+    )
+    _augment_result(run_dir / "result.json", options, result, target)
+    if isinstance(target, LocalCluster) and verdict is Verdict.TRUE:
+        for member in target.member_names():
+            shutil.rmtree(run_dir / "cluster" / f"{member}.data", ignore_errors=True)
+    return result
+
+
+def _link_latest(report_dir: Path, run_dir: Path) -> None:
+    latest = report_dir / "latest"
+    if latest.is_symlink() or latest.exists():
+        latest.unlink()
+    latest.symlink_to(run_dir.name)
+
+
+async def _require_fresh(target: Target) -> None:
+    """The model starts at revision 1: the run needs an empty store."""
+    client = RecordingClient(Recorder(), target.endpoints[0], 5.0)
+    try:
+        reply = await client.maintenance("Status", rpc_pb2.StatusRequest(), 5.0)
+    except grpc.aio.AioRpcError as error:
+        raise TargetError(f"{target.endpoints[0]}: {error.details()}") from error
+    finally:
+        await client.close()
+    if reply.header.revision != 1:
+        raise TargetError(
+            f"{target.endpoints[0]} is at revision {reply.header.revision}: a conformance run "
+            "needs a fresh cluster (revision 1), since the model starts empty",
+            code=ExitCode.USAGE,
+        )
+
+
+async def _drive(
+    options: ConformOptions, target: Target, recorder: Recorder, injector: FaultInjector
+) -> None:
+    stop = asyncio.Event()
+    tasks: list[asyncio.Task[None]] = []
+    watchers: list[WatchRecorder] = []
+    names = target.member_names() or [f"e{i}" for i in range(len(target.endpoints))]
+    urls = [target.client_url(n) for n in target.member_names()] or list(target.endpoints)
+    for name, url in zip(names, urls, strict=True):
+        watcher = WatchRecorder(
+            recorder, url, f"all@{name}", WatchRequest(b"\0", b"\0", 1, prev_kv=True), resume=True
+        )
+        watchers.append(watcher)
+        tasks.append(asyncio.create_task(watcher.run(stop)))
+
+    def start_watch(name: str, request: WatchRequest, seconds: float) -> None:
+        url = urls[len(watchers) % len(urls)]
+        watcher = WatchRecorder(recorder, url, name, request)
+        watchers.append(watcher)
+        own_stop = asyncio.Event()
+
+        async def timed() -> None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), seconds)
+            own_stop.set()
+
+        tasks.append(asyncio.create_task(watcher.run(own_stop)))
+        tasks.append(asyncio.create_task(timed()))
+
+    workload = make_workload(options.workload)
+    clients = [
+        RecordingClient(recorder, urls[i % len(urls)], options.request_timeout_s)
+        for i in range(options.clients)
+    ]
+    workers = [
+        Worker(
+            number=i,
+            client=clients[i],
+            process=Process(recorder.new_process()),
+            rng=random.Random(f"{options.seed}-{i}"),
+            keys=options.keys,
+            watch_starter=start_watch,
+        )
+        for i in range(options.clients)
+    ]
+    period = options.clients / options.rate if options.rate > 0 else 0.0
+
+    async def work(worker: Worker) -> None:
+        loop = asyncio.get_running_loop()
+        while not stop.is_set():
+            begun = loop.time()
+            await workload.step(worker)
+            wait = period - (loop.time() - begun)
+            if wait > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), wait)
+
+    async def report_progress() -> None:
+        last, last_ops = time.monotonic(), 0
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 2.0)
+            now = time.monotonic()
+            ops = sum(recorder.counts[k] for k in ("ok", "fail", "info"))
+            rate = (ops - last_ops) / max(now - last, 1e-9)
+            counts = recorder.counts
+            _say(
+                options,
+                f"  {recorder.now() / 1e9:6.1f}s {ops} ops ({rate:.0f}/s) ok {counts['ok']} "
+                f"fail {counts['fail']} info {counts['info']}, watch {counts['watch']}",
+            )
+            last, last_ops = now, ops
+
+    worker_tasks = [asyncio.create_task(work(w)) for w in workers]
+    fault_task = asyncio.create_task(injector.run(stop))
+    progress_task = asyncio.create_task(report_progress())
+    try:
+        await asyncio.sleep(options.duration_s)
+    finally:
+        stop.set()
+        await asyncio.gather(*worker_tasks, fault_task, progress_task, return_exceptions=True)
+        await asyncio.sleep(0.5)  # let the watches deliver what is committed
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for client in clients:
+            await client.close()
+    for task in (*worker_tasks, fault_task):
+        error = task.exception() if task.done() and not task.cancelled() else None
+        if error is not None:
+            raise error
+
+
+async def _hashkv(target: Target, timeout_s: float = 30.0) -> CheckResult:
+    """Every member's HashKV at one revision agrees (UNKNOWN if they never catch up)."""
+    started = time.monotonic()
+    urls = [target.client_url(n) for n in target.member_names()] or list(target.endpoints)
+    deadline = started + timeout_s
+    last_problem = ""
+    while time.monotonic() < deadline:
+        try:
+            revision = await _linearizable_revision(urls[0])
+            results = []
+            for url in urls:
+                client = RecordingClient(Recorder(), url, 3.0)
+                try:
+                    reply = await client.maintenance(
+                        "HashKV", rpc_pb2.HashKVRequest(revision=revision), 5.0
+                    )
+                finally:
+                    await client.close()
+                results.append((url, int(reply.hash), int(reply.compact_revision)))
+        except (grpc.aio.AioRpcError, TargetError) as error:
+            last_problem = (
+                error.details() if isinstance(error, grpc.aio.AioRpcError) else str(error)
+            )
+            await asyncio.sleep(0.5)
+            continue
+        compacts = {c for _, _, c in results}
+        if len(compacts) > 1:
+            last_problem = f"compact revisions differ: {results}"
+            await asyncio.sleep(0.5)
+            continue
+        hashes = {h for _, h, _ in results}
+        seconds = time.monotonic() - started
+        shown = ", ".join(f"{u.rsplit(':', 1)[-1]}={h}" for u, h, _ in results)
+        if len(hashes) == 1:
+            return CheckResult(
+                "HashKV",
+                Verdict.TRUE,
+                f"{len(results)} members agree at revision {revision}",
+                seconds,
+            )
+        return CheckResult(
+            "HashKV",
+            Verdict.FALSE,
+            f"members disagree at revision {revision} (compact {compacts.pop()})",
+            seconds,
+            (shown,),
+        )
+    return CheckResult(
+        "HashKV",
+        Verdict.UNKNOWN,
+        f"members did not reach one revision within {timeout_s:.0f} s: {last_problem}",
+        time.monotonic() - started,
+    )
+
+
+async def _linearizable_revision(url: str) -> int:
+    client = RecordingClient(Recorder(), url, 3.0)
+    try:
+        outcome = await client.call(Process(0), RangeRequest(b"hashkv-probe"))
+    finally:
+        await client.close()
+    if not isinstance(outcome.response, RangeResponse):
+        raise TargetError(f"{url}: revision probe {outcome.describe()}")
+    return outcome.response.header.revision
+
+
+def _augment_result(
+    path: Path, options: ConformOptions, result: ConformResult, target: Target
+) -> None:
+    data: dict[str, Any] = json.loads(path.read_text())
+    data["checker_valid"] = data.get("valid")
+    data["valid"] = result.verdict.to_json()
+    data["checks"].append(result.hashkv.to_json())
+    data["conform"] = {
+        "target": target.describe(),
+        "workload": options.workload,
+        "seed": options.seed,
+        "duration_s": options.duration_s,
+        "faults_requested": list(options.faults),
+        "faults_skipped": list(result.skipped_faults),
+        "faults": list(result.faults),
+        "counts": result.counts,
+        "notes": list(result.notes),
+        "seconds": round(result.seconds, 3),
+    }
+    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
