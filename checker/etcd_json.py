@@ -97,6 +97,9 @@ def as_object(value: Any, path: str) -> dict[str, Any]:
 
 
 def field_int(obj: dict[str, Any], name: str, path: str, *aliases: str) -> int:
+    value = obj.get(name)
+    if type(value) is int:  # the common case, first
+        return value
     for field in (name, *aliases):
         if field in obj and obj[field] is not None:
             value = obj[field]
@@ -114,6 +117,8 @@ def field_int(obj: dict[str, Any], name: str, path: str, *aliases: str) -> int:
 
 def field_bool(obj: dict[str, Any], name: str, path: str) -> bool:
     value = obj.get(name, False)
+    if value is True or value is False:
+        return value
     if value is None:
         return False
     if not isinstance(value, bool):
@@ -123,6 +128,8 @@ def field_bool(obj: dict[str, Any], name: str, path: str) -> bool:
 
 def field_bytes(obj: dict[str, Any], name: str, path: str) -> bytes:
     value = obj.get(name)
+    if type(value) is str:
+        return value.encode("utf-8")
     if value is None:
         return b""
     try:

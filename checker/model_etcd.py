@@ -236,7 +236,8 @@ class EtcdModel(CheckModel):
     def observed_writes(self, ops: Sequence[PreparedOp]) -> dict[int, set[Hashable]]:
         """Writes responses saw, and (kept for `info_possible`) per key the revisions in
         which a response proves the key was not written: a kv read at revision r with
-        mod_revision m means no write to that key in (m, r]."""
+        mod_revision m means no write to that key in (m, r]; a put or delete at r whose
+        prev_kv has mod_revision m means none in (m, r-1]."""
         observed: dict[int, set[Hashable]] = {}
         quiet: dict[bytes, list[tuple[int, int]]] = {}
         for prepared in ops:
@@ -253,6 +254,13 @@ class EtcdModel(CheckModel):
                 for kv in response.kvs:
                     if kv.mod_revision < at:
                         quiet.setdefault(kv.key, []).append((kv.mod_revision, at))
+            # A write's prev_kv(s) show each key as it was just before the write (at-1).
+            if isinstance(response, PutResponse) and response.prev_kv is not None:
+                prev = response.prev_kv
+                quiet.setdefault(prev.key, []).append((prev.mod_revision, at - 1))
+            if isinstance(response, DeleteRangeResponse) and response.deleted:
+                for prev in response.prev_kvs:
+                    quiet.setdefault(prev.key, []).append((prev.mod_revision, at - 1))
         self._quiet = {key: _merge(spans) for key, spans in quiet.items()}
         return observed
 
