@@ -76,6 +76,10 @@ class ExhaustiveResult:
         lines = [head, f"violation: {self.violation.describe()}", "shortest run:"]
         for number, (action, _) in enumerate(self.counterexample, start=1):
             lines.append(f"  {number:>3}. {action.describe()}")
+        if self.counterexample:
+            lines.append("final state:")
+            final = self.counterexample[-1][1].describe()
+            lines.extend(f"  {line}" for line in final.splitlines())
         return "\n".join(lines)
 
 
