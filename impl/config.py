@@ -148,6 +148,7 @@ class MemberConfig:
     listen_metrics_urls: tuple[Endpoint, ...] = ()
     trace_file: str | None = None
     seed: int = 0
+    fault_file: str | None = None  # etcdspec only: fault injection for tests (see peer.py)
     peers: tuple[PeerInfo, ...] = field(default=())
 
     def __post_init__(self) -> None:
@@ -251,6 +252,7 @@ def build_config(
     listen_metrics_urls: str | None = None,
     trace_file: str | None = None,
     seed: int = 0,
+    fault_file: str | None = None,
 ) -> MemberConfig:
     """Build a MemberConfig from flag texts, defaulting as etcd does."""
     clients = parse_urls(listen_client_urls, "--listen-client-urls")
@@ -290,4 +292,5 @@ def build_config(
         ),
         trace_file=trace_file,
         seed=seed,
+        fault_file=fault_file,
     )

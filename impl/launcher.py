@@ -9,8 +9,9 @@ log file in the cluster directory) and writes the state file `cluster.json`
 state file lists, and only if /proc shows they still run the command that was started
 (so a recycled pid is never killed). `wait_ready` polls Maintenance.Status on every
 member until each reports a leader, with a deadline. Faults for tests and conformance
-runs: `kill_member` (kill -9), `pause_member`/`resume_member` (SIGSTOP/SIGCONT), and
-`start_member(..., state="existing")` to restart a member on its data.
+runs: `kill_member` (kill -9), `pause_member`/`resume_member` (SIGSTOP/SIGCONT),
+`partition`/`heal` (network partitions through each member's --fault-file; plan with
+faults=True), and `start_member(..., state="existing")` to restart a member on its data.
 """
 
 from __future__ import annotations
@@ -112,6 +113,7 @@ class ClusterPlan:
     election_ms: int = 1000
     snapshot_count: int = 10_000
     trace: bool = False  # our members only: write DIR/<name>.trace.ndjson
+    faults: bool = False  # our members only: --fault-file DIR/<name>.faults.json
 
     @property
     def initial_cluster(self) -> str:
@@ -136,6 +138,7 @@ def plan_cluster(
     snapshot_count: int = 10_000,
     token: str = "etcdspec-cluster",
     trace: bool = False,
+    faults: bool = False,
 ) -> ClusterPlan:
     if size < 1:
         raise LauncherError(f"a cluster needs at least 1 member, not {size}")
@@ -159,11 +162,42 @@ def plan_cluster(
         election_ms=election_ms,
         snapshot_count=snapshot_count,
         trace=trace,
+        faults=faults,
     )
 
 
 def trace_path(plan: ClusterPlan, member: MemberPlan) -> Path:
     return Path(plan.directory) / f"{member.name}.trace.ndjson"
+
+
+def fault_path(plan: ClusterPlan, member: MemberPlan) -> Path:
+    return Path(plan.directory) / f"{member.name}.faults.json"
+
+
+def partition(plan: ClusterPlan, member_ids: dict[str, int], side: set[str]) -> None:
+    """Cut the members named in `side` off from the others (both directions), through
+    each member's fault file; `heal` undoes it. Needs a plan made with faults=True."""
+    if not plan.faults:
+        raise LauncherError("partition needs a cluster planned with faults=True")
+    for member in plan.members:
+        inside = member.name in side
+        blocked = sorted(
+            member_ids[other.name]
+            for other in plan.members
+            if other.name != member.name and (other.name in side) != inside
+        )
+        _write_fault_file(fault_path(plan, member), blocked)
+
+
+def heal(plan: ClusterPlan) -> None:
+    for member in plan.members:
+        _write_fault_file(fault_path(plan, member), [])
+
+
+def _write_fault_file(path: Path, blocked: list[int]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"version": 1, "blocked_peers": blocked}) + "\n")
+    tmp.replace(path)
 
 
 def ours_program() -> list[str]:
@@ -190,6 +224,7 @@ def member_argv(
         f"--snapshot-count={plan.snapshot_count}",
         f"--listen-metrics-urls={member.metrics_url}",
         *([f"--trace={trace_path(plan, member)}"] if plan.trace else []),
+        *([f"--fault-file={fault_path(plan, member)}"] if plan.faults else []),
     ]
 
 
@@ -275,6 +310,7 @@ def write_state(plan: ClusterPlan, running: list[RunningMember], program: list[s
         "election_ms": plan.election_ms,
         "snapshot_count": plan.snapshot_count,
         "trace": plan.trace,
+        "faults": plan.faults,
         "program": program,
         "members": [
             {**r.plan.to_json(), "pid": r.pid, "argv": r.argv, "log": r.log_path} for r in running
@@ -307,6 +343,7 @@ def read_state(directory: str | Path) -> tuple[ClusterPlan, list[RunningMember]]
         election_ms=int(data["election_ms"]),
         snapshot_count=int(data["snapshot_count"]),
         trace=bool(data.get("trace", False)),
+        faults=bool(data.get("faults", False)),
     )
     running = [
         RunningMember(plan=plan_member, pid=int(m["pid"]), argv=list(m["argv"]), log_path=m["log"])

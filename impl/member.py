@@ -48,7 +48,7 @@ from etcdspec.impl.member_storage import MemberStorage
 from etcdspec.impl.metrics import Metrics, MetricsServer
 from etcdspec.impl.pb import raft_internal_pb2 as internal_pb2
 from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
-from etcdspec.impl.peer import PeerTransport
+from etcdspec.impl.peer import FrameError, PeerTransport, read_fault_file
 from etcdspec.impl.quota import nospace_alarm_request
 from etcdspec.impl.raft_driver import RaftConfig, RaftDriver, Ready, Role
 from etcdspec.impl.raft_messages import NONE, Entry, HardState, ProposalDropped
@@ -151,6 +151,7 @@ class Member:
         )
         self._compact_proposed = 0
         self.tracer: TraceWriter | None = None
+        self._fault_stamp = -1
         self.storage.on_watch_ready = self._on_watch_ready
 
     # ---- life cycle -------------------------------------------------------------------
@@ -293,6 +294,7 @@ class Member:
             self.driver.tick()
             self._expire_leases()
             self._ticks += 1
+            self._reload_faults()
             hub = self.storage.watch_hub
             if hub.unsynced():
                 hub.sync()
@@ -301,6 +303,27 @@ class Member:
             if self._ticks % self._compaction_ticks == 0:
                 self._auto_compact()
             self._wake.set()
+
+    def _reload_faults(self) -> None:
+        """Re-read --fault-file when it changed (fault-injection tests only)."""
+        path = self.config.fault_file
+        if path is None or self.transport is None:
+            return
+        try:
+            stamp = os.stat(path).st_mtime_ns
+        except FileNotFoundError:
+            stamp = 0
+        if stamp == self._fault_stamp:
+            return
+        self._fault_stamp = stamp
+        try:
+            blocked = read_fault_file(path)
+        except FrameError as error:
+            log.error("ignoring the fault file", extra={"error": str(error)})
+            return
+        if blocked != self.transport.blocked:
+            log.warning("fault injection", extra={"blocked_peers": sorted(blocked)})
+            self.transport.blocked = blocked
 
     async def _loop(self) -> None:
         assert self.driver is not None

@@ -14,6 +14,11 @@ breaks), as Raft allows. Each peer's sender task reconnects with exponential bac
 (BACKOFF_START_S doubling up to BACKOFF_MAX_S). Received frames are handed, in order
 per connection, to the `deliver(from_id, payload)` callback on the event loop thread.
 `close()` stops the listener and every task this transport started.
+
+Fault injection (tests and conformance runs only): `blocked` is a set of peer ids this
+member neither sends to nor accepts frames from — a network partition seen from this
+side. `read_fault_file(path)` reads it from JSON `{"version": 1, "blocked_peers": [id,
+...]}` (the member re-reads the file of `--fault-file` when it changes).
 """
 
 from __future__ import annotations
@@ -57,6 +62,24 @@ def decode_hello(data: bytes) -> int:
     if version != VERSION:
         raise FrameError(f"peer speaks transport version {version}, this member {VERSION}")
     return int(member_id)
+
+
+def read_fault_file(path: str) -> frozenset[int]:
+    """The peers a fault file blocks; a missing file blocks none. Bad content raises
+    FrameError naming the file."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except FileNotFoundError:
+        return frozenset()
+    except (OSError, ValueError) as error:
+        raise FrameError(f"{path}: not a readable fault file ({error})") from error
+    if not isinstance(data, dict) or data.get("version") != 1:
+        raise FrameError(f'{path}: expected {{"version": 1, "blocked_peers": [...]}}')
+    peers = data.get("blocked_peers", [])
+    if not isinstance(peers, list) or not all(isinstance(p, int) for p in peers):
+        raise FrameError(f"{path}: blocked_peers must be a list of member ids")
+    return frozenset(peers)
 
 
 def encode_frame(payload: bytes) -> bytes:
@@ -182,6 +205,7 @@ class PeerTransport:
         self._readers: set[asyncio.Task[None]] = set()
         self._inbound: set[asyncio.StreamWriter] = set()
         self.bound_port: int | None = None
+        self.blocked: frozenset[int] = frozenset()
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(
@@ -194,7 +218,7 @@ class PeerTransport:
 
     def send(self, to: int, payload: bytes) -> None:
         sender = self._senders.get(to)
-        if sender is None:
+        if sender is None or to in self.blocked:
             self.stats.dropped_frames += 1
             return
         sender.enqueue(payload)
@@ -211,6 +235,9 @@ class PeerTransport:
                 self.on_attributes(from_id, attributes)
             while True:
                 payload = await read_frame(reader)
+                if from_id in self.blocked:
+                    self.stats.dropped_frames += 1
+                    continue
                 self.stats.received_frames += 1
                 self.deliver(from_id, payload)
         except (asyncio.IncompleteReadError, ConnectionError, OSError):

@@ -32,6 +32,11 @@ from etcdspec.exitcodes import ExitCode
 @click.option("--listen-metrics-urls", default=None)
 @click.option("--trace", "trace_file", default=None, help="Write a raft trace (NDJSON) here.")
 @click.option("--seed", default=0, show_default=True, help="Seed for election jitter.")
+@click.option(
+    "--fault-file",
+    default=None,
+    help="etcdspec only, for fault-injection tests: a JSON file naming peers to cut off.",
+)
 def serve(
     name: str,
     data_dir: str | None,
@@ -51,6 +56,7 @@ def serve(
     listen_metrics_urls: str | None,
     trace_file: str | None,
     seed: int,
+    fault_file: str | None,
 ) -> int:
     """Run one member of the reference server (etcd's flags)."""
     from etcdspec.impl.config import DEFAULT_QUOTA_BYTES, ConfigError, build_config
@@ -76,6 +82,7 @@ def serve(
             listen_metrics_urls=listen_metrics_urls,
             trace_file=trace_file,
             seed=seed,
+            fault_file=fault_file,
         )
     except ConfigError as error:
         raise CliError(str(error), ExitCode.USAGE) from error

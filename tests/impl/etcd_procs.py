@@ -84,9 +84,10 @@ def cluster(
     snapshot_count: int = 10_000,
     ready_timeout_s: float = 60.0,
     trace: bool = False,
+    faults: bool = False,
 ) -> Iterator[Cluster]:
-    if trace and kind != "ours":
-        raise ValueError("only our members write traces")
+    if (trace or faults) and kind != "ours":
+        raise ValueError("only our members write traces and read fault files")
     plan = launcher.plan_cluster(
         directory,
         size,
@@ -94,6 +95,7 @@ def cluster(
         election_ms=election_ms,
         snapshot_count=snapshot_count,
         trace=trace,
+        faults=faults,
     )
     members: list[launcher.RunningMember] = []
     running = Cluster(kind=kind, plan=plan, members=members)

@@ -230,3 +230,57 @@ def test_paused_leader_is_replaced_and_rejoins_as_follower(tmp_path: Path) -> No
             )
         stored = {item.key: item.value for item in got.kvs}
         assert all(stored.get(key) == value for key, value in acked.items())
+
+
+@pytest.mark.slow
+def test_partitioned_leader_is_replaced_and_loses_no_acknowledged_write(tmp_path: Path) -> None:
+    """Cut the leader off from both followers under load: the majority elects a leader and
+    keeps acknowledging writes, the isolated old leader acknowledges none; after healing
+    everyone converges on one history holding every acknowledged write."""
+    with etcd_procs.cluster("ours", tmp_path, 3, faults=True) as cluster:
+        ids = {
+            m.name: launcher.probe_status(m.client_url)["member_id"] for m in cluster.plan.members
+        }
+        load = Load(cluster.endpoints)
+        writers = [threading.Thread(target=load.writer, args=(n,)) for n in range(3)]
+        for writer in writers:
+            writer.start()
+        try:
+            _wait_for_more(load, 50)
+            old_leader = _leader_name(cluster)
+            launcher.partition(cluster.plan, ids, {old_leader})
+            try:
+                _wait_for_more(load, 100)  # only possible with a new leader in the majority
+                isolated = cluster.member(old_leader).plan.client_url
+                with (
+                    grpc.insecure_channel(isolated.removeprefix("http://")) as channel,
+                    pytest.raises(grpc.RpcError),
+                ):
+                    rpc_pb2_grpc.KVStub(channel).Put(
+                        rpc_pb2.PutRequest(key=b"isolated", value=b"x"), timeout=3
+                    )
+            finally:
+                launcher.heal(cluster.plan)
+            _wait_for_more(load, 50)
+        finally:
+            load.stop.set()
+            for writer in writers:
+                writer.join(timeout=30)
+        statuses = _converged(cluster)
+        assert len({status["leader"] for status in statuses.values()}) == 1
+        acked = dict(load.acked)
+        hashes = set()
+        revision = next(iter(statuses.values()))["revision"]
+        for endpoint in cluster.endpoints:
+            with grpc.insecure_channel(endpoint.removeprefix("http://")) as channel:
+                got = rpc_pb2_grpc.KVStub(channel).Range(
+                    rpc_pb2.RangeRequest(key=b"w", range_end=b"x", serializable=True), timeout=10
+                )
+                stored = {item.key: item.value for item in got.kvs}
+                assert all(stored.get(key) == value for key, value in acked.items())
+                hashes.add(
+                    rpc_pb2_grpc.MaintenanceStub(channel)
+                    .HashKV(rpc_pb2.HashKVRequest(revision=revision), timeout=10)
+                    .hash
+                )
+        assert len(hashes) == 1

@@ -4,6 +4,7 @@ and the metrics endpoint's text format."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 from etcdspec.impl import peer
@@ -90,3 +91,57 @@ def test_metrics_endpoint_serves_prometheus_text() -> None:
     assert samples["etcd_server_proposals_committed_total"] == 7
     assert samples["etcd_server_leader_changes_seen_total"] == 2
     assert samples["etcd_server_has_leader"] == 1
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (None, frozenset()),
+        ('{"version": 1, "blocked_peers": [5, 7]}', frozenset({5, 7})),
+        ('{"version": 1, "blocked_peers": []}', frozenset()),
+    ],
+)
+def test_fault_file_names_the_blocked_peers(
+    tmp_path: Path, content: str | None, expected: frozenset[int]
+) -> None:
+    path = tmp_path / "faults.json"
+    if content is not None:
+        path.write_text(content)
+    assert peer.read_fault_file(str(path)) == expected
+
+
+@pytest.mark.parametrize(
+    "content", ["not json", '{"version": 2}', '{"version": 1, "blocked_peers": ["a"]}']
+)
+def test_bad_fault_file_is_refused_with_its_name(tmp_path: Path, content: str) -> None:
+    path = tmp_path / "faults.json"
+    path.write_text(content)
+    with pytest.raises(peer.FrameError, match=r"faults\.json"):
+        peer.read_fault_file(str(path))
+
+
+def test_blocked_peer_is_neither_sent_to_nor_heard() -> None:
+    async def run() -> tuple[list[bytes], int]:
+        port_a, port_b = free_ports(2)
+        peers = {1: ("127.0.0.1", port_a), 2: ("127.0.0.1", port_b)}
+        got_b: list[bytes] = []
+        a = peer.PeerTransport(1, "127.0.0.1", port_a, peers, lambda f, p: None)
+        b = peer.PeerTransport(2, "127.0.0.1", port_b, peers, lambda f, p: got_b.append(p))
+        await a.start()
+        await b.start()
+        try:
+            b.blocked = frozenset({1})
+            a.send(2, b"dropped by the receiver")
+            a.blocked = frozenset({2})
+            a.send(2, b"dropped by the sender")
+            await _wait_for(lambda: b.stats.dropped_frames >= 1)
+            a.blocked = b.blocked = frozenset()
+            a.send(2, b"heard")
+            await _wait_for(lambda: got_b == [b"heard"])
+            return got_b, a.stats.dropped_frames
+        finally:
+            await a.close()
+            await b.close()
+
+    got, dropped_by_sender = asyncio.run(run())
+    assert got == [b"heard"] and dropped_by_sender >= 1
