@@ -73,7 +73,7 @@ class Target:
         raise TargetError(f"no member named {name}", ExitCode.USAGE)
 
     async def start(self) -> None:
-        await wait_reachable(self.endpoints)
+        await wait_reachable(self.endpoints, timeout_s=5.0)
 
     async def close(self) -> None:
         return None
