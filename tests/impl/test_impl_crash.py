@@ -2,8 +2,9 @@
 write load; restart them; every acknowledged write is still there on every member, and
 the members' HashKV agree.
 
-Writers are threads with their own gRPC channels, each putting unique keys and
-recording a key as acknowledged only when its Put returned OK. A small --snapshot-count
+Writers are threads with their own gRPC channels (server_stage.Load, shared with the
+verify stage), each putting unique keys and recording a key as acknowledged only when
+its Put returned OK. A small --snapshot-count
 makes the leader compact its log while a follower is down, so the restarted follower is
 caught up by snapshot. Witnesses make sure the test cannot pass vacuously: writes were
 acknowledged after each kill.
@@ -12,96 +13,27 @@ acknowledged after each kill.
 from __future__ import annotations
 
 import threading
-import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import etcd_procs
 import grpc
 import pytest
-from etcdspec.impl import launcher
+from etcdspec.impl import launcher, server_stage
 from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
 
-
-@dataclass
-class Load:
-    endpoints: list[str]
-    acked: dict[bytes, bytes] = field(default_factory=dict)
-    failures: int = 0
-    stop: threading.Event = field(default_factory=threading.Event)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def writer(self, number: int) -> None:
-        channels = [grpc.insecure_channel(e.removeprefix("http://")) for e in self.endpoints]
-        stubs = [rpc_pb2_grpc.KVStub(c) for c in channels]
-        sequence = 0
-        target = number
-        try:
-            while not self.stop.is_set():
-                key = f"w{number}-{sequence:06d}".encode()
-                value = f"{time.monotonic_ns()}".encode()
-                try:
-                    stubs[target % len(stubs)].Put(
-                        rpc_pb2.PutRequest(key=key, value=value), timeout=2
-                    )
-                except grpc.RpcError:
-                    with self.lock:
-                        self.failures += 1
-                    target += 1  # try another member next time
-                    time.sleep(0.02)
-                else:
-                    with self.lock:
-                        self.acked[key] = value
-                sequence += 1
-        finally:
-            for channel in channels:
-                channel.close()
-
-    def count(self) -> int:
-        with self.lock:
-            return len(self.acked)
-
-
-def _statuses(endpoints: list[str]) -> dict[str, dict[str, int]]:
-    out = {}
-    for endpoint in endpoints:
-        try:
-            out[endpoint] = launcher.probe_status(endpoint, timeout_s=1.0)
-        except launcher.LauncherError:
-            continue
-    return out
+Load = server_stage.Load
 
 
 def _leader_name(cluster: etcd_procs.Cluster) -> str:
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        statuses = _statuses(cluster.endpoints)
-        for member in cluster.plan.members:
-            status = statuses.get(member.client_url)
-            if status and status["leader"] == status["member_id"]:
-                return member.name
-        time.sleep(0.05)
-    raise AssertionError(f"no leader within 20 s\n{cluster.logs()}")
+    return server_stage.leader_name(cluster.plan)
 
 
 def _wait_for_more(load: Load, at_least: int, timeout_s: float = 20) -> None:
-    deadline = time.monotonic() + timeout_s
-    start = load.count()
-    while load.count() < start + at_least:
-        assert time.monotonic() < deadline, f"writes stalled at {load.count()} acks"
-        time.sleep(0.02)
+    load.wait_for_more(at_least, timeout_s)
 
 
 def _converged(cluster: etcd_procs.Cluster, timeout_s: float = 30) -> dict[str, dict[str, int]]:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        statuses = _statuses(cluster.endpoints)
-        applied = {s["raft_index"] for s in statuses.values()}
-        revisions = {s["revision"] for s in statuses.values()}
-        if len(statuses) == 3 and len(applied) == 1 and len(revisions) == 1:
-            return statuses
-        time.sleep(0.1)
-    raise AssertionError(f"members did not converge: {_statuses(cluster.endpoints)}")
+    return server_stage.wait_converged(cluster.endpoints, timeout_s)
 
 
 @pytest.mark.slow
