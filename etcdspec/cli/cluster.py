@@ -32,6 +32,7 @@ def cluster() -> None:
 @click.option("--election-timeout", default=1000, show_default=True, help="Milliseconds.")
 @click.option("--snapshot-count", default=10_000, show_default=True)
 @click.option("--timeout", "timeout_s", default=60.0, show_default=True, help="Seconds to wait.")
+@click.option("--trace", is_flag=True, help="Each member writes DIR/<name>.trace.ndjson.")
 @click.option("--json", "as_json", is_flag=True, help="Print the endpoints as JSON.")
 def up(
     size: int,
@@ -40,6 +41,7 @@ def up(
     election_timeout: int,
     snapshot_count: int,
     timeout_s: float,
+    trace: bool,
     as_json: bool,
 ) -> int:
     """Start SIZE members on free loopback ports; state in DIR/cluster.json."""
@@ -57,6 +59,7 @@ def up(
             heartbeat_ms=heartbeat_interval,
             election_ms=election_timeout,
             snapshot_count=snapshot_count,
+            trace=trace,
         )
         running = launcher.start_cluster(plan)
     except launcher.LauncherError as error:

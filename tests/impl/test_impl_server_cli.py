@@ -48,6 +48,7 @@ def test_cluster_up_status_snapshot_down(
                     "50",
                     "--election-timeout",
                     "500",
+                    "--trace",
                     "--json",
                     *args,
                 ]
@@ -77,6 +78,8 @@ def test_cluster_up_status_snapshot_down(
         pids = [member.pid for member in members]
         assert run(["cluster", "down", *args]) == 0
     assert not any(_pid_alive(pid) for pid in pids)
+    traces = sorted(directory.glob("*.trace.ndjson"))
+    assert len(traces) == 3 and all(path.read_text().startswith('{"v":1') for path in traces)
     assert run(["cluster", "status", *args]) == ExitCode.BAD_INPUT
 
 
