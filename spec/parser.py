@@ -61,7 +61,7 @@ def parse_spec(text: str, filename: str = "<spec>") -> ast.Spec:
             try:
                 decls.extend(_Builder(issues).decls(_parser().parse(padded)))
             except lark.exceptions.LarkError as error:
-                _report(issues, error, text)
+                _report(issues, error, text, _end_of(padded))
         issues.raise_if_any()
         # Every chunk parsed, yet the whole did not (cannot happen with this grammar,
         # but never let it pass silently).
@@ -80,11 +80,8 @@ def parse_file(path: Path) -> ast.Spec:
 
 def _chunks(text: str) -> list[tuple[int, int, str]]:
     """Top-level declarations as (line, column, text): starts at depth-0 keywords."""
-    starts: list[int] = []
-    for match in _DECL_START.finditer(text):
-        start = match.start(1)
-        if _depth_at(text, start) == 0:
-            starts.append(start)
+    depths = _depths(text)
+    starts = [m.start(1) for m in _DECL_START.finditer(text) if depths[m.start(1)] == 0]
     if not starts or starts[0] != 0:
         starts.insert(0, 0)
     chunks = []
@@ -96,10 +93,13 @@ def _chunks(text: str) -> list[tuple[int, int, str]]:
     return chunks
 
 
-def _depth_at(text: str, position: int) -> int:
+def _depths(text: str) -> list[int]:
+    """The brace depth before each character (comments and strings do not count)."""
+    depths = []
     depth = 0
     in_comment = in_string = False
-    for char in text[:position]:
+    for char in text:
+        depths.append(depth)
         if in_comment:
             in_comment = char != "\n"
         elif in_string:
@@ -112,7 +112,8 @@ def _depth_at(text: str, position: int) -> int:
             depth += 1
         elif char == "}":
             depth = max(depth - 1, 0)
-    return depth
+    depths.append(depth)
+    return depths
 
 
 def _describe_terminal(name: str) -> str:
@@ -127,14 +128,27 @@ def _describe_terminal(name: str) -> str:
     )
 
 
-def _report(issues: IssueCollector, error: lark.exceptions.LarkError, text: str) -> None:
+def _end_of(text: str) -> tuple[int, int]:
+    """Line and column just after the last non-blank character (where input ran out)."""
+    stripped = text.rstrip()
+    line = stripped.count("\n") + 1
+    column = len(stripped) - (stripped.rfind("\n") + 1) + 1
+    return line, column
+
+
+def _report(
+    issues: IssueCollector,
+    error: lark.exceptions.LarkError,
+    text: str,
+    end: tuple[int, int] | None = None,
+) -> None:
+    line_end, column_end = end if end is not None else _end_of(text)
     if isinstance(error, lark.exceptions.UnexpectedToken):
         token = error.token
         expected = sorted({_describe_terminal(t) for t in error.expected})
         hint = "expected " + ", ".join(expected[:8]) + (", ..." if len(expected) > 8 else "")
         if token.type == "$END":
-            lines = text.splitlines() or [""]
-            line, column = len(lines), len(lines[-1]) + 1
+            line, column = line_end, column_end
             issues.add(
                 "E102", f"unexpected end of file; {hint}", ast.Span(line, column, line, column + 1)
             )
@@ -154,8 +168,7 @@ def _report(issues: IssueCollector, error: lark.exceptions.LarkError, text: str)
             ast.Span(error.line, error.column, error.line, error.column + 1),
         )
     elif isinstance(error, lark.exceptions.UnexpectedEOF):
-        lines = text.splitlines() or [""]
-        line, column = len(lines), len(lines[-1]) + 1
+        line, column = line_end, column_end
         issues.add("E102", "unexpected end of file", ast.Span(line, column, line, column + 1))
     else:
         issues.add("E100", f"syntax error: {error}", ast.Span(1, 1, 1, 2))

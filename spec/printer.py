@@ -54,7 +54,11 @@ def _bare(expr: ast.Expr) -> str:
     if isinstance(expr, ast.App):
         return f"{expr.name}({', '.join(_fmt(a, _QUANT) for a in expr.args)})"
     if isinstance(expr, ast.Not):
-        return "!" + _fmt(expr.operand, _NOT)
+        # `!x = y` parses as `!(x = y)`; the parentheses are for the reader
+        operand = expr.operand
+        return "!" + (
+            f"({_bare(operand)})" if isinstance(operand, ast.Compare) else _fmt(operand, _NOT)
+        )
     if isinstance(expr, ast.And):
         return " & ".join(_fmt(e, _NOT) for e in expr.operands)
     if isinstance(expr, ast.Or):

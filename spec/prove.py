@@ -314,26 +314,50 @@ class Prover:
         )
         return results
 
-    def check_witness(self, witness: ast.WitnessDecl) -> CheckResult:
-        started = time.perf_counter()
-        solver = self.solver()
-        state = self.vocab.new_state("w0")
-        solver.add(*self.holds(self.spec.formulas(ast.FormulaKind.INIT), state))
+    def _witness_query(
+        self, vocab: Vocabulary, witness: ast.WitnessDecl, timeout_ms: int
+    ) -> tuple[z3.CheckSatResult, z3.Solver, list[State], list[tuple[ast.ActionDecl, Any]]]:
+        encoder = Encoder(vocab)
+        solver = z3.Solver()
+        solver.set("timeout", timeout_ms)
+        solver.add(*vocab.axioms(encoder))
+        state = vocab.new_state("w0")
+        solver.add(
+            *[
+                encoder.formula(d.formula, state, {})
+                for d in self.spec.formulas(ast.FormulaKind.INIT)
+            ]
+        )
         states = [state]
         all_params = []
         for index, step in enumerate(witness.steps):
             action = self.spec.action(step)
             if action is None:
                 raise SpecLookupError(f"witness {witness.name}: unknown action '{step}'")
-            params = self.encoder.action_params(action, f"@{index}")
-            solver.add(self.encoder.guard(action, states[-1], params))
-            states.append(self.encoder.post_state(action, states[-1], params))
+            params = encoder.action_params(action, f"@{index}")
+            solver.add(encoder.guard(action, states[-1], params))
+            states.append(encoder.post_state(action, states[-1], params))
             all_params.append((action, params))
         if witness.reach is not None:
-            solver.add(self.encoder.formula(witness.reach, states[-1], {}))
+            solver.add(encoder.formula(witness.reach, states[-1], {}))
+        return solver.check(), solver, states, all_params
+
+    def check_witness(self, witness: ast.WitnessDecl) -> CheckResult:
+        """A witness run exists: looked for on a small instance first, then unbounded."""
+        started = time.perf_counter()
+        size = FINITE_SEARCH_SIZES[-1]
+        vocab = Vocabulary(self.info, {s: size for s in self.info.sorts})
+        answer, solver, states, all_params = self._witness_query(
+            vocab, witness, min(FINITE_SEARCH_MS, self.timeout_ms)
+        )
+        if answer != z3.sat:
+            vocab = self.vocab
+            answer, solver, states, all_params = self._witness_query(
+                vocab, witness, self.timeout_ms
+            )
         answer = solver.check()
         if answer == z3.sat:
-            names = ElementNames(solver.model(), self.vocab)
+            names = ElementNames(solver.model(), vocab)
             symbols = self.info.state_symbols()
             steps = tuple(f"{a.name}({describe_params(names, p)})" for a, p in all_params)
             run = Counterexample(
