@@ -5,9 +5,9 @@ induction; witnesses are satisfiable and catch actions that can never fire; Z3's
 from __future__ import annotations
 
 import pytest
-
 from etcdspec.spec.loader import load_spec, load_text
 from etcdspec.spec.prove import CheckKind, prove
+
 from etcdspec.verdict import Verdict
 
 TOY = """
@@ -68,7 +68,7 @@ def test_seeded_mutation_gives_counterexample_to_induction(
     assert cex is not None
     text = cex.describe()
     assert (
-        text.startswith(f"counterexample to induction: ") and prop in text and f"{action}(" in text
+        text.startswith("counterexample to induction: ") and prop in text and f"{action}(" in text
     )
     assert "before (all properties hold):" in text and "after (" in text
     assert len(cex.states) == 2
