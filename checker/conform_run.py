@@ -99,7 +99,8 @@ class ConformResult:
         lines.append(f"  {self.hashkv.describe()}")
         counts = ", ".join(f"{k} {v}" for k, v in self.counts.items())
         lines.append(f"  recorded: {counts}")
-        lines.append(f"  faults: {', '.join(self.faults) or 'none'}")
+        lines.append(f"  faults: {len(self.faults) or 'none'}")
+        lines.extend(f"    {fault}" for fault in self.faults)
         for note in self.notes:
             lines.append(f"  note: {note}")
         lines.append(f"conform verdict: {self.verdict.describe()} ({self.seconds:.1f} s)")

