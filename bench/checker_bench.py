@@ -1,7 +1,9 @@
 """Checker benchmarks: time and peak memory of `check_linearizable` against history size.
 
 Run: `.venv/bin/python -m bench.checker_bench` (full: up to 100k-op etcd histories, a few
-minutes) or `--quick` (small sizes only). Each case runs in a fresh subprocess so that
+minutes) or `--quick` (small sizes only). Wall-clock mean and max, and the mean CPU time
+of the checking process (fairer on a shared machine), are reported; goals are judged on
+the wall-clock mean. Each case runs in a fresh subprocess so that
 its peak resident memory (ru_maxrss, which includes generating the history from the
 pure store model) is its own. Histories are generated with a fixed seed
 (etcdspec.checker.simulate), so figures are comparable between runs. Goals (issue 4):
@@ -29,17 +31,20 @@ args = dict(ops=case["ops"], processes=case["processes"], info_rate=case["info"]
 if case["model"] == "kv":
     args["keys"] = case["keys"]
 runs = []
+cpu = []
 infos = 0
 verdicts = set()
 for seed in range(case["repeat"]):
     history = build_history(make(seed, **args))
     infos += sum(op.type == "info" for op in history.operations)
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.process_time()
     result = check_linearizable(get_model(case["model"]), history.operations)
     runs.append(time.perf_counter() - start)
+    cpu.append(time.process_time() - start_cpu)
     verdicts.add(result.verdict.value)
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-print(json.dumps({"seconds": sum(runs) / len(runs), "max_seconds": max(runs), "peak_mb": peak,
+print(json.dumps({"seconds": sum(runs) / len(runs), "max_seconds": max(runs),
+                  "cpu_seconds": sum(cpu) / len(cpu), "peak_mb": peak,
                   "info_ops": infos / case["repeat"], "verdicts": sorted(verdicts)}))
 """
 
@@ -99,7 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes only")
     parser.add_argument("--json", action="store_true", help="one JSON object per case")
     options = parser.parse_args(argv)
-    print(f"{'case':<50} {'mean':>10} {'max':>10} {'peak RSS':>9} {'info':>6}  goal")
+    print(
+        f"{'case':<50} {'mean':>10} {'max':>10} {'mean CPU':>10} {'peak RSS':>9} {'info':>6}  goal"
+    )
     for case in QUICK if options.quick else FULL:
         result = run_case(case)
         if options.json:
@@ -114,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
             goal = f"< {case.goal_s:g} s: {'met' if seconds < case.goal_s else 'MISSED'}"
         print(
             f"{case.describe():<50} {seconds * 1000:>8.1f}ms {float(result['max_seconds']) * 1000:>8.1f}ms "  # type: ignore[arg-type]
+            f"{float(result['cpu_seconds']) * 1000:>8.1f}ms "  # type: ignore[arg-type]
             f"{float(result['peak_mb']):>7.0f}MB {float(result['info_ops']):>6.0f}  {goal}"  # type: ignore[arg-type]
         )
     return 0
