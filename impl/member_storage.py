@@ -4,7 +4,7 @@ Layout of --data-dir (as etcd's): `member/wal/` (the WAL, etcdspec.impl.wal),
 `member/snap/` (Raft snapshot files, etcdspec.impl.snapfile) and `member/snap/db` (the
 SQLite backend, etcdspec.impl.backend).
 
-`open()` recovers: the newest valid snapshot file, then the WAL replayed after it, then
+`open()` recovers: the newest valid snapshot file that the WAL records, then the WAL replayed after it, then
 the backend; a backend older than the snapshot (a crash between persisting a received
 snapshot and restoring it) is restored from the snapshot. The applied index handed to
 Raft is the backend's consistent index, clamped to [snapshot index, commit index]:
@@ -39,7 +39,7 @@ from etcdspec.impl.pb import rpc_pb2
 from etcdspec.impl.quota import BackendQuota, consumes_space
 from etcdspec.impl.raft_core import PersistedState
 from etcdspec.impl.raft_messages import Entry, HardState, Message, Snapshot
-from etcdspec.impl.wal import Wal
+from etcdspec.impl.wal import Wal, recorded_snapshots
 from etcdspec.impl.watch_hub import WatchHub
 from google.protobuf.message import Message as PbMessage
 
@@ -109,7 +109,12 @@ class MemberStorage:
 
     def open(self, *, quota_bytes: int, initial_cluster_state: str = "new") -> Recovered:
         self.snap_dir.mkdir(parents=True, exist_ok=True)
-        loaded = snapfile.load_newest(self.snap_dir)
+        # Only a snapshot the WAL records: a file written just before a crash, whose WAL
+        # record never reached the disk, is passed over (the WAL still holds its entries).
+        recorded = recorded_snapshots(self.wal_dir)
+        loaded = snapfile.load_newest(
+            self.snap_dir, accept=lambda meta: (meta.index, meta.term) in recorded
+        )
         snapshot = loaded.snapshot if loaded is not None else None
         wal, state = Wal.open(self.wal_dir, snapshot=snapshot.meta if snapshot else None)
         self._wal = wal
