@@ -20,6 +20,7 @@ import z3
 from etcdspec.spec import ast
 from etcdspec.spec.counterexample import Counterexample, ElementNames, describe_params
 from etcdspec.spec.errors import SpecLookupError
+from etcdspec.spec.evaluator import Instance, holds
 from etcdspec.spec.loader import LoadedSpec
 from etcdspec.spec.prove import select_properties
 from etcdspec.spec.z3backend import Encoder, Vocabulary
@@ -77,7 +78,7 @@ def parse_sizes(text: str) -> dict[str, int]:
     sizes: dict[str, int] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         name, sep, value = part.partition("=")
-        if not sep or not value.strip().isdigit() or int(value) < 1:
+        if not sep or not name.strip() or not value.strip().isdigit() or int(value) < 1:
             raise ValueError(f"bad size '{part}': write SORT=N with N >= 1, e.g. node=3,term=3")
         sizes[name.strip()] = int(value)
     return sizes
@@ -125,9 +126,12 @@ def bmc(
         if answer == z3.sat:
             model = solver.model()
             names = ElementNames(model, vocab)
-            violated = tuple(
-                p.name for p, f in checks if not z3.is_true(model.eval(f, model_completion=True))
-            )
+            symbols = loaded.info.state_symbols()
+            last = names.read_state(state, symbols)
+            # Z3 does not reduce quantified formulas in a model: judge the last state
+            # with the finite evaluator (an independent second opinion).
+            instance = Instance(names.universes, names.read_rigid())
+            violated = tuple(p.name for p in props if not holds(loaded, p.formula, last, instance))
             labels = []
             for options in steps:
                 taken = next(
@@ -136,7 +140,6 @@ def bmc(
                     if z3.is_true(model.eval(f, model_completion=True))
                 )
                 labels.append(f"{taken[0].name}({describe_params(names, taken[1])})")
-            symbols = loaded.info.state_symbols()
             run = Counterexample(
                 f"violating run of {k} step(s): {', '.join(violated)} fail(s) in the last state",
                 {s: tuple(v) for s, v in names.universes.items()},

@@ -1,0 +1,98 @@
+"""`etcdspec prove`: exit codes, JSON, ITF, BMC and located errors, run in-process."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from etcdspec.cli.main import run
+
+
+def test_prove_mvcc_and_lease_exit_0(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["prove", "mvcc", "lease"]) == 0
+    out = capsys.readouterr().out
+    assert "spec mvcc: holds" in out and "spec lease: holds" in out
+
+
+def test_mutation_exit_1_with_itf(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    itf = tmp_path / "cti.itf.json"
+    code = run(["prove", "lease", "--mutation", "attach_revoked", "--fail-fast", "--itf", str(itf)])
+    assert code == 1
+    assert "counterexample to induction" in capsys.readouterr().out
+    trace = json.loads(itf.read_text())
+    assert trace["#meta"]["format"] == "ITF"
+    assert len(trace["states"]) == 2 and "attached" in trace["vars"]
+
+
+def test_json_output(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["prove", "mvcc", "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["schema"] == "etcdspec.prove/1" and document["valid"] is True
+    results = document["specs"][0]["results"]
+    assert {r["kind"] for r in results} == {"init", "preserve", "enabled", "witness"}
+
+
+def test_bmc_prints_a_violating_run(capsys: pytest.CaptureFixture[str]) -> None:
+    code = run(
+        ["prove", "mvcc", "--mutation", "compact_future", "--bmc", "2", "--size", "revision=3"]
+    )
+    assert code == 1
+    out = capsys.readouterr().out
+    assert "VIOLATED at depth 1" in out and "--- compact(" in out
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["prove", "nosuchspec"],
+        ["prove", "mvcc", "--mutation", "nosuchbug"],
+        ["prove", "mvcc", "--only", "nosuchproperty"],
+        ["prove", "mvcc", "--action", "nosuchaction"],
+        ["prove", "mvcc", "--bmc", "1", "--size", "node=3"],
+        ["prove", "mvcc", "--bmc", "1", "--size", "revision"],
+    ],
+)
+def test_unknown_names_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("etcdspec: ") and len(err.strip().splitlines()) == 1
+
+
+def test_timeout_exits_3() -> None:
+    assert (
+        run(
+            [
+                "prove",
+                "raft",
+                "--only",
+                "leader_completeness",
+                "--action",
+                "become_leader",
+                "--timeout",
+                "0.001",
+            ]
+        )
+        == 3
+    )
+
+
+def test_bad_spec_exits_4_with_every_error_located(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.spec"
+    bad.write_text(
+        "sort s\nrelation r(s)\ninvariant i: forall x: s. q(x)\nsafety j: forall x: t. r(x)\n"
+    )
+    assert run(["prove", str(bad)]) == 4
+    err = capsys.readouterr().err
+    assert "bad.spec:3:" in err and "E207" in err and "bad.spec:4:" in err and "E203" in err
+    assert "^" in err
+
+
+def test_list_mutations(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["prove", "--list-mutations"]) == 0
+    out = capsys.readouterr().out
+    for name in ("figure8", "two_votes", "no_truncation", "stale_append"):
+        assert f"raft: {name}" in out
