@@ -2,11 +2,11 @@
 
 Contract:
 - `FAULTS` names what can be asked for: kill (kill -9 of the leader or a follower, then
-  a restart on its data), pause (SIGSTOP, later SIGCONT), partition (one member cut off
-  from the others through the peer proxies), delay (every peer chunk delayed), drop
-  (every peer connection reset once), compact (a recorded Compact request at a recent
-  revision: it is an operation of the history), defrag (Maintenance.Defragment of one
-  member under load).
+  a restart on its data), pause (SIGSTOP, later SIGCONT), partition (through the peer
+  proxies: one member cut off from all others or, 3 times in 10, from one peer only),
+  delay (every peer chunk delayed), drop (every peer connection reset once), compact
+  (a recorded Compact request at a recent revision: it is an operation of the
+  history), defrag (Maintenance.Defragment of one member under load).
 - The history schema has no fault event type, so faults are logged to faults.jsonl
   (one JSON object a line: index, fault, target, detail, start and end on the
   history's clock); the report links the two by time.
@@ -164,10 +164,16 @@ class FaultInjector:
         elif fault in ("partition", "delay", "drop"):
             network = self.target.network
             assert network is not None
-            if fault == "partition":
+            if fault == "partition" and self.rng.random() < 0.7:
                 target, role = await self._pick_member()
                 closed = network.isolate(target)
                 detail = f"{role} isolated from its peers ({closed} connections cut)"
+            elif fault == "partition":
+                target, role = await self._pick_member()
+                other = self.rng.choice([n for n in self.target.member_names() if n != target])
+                closed = network.cut(target, other)
+                detail = f"{role} cut from {other} only ({closed} connections cut)"
+                target = f"{target}-{other}"
             elif fault == "delay":
                 network.delay_s = self.rng.choice([0.02, 0.05, 0.1])
                 target, detail = "all", f"peer traffic delayed {network.delay_s * 1000:.0f} ms"
