@@ -277,13 +277,14 @@ def _check(
 
 
 class _Frame:
-    __slots__ = ("candidates", "item", "rejected", "ret_ptr", "state", "zobrist")
+    __slots__ = ("call_ptr", "candidates", "item", "rejected", "ret_ptr", "state", "zobrist")
 
-    def __init__(self, state: Any, zobrist: int, item: int, ret_ptr: int) -> None:
+    def __init__(self, state: Any, zobrist: int, item: int, ret_ptr: int, call_ptr: int) -> None:
         self.state = state
         self.zobrist = zobrist
         self.item = item  # local index placed to reach this frame (-1 at the root)
-        self.ret_ptr = ret_ptr
+        self.ret_ptr = ret_ptr  # first unplaced ok op in return order
+        self.call_ptr = call_ptr  # first unplaced op in call order
         self.rejected: list[int] = []
         self.candidates: Iterator[tuple[int, Any]] = iter(())
 
@@ -390,7 +391,9 @@ class _Search:
         boundary = self._boundary(frame.ret_ptr)
         placed, call = self.placed, self.call
         if not self.hinted:
-            for i in self.by_call:
+            by_call = self.by_call
+            for k in range(frame.call_ptr, len(by_call)):
+                i = by_call[k]
                 if call[i] >= boundary:
                     return
                 if not placed[i]:
@@ -487,6 +490,11 @@ class _Search:
                 memo.add(key)
                 yield i, state
 
+    def _advance_call(self, call_ptr: int) -> int:
+        while call_ptr < len(self.by_call) and self.placed[self.by_call[call_ptr]]:
+            call_ptr += 1
+        return call_ptr
+
     def _advance_ret(self, ret_ptr: int) -> int:
         while ret_ptr < len(self.ok_by_ret) and self.placed[self.ok_by_ret[ret_ptr]]:
             ret_ptr += 1
@@ -495,12 +503,12 @@ class _Search:
     # -- the search -----------------------------------------------------------------
     def run(self) -> PartitionResult:
         start = time.monotonic()
-        root = _Frame(self.model.init(), 0, -1, self._advance_ret(0))
+        root = _Frame(self.model.init(), 0, -1, self._advance_ret(0), 0)
         root.candidates = self._successors(root)
         stack = [root]
         best_depth = -1
         best_pending = True  # the deepest frame has not been recorded yet
-        failure: Failure | None = None
+        deepest: tuple[list[int], _Frame] | None = None
         try:
             self.clock.check()
             while stack:
@@ -521,7 +529,7 @@ class _Search:
                 child = next(frame.candidates, None)
                 if child is None:
                     if best_pending and len(stack) - 1 >= best_depth:
-                        failure = self._failure(stack)
+                        deepest = ([f.item for f in stack[1:]], frame)
                         best_depth = len(stack) - 1
                         best_pending = False
                     stack.pop()
@@ -531,7 +539,11 @@ class _Search:
                 i, state = child
                 self._place(i)
                 new = _Frame(
-                    state, frame.zobrist ^ self.zob[i], i, self._advance_ret(frame.ret_ptr)
+                    state,
+                    frame.zobrist ^ self.zob[i],
+                    i,
+                    self._advance_ret(frame.ret_ptr),
+                    self._advance_call(frame.call_ptr),
                 )
                 new.candidates = self._successors(new)
                 stack.append(new)
@@ -551,7 +563,8 @@ class _Search:
                 self.steps,
                 time.monotonic() - start,
             )
-        assert failure is not None
+        assert deepest is not None
+        failure = self._failure(*deepest)
         return PartitionResult(
             self.name,
             Verdict.FALSE,
@@ -564,8 +577,17 @@ class _Search:
             time.monotonic() - start,
         )
 
-    def _failure(self, stack: list[_Frame]) -> Failure:
-        frame = stack[-1]
+    def _failure(self, path: list[int], frame: _Frame) -> Failure:
+        """The failure at the deepest configuration reached (`path` placed, `frame`)."""
+        for i in path:
+            self.placed[i] = 1
+        try:
+            return self._describe_failure(path, frame)
+        finally:
+            for i in path:
+                self.placed[i] = 0
+
+    def _describe_failure(self, path: list[int], frame: _Frame) -> Failure:
         boundary_op = self.ok_by_ret[frame.ret_ptr]
         failing = frame.rejected[0] if frame.rejected else boundary_op
         reason = self.model.mismatch(frame.state, self.items[failing])
@@ -604,7 +626,7 @@ class _Search:
             failing_op=self.items[failing].op.id,
             reason=reason,
             window=tuple(window),
-            prefix=tuple(self.items[f.item].op.id for f in stack[1:]),
+            prefix=tuple(self.items[i].op.id for i in path),
             state=self.model.describe_state(frame.state),
             state_json=self.model.state_json(frame.state),
             prefix_end_index=end if end is not None else -1,
