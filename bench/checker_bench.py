@@ -49,6 +49,9 @@ print(json.dumps({"seconds": sum(runs) / len(runs), "max_seconds": max(runs),
 """
 
 
+CASE_TIMEOUT_S = 300
+
+
 @dataclass(frozen=True)
 class Case:
     model: str
@@ -90,9 +93,16 @@ QUICK = [
 
 def run_case(case: Case) -> dict[str, object]:
     payload = json.dumps(case.__dict__)
-    done = subprocess.run(
-        [sys.executable, "-c", _CHILD, payload], capture_output=True, text=True, check=False
-    )
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _CHILD, payload],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=CASE_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired:
+        return {"error": f"no result within {CASE_TIMEOUT_S} s"}
     if done.returncode != 0:
         return {"error": done.stderr.strip().splitlines()[-1] if done.stderr else "failed"}
     result: dict[str, object] = json.loads(done.stdout)
