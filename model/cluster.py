@@ -447,25 +447,40 @@ class Cluster:
         return action
 
     def _candidate_actions(self) -> Iterator[Action]:
+        """The actions whose preconditions hold, in a fixed order; the ones that surely
+        leave the bounds are left out early (the bounds are checked again on the result)."""
         config = self.config
         free = config.timeouts == "free"
         explicit = config.persist == "explicit"
+        max_term, max_log = config.max_term, config.max_log
+
+        def term_room(node: Node) -> bool:
+            return max_term is None or node.term < max_term
+
+        def log_room(node: Node) -> bool:
+            return max_log is None or node.log.last_index < max_log
+
         for node in self.nodes:
             i = node.id
             if not self.up[i - 1]:
                 continue
             if explicit and rn.needs_persist(node):
                 yield persist(i)
+            leader = node.role == Role.LEADER
             if free:
-                if node.role != Role.LEADER or config.check_quorum:
+                # (a real campaign past max_term would leave the bounds: not offered)
+                if (leader and config.check_quorum) or (
+                    not leader and (config.prevote or term_room(node))
+                ):
                     yield timeout(i)
-                if node.role == Role.LEADER and config.allow_heartbeat:
+                if leader and config.allow_heartbeat:
                     yield heartbeat(i)
             else:
                 yield tick(i)
-            if node.role == Role.LEADER:
-                for request in config.proposals:
-                    yield propose(i, request)
+            if leader:
+                if log_room(node):
+                    for request in config.proposals:
+                        yield propose(i, request)
                 if rn.can_read_index(node):
                     for request in config.reads:
                         yield read_index(i, request)
