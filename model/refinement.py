@@ -22,30 +22,47 @@ Contract
   abstract pre and post of the node, the plan and the failed part. `stats` counts the
   spec actions checked (a witness that a run was not vacuous).
 - `RefinementMachine` is the Hypothesis cluster machine with `check_step` after every
-  model step (it overrides `ClusterMachine._do`, the one place every step goes through).
+  model step (it overrides `ClusterMachine._do`, the one place every step goes through);
+  `run_exploration(options, checked)` runs it (or the plain machine) once, seeded.
 
 Only the acting node enters the evaluated state: the actions are node-local, so this
-is exact and keeps a check cheap. No I/O besides reading the spec file once.
+is exact and keeps a check cheap. The spec's safety properties are proved inductive for
+these actions (`etcdspec prove spec/raft_steps.spec`), so checking the steps implies
+them; `check_properties=True` evaluates them on each post-state as well (slower). No
+I/O besides reading the spec file; the clock is read only to time `run_exploration`.
 """
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from etcdspec.model.cluster import MESSAGE_KINDS, Action, Cluster, ClusterConfig
-from etcdspec.model.explore import ExploreOptions, RunRecorder
-from etcdspec.model.hypothesis_cluster import ClusterMachine, cluster_config, focused
+from etcdspec.model.explore import ExploreOptions, RunRecorder, hypothesis_settings
+from etcdspec.model.hypothesis_cluster import (
+    ClusterMachine,
+    abstract_state,
+    cluster_config,
+    focused,
+)
 from etcdspec.model.invariants import InvariantViolation
 from etcdspec.model.raft_messages import Message, MsgType, node_name
 from etcdspec.model.raft_node import Node, Role
 from etcdspec.spec import ast
-from etcdspec.spec.evaluator import Instance, holds, initial, step, violated_properties
+from etcdspec.spec.evaluator import (
+    Instance,
+    enabled,
+    holds,
+    initial,
+    step,
+    violated_properties,
+)
 from etcdspec.spec.loader import SPEC_DIR, LoadedSpec, load_spec
-from hypothesis.stateful import RuleBasedStateMachine
+from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
 SPEC_PATH = SPEC_DIR / "raft_steps.spec"
 NOBODY = 0
@@ -186,11 +203,15 @@ def make_instance(
     max_index: int,
     sent: Mapping[int, int] | None = None,
     sent_commit: int = 0,
+    sent_last: int = 0,
     node_ids: Sequence[int] | None = None,
+    min_index: int = 0,
 ) -> Instance:
     """Contiguous term and index ranges (the spec's next_index / next_term need them);
-    node 0 is "nobody" (a rigid value outside the universe); `sent` gives the entry terms of the message being received."""
-    indices = range(max_index + 1)
+    node 0 is "nobody" (a rigid value outside the universe); `sent` gives the entry
+    terms of the message being received. `min_index` starts the index range above 0
+    (a window over the live part of the logs, see check_plan)."""
+    indices = range(min_index, max_index + 1)
     sent = sent or {}
     ids = list(range(1, nodes + 1)) if node_ids is None else list(node_ids)
     return Instance(
@@ -210,6 +231,7 @@ def make_instance(
             "leader": "leader",
             "sent_term": {j: sent.get(j, 0) for j in indices},
             "sent_commit": sent_commit,
+            "sent_last": sent_last,
         },
     )
 
@@ -263,6 +285,7 @@ class StepPlan:
     steps: tuple[SpecStep, ...]
     sent: tuple[tuple[int, int], ...] = ()
     sent_commit: int = 0
+    sent_last: int = 0
     unexplained: str = ""  # a change no spec action can make, said in words
 
     def describe(self) -> str:
@@ -380,11 +403,17 @@ def plan_step(n: int, before: NodeView, after: NodeView, action: Action) -> Step
         steps.append(_spec_step("persist", n=n))
     if after.commit_index != commit:
         steps.append(_spec_step("advance_commit", n=n, i=after.commit_index))
+    sent_last = 0
+    if message is not None and message.type == MsgType.APPEND:
+        sent_last = message.log_index + len(message.entries)
+    elif message is not None and message.type == MsgType.SNAPSHOT:
+        sent_last = message.snapshot.last_index
     return StepPlan(
         n,
         tuple(steps),
         sent,
         message.commit if message is not None else 0,
+        sent_last,
         unexplained,
     )
 
@@ -442,6 +471,21 @@ def _requirement_text(loaded: LoadedSpec, req: ast.Require) -> str:
     return f"{label}{source} (raft_steps.spec:{line})"
 
 
+def _failed_guard(
+    loaded: LoadedSpec, spec_step: SpecStep, state: Mapping[str, Any], instance: Instance
+) -> str:
+    """The first `require` of the step's action that fails in `state`, as spec text."""
+    action = loaded.spec.action(spec_step.action)
+    assert action is not None, f"raft_steps.spec has no action {spec_step.action}"
+    params = dict(spec_step.params)
+    for stmt in action.body:
+        if isinstance(stmt, ast.Require) and not holds(
+            loaded, stmt.formula, state, instance, params
+        ):
+            return f"guard {_requirement_text(loaded, stmt)} fails"
+    raise AssertionError(f"{spec_step.describe()} is not enabled, yet every guard holds")
+
+
 def _diff(expected: Mapping[str, Any], actual: Mapping[str, Any], n: int) -> str:
     """The symbols on which two node-n states differ, as spec terms."""
     parts = []
@@ -469,24 +513,27 @@ def check_plan(
     max_term, max_index = _bounds((before, after))
     sent = dict(plan.sent)
     max_term = max([max_term, *sent.values()])
+    # The index range is a window: from the lowest snapshot (in memory or durable) or
+    # index parameter up. Below it every log position is term0 before and after and no
+    # action reads it, so the window decides the same as the range from index0 (and the
+    # cost of the spec's index quantifiers follows the live log, not its history).
+    min_index = min(before.snap_index, before.dsnap_index, after.snap_index, after.dsnap_index)
     for spec_step in plan.steps:
         for name, value in spec_step.params:
             if name in ("t", "lt", "pt", "st"):
                 max_term = max(max_term, value)
             elif name in ("i", "li", "pi", "si"):
                 max_index = max(max_index, value)
-    indices = range(max_index + 1)
-    instance = make_instance(nodes, max_term, max_index, sent, plan.sent_commit)
+                min_index = min(min_index, value)
+    indices = range(min_index, max_index + 1)
+    instance = make_instance(
+        nodes, max_term, max_index, sent, plan.sent_commit, plan.sent_last, min_index=min_index
+    )
     state = spec_state({n: before}, indices)
     for spec_step in plan.steps:
-        action = loaded.spec.action(spec_step.action)
-        assert action is not None, f"raft_steps.spec has no action {spec_step.action}"
         params = dict(spec_step.params)
-        for stmt in action.body:
-            if isinstance(stmt, ast.Require) and not holds(
-                loaded, stmt.formula, state, instance, params
-            ):
-                return f"{spec_step.describe()}: guard {_requirement_text(loaded, stmt)} fails"
+        if not enabled(loaded, spec_step.action, params, state, instance):
+            return f"{spec_step.describe()}: {_failed_guard(loaded, spec_step, state, instance)}"
         state = step(loaded, spec_step.action, params, state, instance)
     actual = spec_state({n: after}, indices)
     actual = {name: _normalise(value) for name, value in actual.items()}
@@ -494,7 +541,16 @@ def check_plan(
     if expected != actual:
         return "the spec steps end in another state: " + _diff(expected, actual, n)
     if check_properties and plan.steps:
-        own = make_instance(nodes, max_term, max_index, sent, plan.sent_commit, node_ids=[n])
+        own = make_instance(
+            nodes,
+            max_term,
+            max_index,
+            sent,
+            plan.sent_commit,
+            plan.sent_last,
+            node_ids=[n],
+            min_index=min_index,
+        )
         broken = violated_properties(loaded, state, own)
         if broken:
             return f"the post-state breaks {', '.join(broken)}"
@@ -592,9 +648,58 @@ def refinement_machine_factory(
     return factory
 
 
+@dataclass(frozen=True)
+class RefinementRun:
+    """One seeded exploration: model steps taken, wall time, what was checked, and the
+    first violation (None: every step refined the spec, or `checked` was off)."""
+
+    checked: bool
+    steps: int
+    seconds: float
+    stats: RefinementStats
+    violation: InvariantViolation | None
+
+    def steps_per_second(self) -> float:
+        return self.steps / self.seconds if self.seconds > 0 else 0.0
+
+    def describe(self) -> str:
+        mode = "with refinement" if self.checked else "without refinement"
+        outcome = "holds" if self.violation is None else self.violation.describe()
+        return (
+            f"{mode}: {self.steps} steps in {self.seconds:.2f} s "
+            f"({self.steps_per_second():.0f} steps/s); {outcome}"
+        )
+
+
+def run_exploration(options: ExploreOptions, checked: bool = True) -> RefinementRun:
+    """One seeded Hypothesis run of the cluster machine, with refinement checks on every
+    step when `checked` (else the plain ClusterMachine on the same seed and settings)."""
+    recorder = RunRecorder(abstract_state, None)
+    stats = RefinementStats()
+    config = cluster_config(options)
+    machine: type[Any] = focused(RefinementMachine if checked else ClusterMachine, options.rules)
+
+    def factory() -> RuleBasedStateMachine:
+        if checked:
+            return cast(RuleBasedStateMachine, machine(config, recorder, stats))
+        return cast(RuleBasedStateMachine, machine(config, recorder))
+
+    factory._hypothesis_internal_use_seed = options.seed  # type: ignore[attr-defined]
+    if checked:
+        raft_steps_spec()  # parse the spec before the clock starts: a one-time cost
+    started = time.monotonic()
+    violation: InvariantViolation | None = None
+    try:
+        run_state_machine_as_test(cast(Any, factory), settings=hypothesis_settings(options))
+    except InvariantViolation as found:
+        violation = found
+    return RefinementRun(checked, recorder.steps, time.monotonic() - started, stats, violation)
+
+
 __all__ = [
     "NodeView",
     "RefinementMachine",
+    "RefinementRun",
     "RefinementStats",
     "RefinementViolation",
     "SpecStep",
@@ -606,4 +711,5 @@ __all__ = [
     "plan_step",
     "raft_steps_spec",
     "refinement_machine_factory",
+    "run_exploration",
 ]
