@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import grpc
+import grpc.aio
 import pytest
 from etcdspec.checker.check import check_history
 from etcdspec.checker.conform_recorder import Process, Recorder, RecordingClient, classify
 from etcdspec.checker.conform_wire import from_pb, to_pb
 from etcdspec.checker.history import read_history
 from etcdspec.impl.launcher import free_ports
-from etcdspec.impl.pb import kv_pb2, rpc_pb2
+from etcdspec.impl.pb import kv_pb2, rpc_pb2, rpc_pb2_grpc
 from etcdspec.model.requests import (
     CompactionRequest,
     Compare,
@@ -162,3 +164,40 @@ def test_wire_round_trip_keeps_model_fields(
         assert response.prev_kv is not None and response.prev_kv.version == 3  # type: ignore[attr-defined]
     if "succeeded" in expected_fields:
         assert response.succeeded is False  # type: ignore[attr-defined]
+
+
+class _KeepAliveServicer(rpc_pb2_grpc.LeaseServicer):  # type: ignore[misc]
+    """Answers every keep-alive with header revision 5 and TTL 9."""
+
+    async def LeaseKeepAlive(self, requests: Any, context: Any) -> Any:
+        async for request in requests:
+            yield rpc_pb2.LeaseKeepAliveResponse(
+                header=rpc_pb2.ResponseHeader(revision=5), ID=request.ID, TTL=9
+            )
+
+
+@pytest.mark.parametrize(("as_info", "expected"), [(True, "info"), (False, "ok")])
+def test_answered_keepalive_is_info_unless_asked(as_info: bool, expected: str) -> None:
+    async def main() -> Recorder:
+        server = grpc.aio.server()
+        rpc_pb2_grpc.add_LeaseServicer_to_server(_KeepAliveServicer(), server)
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        recorder = Recorder()
+        client = RecordingClient(recorder, f"127.0.0.1:{port}", 2.0, keepalive_as_info=as_info)
+        process = Process(recorder.new_process())
+        try:
+            outcome = await client.call(process, LeaseKeepAliveRequest(42))
+        finally:
+            await client.close()
+            await server.stop(None)
+        assert outcome.type == expected
+        assert process.id == (1 if as_info else 0)
+        return recorder
+
+    recorder = asyncio.run(main())
+    completion = recorder.events[-1]
+    assert completion.type == expected
+    assert completion.value["ID"] == 42 and completion.value["TTL"] == 9
+    assert completion.value["header"]["revision"] == 5
+    assert completion.value.get("answered", False) is as_info
