@@ -13,7 +13,8 @@ Contract
   makes the hard state durable and releases the outbox (as etcd's Ready: persist, then
   send). `crash` keeps only the durable hard state. In "sync" mode (`explicit=False`)
   every step persists at once. The leader counts its own log for commit only as far as it
-  is durable.
+  is durable. `ready(node)` states the pending work field by field (persist, then send,
+  then apply).
 - Roles are an enum; every role change goes through `_transition`, which raises
   `IllegalTransitionError` (changing nothing) on a transition Raft does not allow.
 - Applying committed entries to the state machine is the driver's job (the cluster):
@@ -673,6 +674,39 @@ def persist(params: RaftParams, node: Node) -> tuple[Node, tuple[Message, ...]]:
     if node.role == Role.LEADER:
         node = _maybe_commit(params, node)
     return node, released
+
+
+class Ready(NamedTuple):
+    """What a driver owes one node, in this order (etcd raft's Ready): make `hard_state`
+    durable (None: nothing new), then send `messages` (they waited for it), then apply
+    `committed_entries` to the state machine and report it with `mark_applied`."""
+
+    hard_state: HardState | None
+    messages: tuple[Message, ...]
+    committed_entries: tuple[Entry, ...]
+
+    def describe(self) -> str:
+        persist = (
+            "nothing"
+            if self.hard_state is None
+            else (
+                f"term {self.hard_state.term} vote {self.hard_state.vote} "
+                f"log {self.hard_state.log.describe()}"
+            )
+        )
+        return (
+            f"persist {persist}; send {len(self.messages)}; apply "
+            f"{' '.join(e.describe() for e in self.committed_entries) or 'nothing'}"
+        )
+
+
+def ready(node: Node) -> Ready:
+    """The node's pending work (see Ready)."""
+    hard = HardState(node.term, node.vote, node.log) if node.durable is not None else None
+    committed: tuple[Entry, ...] = ()
+    if node.commit_index > node.applied_index:
+        committed = node.log.slice(node.applied_index + 1, node.commit_index)
+    return Ready(hard, node.outbox, committed)
 
 
 def needs_persist(node: Node) -> bool:

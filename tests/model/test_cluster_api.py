@@ -196,3 +196,17 @@ def test_symmetric_partitions_share_a_canonical_fingerprint() -> None:
     assert one.canonical_fingerprint() == two.canonical_fingerprint()
     assert one.canonical_fingerprint() != start.canonical_fingerprint()
     hash(one.canonical_fingerprint())
+
+
+def test_ready_lists_what_to_persist_send_and_apply_in_order() -> None:
+    config = ClusterConfig(timeouts="free", persist="explicit")
+    _, cluster = run_script(["timeout 1", "stabilize", "propose 1 a=1"], config)
+    leader = cluster.node(1)
+    pending = rn.ready(leader)
+    assert pending.hard_state is not None and pending.hard_state.log.last_index == 2
+    assert [m.dst for m in pending.messages] == [2, 3]
+    assert pending.committed_entries == ()
+    _, settled = run_script(["timeout 1", "stabilize", "propose 1 a=1", "stabilize"], config)
+    done = rn.ready(settled.node(1))
+    assert done.hard_state is None and done.messages == () and done.committed_entries == ()
+    assert done.describe() == "persist nothing; send 0; apply nothing"
