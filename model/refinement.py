@@ -464,11 +464,12 @@ class RefinementStats:
 
 
 def _requirement_text(loaded: LoadedSpec, req: ast.Require) -> str:
-    label = f"[{req.label}] " if req.label else ""
     line = req.span.line
     lines = SPEC_PATH.read_text().splitlines() if line else []
     source = lines[line - 1].strip() if 0 < line <= len(lines) else "require ..."
-    return f"{label}{source} (raft_steps.spec:{line})"
+    if req.label and f"[{req.label}]" not in source:
+        source = f"[{req.label}] {source}"
+    return f"{source} (raft_steps.spec:{line})"
 
 
 def _failed_guard(
@@ -486,6 +487,13 @@ def _failed_guard(
     raise AssertionError(f"{spec_step.describe()} is not enabled, yet every guard holds")
 
 
+def _key_text(key: Any) -> str:
+    """A state key as spec arguments: node ids as names (n2), indices as numbers."""
+    if isinstance(key, tuple):
+        return ", ".join([node_name(key[0]), *(str(k) for k in key[1:])])
+    return node_name(key)
+
+
 def _diff(expected: Mapping[str, Any], actual: Mapping[str, Any], n: int) -> str:
     """The symbols on which two node-n states differ, as spec terms."""
     parts = []
@@ -495,7 +503,9 @@ def _diff(expected: Mapping[str, Any], actual: Mapping[str, Any], n: int) -> str
             continue
         if isinstance(want, dict):
             keys = sorted(k for k in set(want) | set(got) if want.get(k) != got.get(k))
-            shown = ", ".join(f"{name}{k!r}: spec {want.get(k)} model {got.get(k)}" for k in keys)
+            shown = ", ".join(
+                f"{name}({_key_text(k)}): spec {want.get(k)} model {got.get(k)}" for k in keys
+            )
             parts.append(shown)
         else:
             parts.append(f"{name}: spec {sorted(want)} model {sorted(got)}")
