@@ -567,6 +567,15 @@ def check_plan(
     return ""
 
 
+@lru_cache(maxsize=8192)
+def _check_plan_cached(
+    plan: StepPlan, before: NodeView, after: NodeView, nodes: int, check_properties: bool
+) -> str:
+    """check_plan is a pure function of its arguments: Hypothesis examples replay the
+    same steps (every example starts from the same bootstrap), so results are kept."""
+    return check_plan(plan, before, after, nodes, check_properties)
+
+
 def _normalise(value: Any) -> Any:
     if isinstance(value, dict):
         return dict(value)
@@ -605,7 +614,7 @@ def check_step(
                 )
             continue
         plan = plan_step(n, before, after, action)
-        failed = check_plan(plan, before, after, nodes, check_properties)
+        failed = _check_plan_cached(plan, before, after, nodes, check_properties)
         if failed:
             raise RefinementViolation(label, n, before, after, plan.describe(), failed)
         if stats is not None:
@@ -697,6 +706,7 @@ def run_exploration(options: ExploreOptions, checked: bool = True) -> Refinement
     factory._hypothesis_internal_use_seed = options.seed  # type: ignore[attr-defined]
     if checked:
         raft_steps_spec()  # parse the spec before the clock starts: a one-time cost
+        _check_plan_cached.cache_clear()  # a run pays for its own checks
     started = time.monotonic()
     violation: InvariantViolation | None = None
     try:
