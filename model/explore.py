@@ -25,7 +25,7 @@ import time
 import traceback
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 from etcdspec.model.bugs import NO_BUGS, BugSet
@@ -73,6 +73,14 @@ class ExploreOptions:
     bugs: BugSet = NO_BUGS
     timeouts: str = "free"  # cluster: "free" (timeout(n) is an action) or "ticks"
     persist: str = "sync"  # cluster: "sync" (every step durable) or "explicit" (persist(n))
+    noop_on_leader: bool = True  # cluster: a new leader appends an empty entry of its term
+    prevote: bool = True  # cluster: PreVote (etcd --pre-vote)
+    check_quorum: bool = True  # cluster: CheckQuorum (leaders step down without a quorum)
+    # "hypothesis": Hypothesis shrinks the failing run (the store's default); "actions":
+    # Hypothesis only finds it, then its model steps are shrunk by deterministic replay
+    # (the cluster's default: far faster for long runs); "none": report it as found.
+    shrinker: str = "auto"
+    rules: frozenset[str] | None = None  # only these rules of the machine (None: all)
 
     def __post_init__(self) -> None:
         if self.machine not in MACHINES:
@@ -81,10 +89,19 @@ class ExploreOptions:
             raise ValueError(f"nodes must be 3 or 5, got {self.nodes}")
         if self.timeouts not in ("free", "ticks"):
             raise ValueError(f"timeouts must be 'free' or 'ticks', got {self.timeouts!r}")
+        if self.shrinker not in ("auto", "hypothesis", "actions", "none"):
+            raise ValueError(
+                f"shrinker must be auto, hypothesis, actions or none: {self.shrinker!r}"
+            )
         if self.persist not in ("sync", "explicit"):
             raise ValueError(f"persist must be 'sync' or 'explicit', got {self.persist!r}")
         if self.max_examples < 1 or self.steps < 1:
             raise ValueError("max_examples and steps must be at least 1")
+
+    def resolved_shrinker(self) -> str:
+        if self.shrinker != "auto":
+            return self.shrinker
+        return "actions" if self.machine == "cluster" else "hypothesis"
 
     def describe(self) -> str:
         size = (
@@ -105,6 +122,8 @@ class ExhaustiveBounds:
     max_states: int | None = None
     max_depth: int | None = None
     time_budget_s: float | None = None
+    # ClusterConfig settings over exhaustive.small_config's, e.g. (("max_crashes", 1),)
+    settings: tuple[tuple[str, Any], ...] = ()
 
     def describe(self) -> str:
         parts = [
@@ -119,6 +138,7 @@ class ExhaustiveBounds:
             )
             if value is not None
         ]
+        parts += [f"{name}={value}" for name, value in self.settings]
         return ", ".join(parts) or "unbounded"
 
 
@@ -134,6 +154,7 @@ class ExploreResult:
     distinct_states: int
     depth: int
     seconds: float
+    rule_steps: int = 0  # Hypothesis rules run (steps counts model steps)
     witnesses: Mapping[str, int] = field(default_factory=dict)
     counterexample: Counterexample | None = None
     crashed: str = ""  # the model's own exception, when it crashed
@@ -180,6 +201,7 @@ class ExploreResult:
             "bugs": sorted(self.options.bugs.names),
             "examples": self.examples,
             "steps": self.steps,
+            "rule_steps": self.rule_steps,
             "distinct_states": self.distinct_states,
             "depth": self.depth,
             "seconds": round(self.seconds, 3),
@@ -210,16 +232,22 @@ class RunRecorder:
         self.witnesses: Counter[str] = Counter()
         self.initial: Any = None
         self.trace: list[tuple[str, Any]] = []
-        self.violation: InvariantViolation | None = None
+        self.actions: list[Any] = []  # the model's replayable step per trace entry (or None)
+        self.rule_steps = 0
 
     def begin(self, initial: Any) -> None:
         self.initial = initial
         self.trace = []
-        self.violation = None
+        self.actions = []
 
-    def step(self, label: str, state: Any) -> None:
+    def step(self, label: str, state: Any, action: Any = None) -> None:
         self.steps += 1
         self.trace.append((label, state))
+        self.actions.append(action)
+
+    def rule_step(self) -> None:
+        """One Hypothesis rule ran (a rule may take several model steps, or none)."""
+        self.rule_steps += 1
 
     def witness(self, name: str) -> None:
         """Count a witness over the whole run and show it in Hypothesis' statistics."""
@@ -263,7 +291,8 @@ def hypothesis_settings(options: ExploreOptions) -> settings:
         report_multiple_bugs=False,
         print_blob=False,
         # No `explain` phase: its line tracing makes each replay many times slower.
-        phases=(Phase.explicit, Phase.generate, Phase.target, Phase.shrink),
+        phases=(Phase.explicit, Phase.generate, Phase.target)
+        + ((Phase.shrink,) if options.resolved_shrinker() == "hypothesis" else ()),
     )
 
 
@@ -287,11 +316,19 @@ def run_hypothesis(
     if failure is None:
         return _result(options, recorder, started, Verdict.TRUE)
     if isinstance(failure, InvariantViolation):
-        cex = recorder.counterexample(
-            failure.invariant, failure.detail, options.describe(), options.machine
-        )
-        return _result(options, recorder, started, Verdict.FALSE, counterexample=cex)
+        invariant, detail = failure.invariant, failure.detail
+        note = ""
+        if options.resolved_shrinker() == "actions":
+            module = importlib.import_module(f"etcdspec.model.hypothesis_{options.machine}")
+            shrunk = module.shrink_run(options, recorder.actions, invariant)
+            if shrunk is not None:
+                recorder.trace, (invariant, detail) = shrunk.trace, shrunk.violation
+                note = f"shrunk by replay from {shrunk.original} to {len(shrunk.trace)} steps"
+        cex = recorder.counterexample(invariant, detail, options.describe(), options.machine)
+        return _result(options, recorder, started, Verdict.FALSE, counterexample=cex, note=note)
     crash = "".join(traceback.format_exception_only(type(failure), failure)).strip()
+    if recorder.initial is None:  # it crashed before any machine started
+        return _result(options, recorder, started, Verdict.UNKNOWN, crashed=crash)
     cex = recorder.counterexample(
         f"model crash ({type(failure).__name__})",
         "".join(traceback.format_exception(failure)[-6:]),
@@ -319,6 +356,7 @@ def _result(
         distinct_states=0,
         depth=0,
         seconds=time.monotonic() - started,
+        rule_steps=recorder.rule_steps,
         witnesses=dict(recorder.witnesses),
         counterexample=counterexample,
         crashed=crashed,
@@ -332,17 +370,20 @@ def run_exhaustive(
     progress: ProgressCallback | None = None,
 ) -> ExploreResult:
     """Breadth-first search of the bounded cluster space (etcdspec.model.exhaustive)."""
-    from etcdspec.model.cluster import Cluster, ClusterConfig
-    from etcdspec.model.exhaustive import ExploreProgress, explore_exhaustive
+    from etcdspec.model.cluster import Cluster
+    from etcdspec.model.exhaustive import (
+        ExploreProgress,
+        explore_exhaustive,
+        finite_config,
+        small_config,
+    )
 
-    config = ClusterConfig(
-        nodes=options.nodes,
-        seed=options.seed,
-        bugs=options.bugs,
-        timeouts="free",
-        max_term=bounds.max_term,
-        max_log=bounds.max_log,
-        max_messages=bounds.max_messages,
+    sized: dict[str, Any] = {"max_term": bounds.max_term, "max_log": bounds.max_log}
+    if bounds.max_messages is not None:
+        sized["max_messages"] = bounds.max_messages
+    sized.update(dict(bounds.settings))
+    config = finite_config(
+        small_config(nodes=options.nodes, bugs=options.bugs, seed=options.seed, **sized)
     )
 
     def report(step: ExploreProgress) -> None:
@@ -378,3 +419,100 @@ def run_exhaustive(
         counterexample=counterexample,
         note=f"{found.reason}; bounds {bounds.describe()}",
     )
+
+
+# ---------------------------------------------------------------------------- bug finders
+
+
+@dataclass(frozen=True)
+class Finder:
+    """How exploration finds one catalogued bug reliably and fast: a Hypothesis run
+    (tried with up to `attempts` consecutive seeds, each a fresh seeded run) or an
+    exhaustive search with the given bounds."""
+
+    mode: str  # "hypothesis" or "exhaustive"
+    options: ExploreOptions = ExploreOptions()
+    bounds: ExhaustiveBounds = ExhaustiveBounds()
+    attempts: int = 1
+
+    def describe(self) -> str:
+        if self.mode == "exhaustive":
+            return f"exhaustive search, {self.bounds.describe()}"
+        return f"hypothesis, {self.options.describe()}, up to {self.attempts} seeds"
+
+
+def find_bug(name: str, seed: int = 0, progress: ProgressCallback | None = None) -> ExploreResult:
+    """Explore the model with bug `name` on, as FINDERS says; the first result with a
+    counterexample, or the last one (nothing found) when every attempt came up empty."""
+    finder = FINDERS[name]
+    bugs = BugSet.of(name)
+    if finder.mode == "exhaustive":
+        return run_exhaustive(
+            replace(finder.options, bugs=bugs, seed=seed), finder.bounds, progress
+        )
+    started = time.monotonic()
+    result: ExploreResult | None = None
+    examples = steps = 0
+    for attempt in range(finder.attempts):
+        options = replace(finder.options, bugs=bugs, seed=seed + attempt)
+        result = run_hypothesis(options, progress)
+        examples += result.examples
+        steps += result.steps
+        if result.verdict is not Verdict.TRUE:
+            break
+    assert result is not None
+    return replace(
+        result,
+        examples=examples,
+        steps=steps,
+        seconds=time.monotonic() - started,
+        note=(result.note + "; " if result.note else "") + f"{attempt + 1} seed(s) tried",
+    )
+
+
+FINDERS: dict[str, Finder] = {
+    "txn_revision_per_op": Finder(
+        "hypothesis", ExploreOptions(machine="store", max_examples=200, steps=30), attempts=3
+    ),
+    "watch_drops_event_at_compaction": Finder(
+        "hypothesis", ExploreOptions(machine="store", max_examples=300, steps=30), attempts=3
+    ),
+    "no_truncate_conflict": Finder(
+        "hypothesis",
+        ExploreOptions(max_examples=100, steps=50, noop_on_leader=False),
+        attempts=5,
+    ),
+    "accept_stale_term_append": Finder(
+        "hypothesis",
+        ExploreOptions(max_examples=100, steps=50, noop_on_leader=False),
+        attempts=5,
+    ),
+    "commit_without_quorum": Finder("exhaustive", bounds=ExhaustiveBounds(max_term=2, max_log=1)),
+    "vote_not_persisted": Finder(
+        "exhaustive", bounds=ExhaustiveBounds(max_term=1, max_log=0, settings=(("max_crashes", 1),))
+    ),
+    "figure8_commit": Finder(
+        "exhaustive",
+        bounds=ExhaustiveBounds(max_term=3, max_log=1, settings=(("allow_heartbeat", False),)),
+    ),
+    "ack_before_persist": Finder(
+        "hypothesis",
+        ExploreOptions(
+            max_examples=40,
+            steps=8,
+            persist="explicit",
+            prevote=False,
+            check_quorum=False,
+            rules=frozenset(("propose", "persist", "deliver_next", "deliver_newest")),
+        ),
+        attempts=10,
+    ),
+    "lease_revoke_by_stale_leader": Finder(
+        "hypothesis",
+        ExploreOptions(
+            max_examples=50, steps=30, timeouts="ticks", prevote=False, check_quorum=False
+        ),
+        attempts=6,
+    ),
+}
+"""One finder per catalogued bug (a test fails for any bug without one)."""

@@ -22,14 +22,16 @@ and `target()` steers towards higher terms and diverging logs.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from etcdspec.model import cluster as cl
-from etcdspec.model.cluster import Action, Cluster, ClusterConfig
+from etcdspec.model.cluster import Action, Cluster, ClusterConfig, IllegalActionError
 from etcdspec.model.explore import ExploreOptions, RunRecorder
 from etcdspec.model.hypothesis_store import keys, range_ends, txns, values
 from etcdspec.model.invariants import InvariantViolation
+from etcdspec.model.raft_messages import MsgType
 from etcdspec.model.raft_node import Role
 from etcdspec.model.requests import (
     CompactionRequest,
@@ -41,17 +43,30 @@ from etcdspec.model.requests import (
     Request,
 )
 from etcdspec.model.watch import WatchRequest, check_watch, watch_responses
+from hypothesis import currently_in_test_context, target
 from hypothesis import strategies as st
-from hypothesis import target
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+_CAMPAIGN = (MsgType.PRE_VOTE, MsgType.VOTE)
 
 picks = st.integers(min_value=0, max_value=7)
 """An index into the enabled candidates (taken modulo their number)."""
 
 
 def abstract_state(cluster: Cluster) -> dict[str, Any]:
-    """The cluster as plain values (for counterexamples and ITF)."""
-    return cluster.abstract()
+    """The cluster as plain values (for counterexamples and ITF), from `abstract()` with
+    logs as `term:request` texts and the network as a multiset {message: copies}, so that
+    a step's changes read as entries and messages that came or went."""
+    state = cluster.abstract()
+    for node in state["nodes"].values():
+        node["log"] = [f"{term}:{key}" for term, key in node["log"]]
+    messages: dict[str, int] = {}
+    for text in state["messages"]:
+        messages[text] = messages.get(text, 0) + 1
+    state["messages"] = messages
+    state["committed"] = [f"{term}:{key}" for term, key in state["committed"]]
+    state["leaders"] = [f"{leader}@{term}" for term, leader in state["leaders"]]
+    return state
 
 
 def cluster_config(options: ExploreOptions) -> ClusterConfig:
@@ -64,6 +79,9 @@ def cluster_config(options: ExploreOptions) -> ClusterConfig:
         persist=options.persist,
         election_ticks=4,
         heartbeat_ticks=1,
+        noop_on_leader=options.noop_on_leader,
+        prevote=options.prevote,
+        check_quorum=options.check_quorum,
     )
 
 
@@ -95,39 +113,115 @@ class ClusterMachine(RuleBasedStateMachine):
         self.max_term = 0
         self.max_commit = 0
         self.leaders_seen = 0
+        self.failed = False  # a step raised: teardown must not add steps
+        self.epilogue = True
         self.recorder.begin(self.cluster)
 
     # ------------------------------------------------------------------ start
-    @initialize(leaderless=st.booleans(), pick=picks)
-    def bootstrap(self, leaderless: bool, pick: int) -> None:
+    @initialize(start=st.integers(min_value=0, max_value=3), pick=picks)
+    def bootstrap(self, start: int, pick: int) -> None:
         """Most examples start from an elected leader (leader n: n times out, then every
-        message is delivered in order until it leads); leaderless ones start from scratch.
+        message is delivered in order until it leads); start 3 begins leaderless.
         Initialize rules always run, so no example loses its way to a first leader to
         Hypothesis' per-example rule switching."""
-        if leaderless:
+        if start == 3:  # leaderless
             return
         leader = self.nodes[pick % len(self.nodes)]
         if self.free:
             self._do(cl.timeout(leader))
-        for _ in range(12 * len(self.nodes)):
-            if self._has_leader() and not self._deliverable():
+            self._settle()
+            return
+        for _ in range(4 * self.config.election_ticks):
+            if self._has_leader():
                 break
-            if self.cluster.config.persist == "explicit" and self._needs_persist():
-                self._do(cl.persist(self._needs_persist()[0]))
-            elif self._deliverable():
-                self._do(cl.deliver(self.cluster.messages[self._deliverable()[0]]))
-            elif not self.free:
-                self._do(cl.tick(leader))
-            else:
-                break
+            self._do(cl.tick(leader))
+            self._settle()
+
+    # ------------------------------------------------------------------ macro steps
+    @rule()
+    def stabilize(self) -> None:
+        """Deliver (and persist) in order until nothing deliverable is left: the quiet
+        network most schedules return to. Each delivery is its own labelled step."""
+        self._settle()
+
+    @rule(pick=picks)
+    def elect(self, pick: int) -> None:
+        """An election among the nodes one up node can reach: it times out first, then
+        every other follower there (their leader is gone: their timers ran out too, but
+        their own campaign messages are lost), then the network settles — usually with
+        the candidate leading."""
+        up = self._up()
+        if up:
+            self._elect(up[pick % len(up)])
+
+    def _elect(self, candidate: int) -> None:
+        """See `elect`; with counted ticks the others tick until one leads (bounded)."""
+        network = self.cluster.network
+        others = [
+            n
+            for n in self._up()
+            if n != candidate
+            and network.connected(candidate, n)
+            and self.cluster.node(n).role != Role.LEADER
+        ]
+        if not self.free:
+            for _ in range(4 * self.config.election_ticks):
+                if any(self.cluster.node(n).role == Role.LEADER for n in (candidate, *others)):
+                    return
+                for node in (candidate, *others):
+                    self._do(cl.tick(node))
+                self._settle(prefer=candidate)
+            return
+        if self.cluster.node(candidate).role == Role.LEADER and not self.config.check_quorum:
+            return  # without CheckQuorum a leader has no election timeout: it stays
+        self._do(cl.timeout(candidate))
+        if not self.config.prevote:
+            others = []  # without PreVote they would campaign in the candidate's term
+        for node in others:
+            self._do(cl.timeout(node))
+            if self.cluster.node(node).durable is not None or self.cluster.node(node).outbox:
+                self._do(cl.persist(node))
+            for message in self.cluster.messages:
+                if message.src == node and message.type in _CAMPAIGN:
+                    self._do(cl.drop(message))
+        self._settle(prefer=candidate)
+
+    @precondition(lambda self: not self.cluster.network.groups)
+    @rule(pick=picks)
+    def isolate(self, pick: int) -> None:
+        """Cut one node off from the others (heal reconnects)."""
+        node = self.nodes[pick % len(self.nodes)]
+        self._do(cl.partition(({node}, set(self.nodes) - {node})))
+
+    def _settle(self, prefer: int = 0) -> None:
+        """Persist and deliver in order until quiet; messages from `prefer` first, then
+        those to it (so that the node an election is for usually wins it)."""
+        explicit = self.config.persist == "explicit"
+        for _ in range(16 * len(self.nodes)):
+            pending = self._needs_persist() if explicit else []
+            if pending:
+                self._do(cl.persist(pending[0]))
+                continue
+            messages = self.cluster.messages
+            deliverable = [messages[i] for i in self._deliverable()]
+            if not deliverable:
+                return
+            from_prefer = [m for m in deliverable if m.src == prefer]
+            to_prefer = [m for m in deliverable if m.dst == prefer]
+            self._do(cl.deliver((from_prefer or to_prefer or deliverable)[0]))
 
     # ------------------------------------------------------------------ helpers
     def _do(self, action: Action) -> None:
+        """Take one model step and check every invariant on the state it reaches (also
+        inside macro rules, so a transient violation is never masked)."""
         before = self.cluster
+        self.failed = True  # until the step and its checks are through
         after = before.apply(action)
         self.previous, self.cluster = before, after
-        self.recorder.step(action.describe(), after)
+        self.recorder.step(action.describe(), after, action)
         self._witness(before, after)
+        after.check_invariants(before)
+        self.failed = False
 
     def _witness(self, before: Cluster, after: Cluster) -> None:
         leaders = len(after.ghost.leaders)
@@ -217,6 +311,15 @@ class ClusterMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: bool(self.cluster.messages))
     @rule()
+    def deliver_newest(self) -> None:
+        """Reordering at its most adversarial: the newest deliverable message overtakes
+        every older one (stale responses then arrive after newer proposals)."""
+        deliverable = self._deliverable()
+        if deliverable:
+            self._do(cl.deliver(self.cluster.messages[deliverable[-1]]))
+
+    @precondition(lambda self: bool(self.cluster.messages))
+    @rule()
     def deliver_next(self) -> None:
         """In-order delivery, the common case: the oldest deliverable message."""
         deliverable = self._deliverable()
@@ -250,7 +353,9 @@ class ClusterMachine(RuleBasedStateMachine):
     # ------------------------------------------------------------------ faults
     @rule(pick=picks)
     def crash(self, pick: int) -> None:
-        up = self._up()
+        """Crash an up node; nodes holding unpersisted state come first (pick 0 is the
+        worst moment to crash), then the others in order."""
+        up = sorted(self._up(), key=lambda n: self.cluster.node(n).durable is None)
         if up:
             self._do(cl.crash(up[pick % len(up)]))
 
@@ -336,12 +441,38 @@ class ClusterMachine(RuleBasedStateMachine):
     # ------------------------------------------------------------------ checks
     @invariant()
     def cluster_invariants(self) -> None:
+        """After every rule (the steps inside it were checked one by one already)."""
+        self.recorder.rule_step()
         self.cluster.check_invariants(self.previous)
 
     def teardown(self) -> None:
-        target(float(self.max_term), label="max term")
-        target(float(_log_divergence(self.cluster)), label="log divergence")
-        self.recorder.finish()
+        try:
+            if not self.failed and self.epilogue:
+                self._depose_leader()
+            if currently_in_test_context():
+                target(float(_log_divergence(self.cluster)), label="log divergence")
+        finally:
+            self.recorder.finish()
+
+    def _depose_leader(self) -> None:
+        """The final phase of every example (as Jepsen ends with recovery): heal, crash
+        and restart every follower holding unpersisted state, cut the leader off, let
+        the others elect one of themselves and settle. Whatever the run
+        left inconsistent (an entry committed without a quorum, a stale append accepted)
+        then shows as a violation, checked step by step."""
+        if self.cluster.network.groups:
+            self._do(cl.heal())
+        leaders = self._leaders()
+        if not leaders or len(self._up()) < 2:
+            return
+        leader = leaders[0]
+        for node in self._up():  # a power cut: followers lose what they had not persisted
+            if node != leader and self.cluster.node(node).durable is not None:
+                self._do(cl.crash(node))
+                self._do(cl.restart(node))
+        self._do(cl.partition(({leader}, set(self.nodes) - {leader})))
+        others = [n for n in self._up() if n != leader]
+        self._elect(others[0])
 
 
 def _log_divergence(cluster: Cluster) -> int:
@@ -359,8 +490,100 @@ def machine_factory(
 ) -> Callable[[], RuleBasedStateMachine]:
     """The factory `etcdspec.model.explore.run_hypothesis` runs: one machine per example."""
     config = cluster_config(options)
+    machine = focused(ClusterMachine, options.rules)
 
     def factory() -> RuleBasedStateMachine:
-        return ClusterMachine(config, recorder)
+        return machine(config, recorder)
 
     return factory
+
+
+def rule_names(machine: type[RuleBasedStateMachine]) -> list[str]:
+    """The names of a machine's rules (what `ExploreOptions.rules` may name)."""
+    return sorted(
+        name
+        for name in dir(machine)
+        if hasattr(getattr(machine, name, None), "hypothesis_stateful_rule")
+    )
+
+
+def focused(machine: type[Any], rules: frozenset[str] | None) -> type[Any]:
+    """The machine with only `rules` (None: all): a subclass whose other rule attributes
+    are blanked, so Hypothesis never draws them."""
+    if rules is None:
+        return machine
+    known = rule_names(machine)
+    unknown = sorted(rules - set(known))
+    if unknown:
+        raise ValueError(f"unknown rule(s) {', '.join(unknown)}; rules: {', '.join(known)}")
+    blanked: dict[str, Any] = {name: None for name in known if name not in rules}
+    return type(f"Focused{machine.__name__}", (machine,), blanked)
+
+
+@dataclass(frozen=True)
+class ShrunkRun:
+    """A failing run shrunk by replay: its (label, state) steps and the violation."""
+
+    trace: list[tuple[str, Any]]
+    violation: tuple[str, str]  # (invariant, detail)
+    original: int  # steps before shrinking
+
+
+def replay(
+    config: ClusterConfig, actions: Sequence[Action]
+) -> tuple[list[Action], list[tuple[str, Any]], InvariantViolation | None]:
+    """Run `actions` from the start state, skipping any that is no longer enabled (a
+    message not in flight, a node down, ...), checking invariants after each; stops at
+    the first violation. Returns the actions kept, their (label, state) and the violation."""
+    cluster = Cluster.start(config)
+    kept: list[Action] = []
+    trace: list[tuple[str, Any]] = []
+    for action in actions:
+        try:
+            after = cluster.apply(action)
+        except IllegalActionError:
+            continue
+        kept.append(action)
+        trace.append((action.describe(), after))
+        try:
+            after.check_invariants(cluster)
+        except InvariantViolation as violation:
+            return kept, trace, violation
+        cluster = after
+    return kept, trace, None
+
+
+def shrink_run(
+    options: ExploreOptions,
+    actions: Sequence[Any],
+    invariant: str,
+    max_replays: int = 2000,
+) -> ShrunkRun | None:
+    """Delta debugging over the model steps of a failing run: remove chunks (halving
+    their size down to single steps) while a replay still violates `invariant`.
+    None when the run does not replay to that violation (e.g. a watch check failed)."""
+    config = cluster_config(options)
+    if any(action is None for action in actions):
+        actions = [a for a in actions if a is not None]
+    current, trace, violation = replay(config, actions)
+    if violation is None or violation.invariant != invariant:
+        return None
+    original = len(actions)
+    replays = 1
+    chunk = max(1, len(current) // 2)
+    while chunk >= 1 and replays < max_replays:
+        start = len(current) - chunk
+        changed = False
+        while start >= 0 and replays < max_replays:
+            candidate = current[:start] + current[start + chunk :]
+            kept, candidate_trace, found = replay(config, candidate)
+            replays += 1
+            if found is not None and found.invariant == invariant:
+                current, trace, violation, changed = kept, candidate_trace, found, True
+                start = min(start, len(current)) - chunk
+            else:
+                start -= chunk
+        if not changed:
+            chunk //= 2
+    assert violation is not None
+    return ShrunkRun(trace, (violation.invariant, violation.detail), original)

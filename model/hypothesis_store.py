@@ -276,6 +276,7 @@ class StoreMachine(RuleBasedStateMachine):
     # ------------------------------------------------------------------ invariants
     @invariant()
     def store_invariants(self) -> None:
+        self.recorder.rule_step()
         store_model.check_invariants(self.state)
 
     def teardown(self) -> None:

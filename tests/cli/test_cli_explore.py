@@ -111,10 +111,32 @@ def test_exhaustive_finds_a_seeded_raft_bug_and_exits_one(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     code = run(
-        ["explore", "--exhaustive", "--bug", "accept_stale_term_append", "--json", "--quiet"]
+        [
+            "explore",
+            "--exhaustive",
+            "--bug",
+            "commit_without_quorum",
+            "--max-term",
+            "2",
+            "--max-log",
+            "1",
+            "--json",
+            "--quiet",
+        ]
     )
     captured = capsys.readouterr()
     assert code == ExitCode.VIOLATION, captured.err
     document = json.loads(captured.out)
     assert document["valid"] is False
+    assert document["mode"] == "exhaustive"
+    assert document["counterexample"]["invariant"] == "LeaderCompleteness"
     assert document["counterexample"]["steps"]
+
+
+def test_a_cluster_violation_prints_numbered_steps(capsys: pytest.CaptureFixture[str]) -> None:
+    code = run(["explore", "--bug", "no_truncate_conflict", "--max-examples", "100", "--quiet"])
+    captured = capsys.readouterr()
+    assert code == ExitCode.VIOLATION, captured.err
+    assert captured.out.startswith("Counterexample: invariant ")
+    assert "  1. " in captured.out
+    assert "Violated: " in captured.out
