@@ -16,6 +16,7 @@ import click
 
 from etcdspec.cli.errors import CliError
 from etcdspec.exitcodes import ExitCode
+from etcdspec.verdict import Verdict
 
 
 class _ThrottledProgress:
@@ -61,6 +62,28 @@ class _ThrottledProgress:
     default=None,
     help="Write the counterexample as ITF JSON to this file.",
 )
+@click.option(
+    "--timeouts",
+    type=click.Choice(["free", "ticks"]),
+    default="free",
+    show_default=True,
+    help="Cluster: election timeouts as actions, or counted ticks.",
+)
+@click.option(
+    "--persist",
+    type=click.Choice(["sync", "explicit"]),
+    default="sync",
+    show_default=True,
+    help="Cluster: every step durable, or persistence as its own step.",
+)
+@click.option("--no-prevote", is_flag=True, help="Cluster: PreVote off.")
+@click.option("--no-check-quorum", is_flag=True, help="Cluster: CheckQuorum off.")
+@click.option("--no-noop", is_flag=True, help="Cluster: a new leader appends no empty entry.")
+@click.option(
+    "--plain",
+    is_flag=True,
+    help="With one --bug: run the options given here, not the bug's catalogued finder.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 @click.option("--quiet", is_flag=True, help="No progress on stderr.")
 def explore(
@@ -79,10 +102,20 @@ def explore(
     max_depth: int | None,
     time_budget: float | None,
     itf_path: Path | None,
+    timeouts: str,
+    persist: str,
+    no_prevote: bool,
+    no_check_quorum: bool,
+    no_noop: bool,
+    plain: bool,
     as_json: bool,
     quiet: bool,
 ) -> int:
-    """Explore the model; print a shrunk counterexample when an invariant breaks."""
+    """Explore the model; print a shrunk counterexample when an invariant breaks.
+
+    With exactly one --bug (and neither --exhaustive nor --plain) the bug's catalogued
+    finder runs (etcdspec.model.explore.FINDERS: the machine, options and seeds, or the
+    exhaustive bounds, that find it reliably); --seed is its first seed."""
     from etcdspec.model.bugs import CATALOGUE, BugSet, UnknownBugError
 
     if list_bugs:
@@ -106,12 +139,28 @@ def explore(
         max_examples=max_examples,
         steps=steps,
         bugs=bug_set,
+        timeouts=timeouts,
+        persist=persist,
+        prevote=not no_prevote,
+        check_quorum=not no_check_quorum,
+        noop_on_leader=not no_noop,
     )
     progress = None if quiet else _ThrottledProgress()
+    use_finder = len(bugs) == 1 and not exhaustive and not plain
     if not quiet:
-        mode = "exhaustive" if exhaustive else "hypothesis"
-        click.echo(f"[explore] {mode} exploration of the {options.describe()}", err=True)
-    if exhaustive:
+        if use_finder:
+            from etcdspec.model.explore import FINDERS
+
+            what = f"the finder of {bugs[0]}: {FINDERS[bugs[0]].describe()}"
+        else:
+            mode = "exhaustive" if exhaustive else "hypothesis"
+            what = f"{mode} exploration of the {options.describe()}"
+        click.echo(f"[explore] {what}", err=True)
+    if use_finder:
+        from etcdspec.model.explore import find_bug
+
+        result = find_bug(bugs[0], seed=seed, progress=progress)
+    elif exhaustive:
         from etcdspec.model.explore import run_exhaustive
 
         bounds = ExhaustiveBounds(
@@ -125,6 +174,8 @@ def explore(
         result = run_exhaustive(options, bounds, progress)
     else:
         result = run_hypothesis(options, progress)
+    if result.mode == "exhaustive" and result.verdict is Verdict.TRUE and not quiet:
+        click.echo("[explore] the bounded space was covered completely", err=True)
 
     if itf_path is not None and result.counterexample is not None:
         result.counterexample.to_itf().write(itf_path)

@@ -81,6 +81,7 @@ def test_store_bug_exits_one_and_writes_itf(
             "store",
             "--bug",
             "txn_revision_per_op",
+            "--plain",
             "--max-examples",
             "200",
             "--itf",
@@ -116,6 +117,7 @@ def test_exhaustive_finds_a_seeded_raft_bug_and_exits_one(
             "--exhaustive",
             "--bug",
             "commit_without_quorum",
+            "--plain",
             "--max-term",
             "2",
             "--max-log",
@@ -134,9 +136,31 @@ def test_exhaustive_finds_a_seeded_raft_bug_and_exits_one(
 
 
 def test_a_cluster_violation_prints_numbered_steps(capsys: pytest.CaptureFixture[str]) -> None:
-    code = run(["explore", "--bug", "no_truncate_conflict", "--max-examples", "100", "--quiet"])
+    code = run(["explore", "--bug", "no_truncate_conflict", "--quiet"])
     captured = capsys.readouterr()
     assert code == ExitCode.VIOLATION, captured.err
     assert captured.out.startswith("Counterexample: invariant ")
     assert "  1. " in captured.out
     assert "Violated: " in captured.out
+
+
+def test_plain_cluster_options_reach_the_model(capsys: pytest.CaptureFixture[str]) -> None:
+    code = run(
+        [
+            "explore",
+            "--max-examples",
+            "3",
+            "--steps",
+            "10",
+            "--timeouts",
+            "ticks",
+            "--persist",
+            "explicit",
+            "--no-prevote",
+            "--json",
+            "--quiet",
+        ]
+    )
+    captured = capsys.readouterr()
+    assert code == ExitCode.HOLDS, captured.err
+    assert json.loads(captured.out)["valid"] is True
