@@ -52,6 +52,9 @@ KV_WEIGHTS = {
     "txn": 10,
     "cas": 18,
 }
+# Lease TTLs (s): one short enough to expire within a short run, the others not, so
+# the checker has few expiries to place (each widens its search).
+LEASE_TTLS = (3, 15, 60)
 K8S_PREFIX = b"/registry/pods/"
 K8S_COMPACT_KEY = b"compact_rev_key"
 
@@ -168,7 +171,7 @@ class LeaseWorkload(Workload):
         rng = worker.rng
         choice = rng.random()
         if choice < 0.15 or not worker.leases:
-            outcome = await worker.call(LeaseGrantRequest(ttl=rng.choice([2, 3, 5])))
+            outcome = await worker.call(LeaseGrantRequest(ttl=rng.choice(LEASE_TTLS)))
             if isinstance(outcome.response, LeaseGrantResponse):
                 worker.leases.append(outcome.response.id)
                 worker.leases = worker.leases[-4:]
