@@ -34,6 +34,7 @@ I/O besides reading the spec file; the clock is read only to time `run_explorati
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -116,6 +117,7 @@ class NodeView(NamedTuple):
     dsnap_index: int
     dsnap_term: int
     dlog: tuple[int, ...]
+    match: tuple[int, ...] = ()  # a leader's acked index per node (position id-1); () none
 
     @property
     def last_index(self) -> int:
@@ -135,7 +137,19 @@ class NodeView(NamedTuple):
             f"log [snap {self.snap_index}/{self.snap_term}] [{log}] commit {self.commit_index}; "
             f"durable term {self.dterm} vote {node_name(self.dvote) if self.dvote else 'none'} "
             f"log [snap {self.dsnap_index}/{self.dsnap_term}] [{dlog}]"
+            + (f"; acks {list(self.match)}" if any(self.match) else "")
         )
+
+    def acked(self, node: int) -> int:
+        return self.match[node - 1] if self.match else 0
+
+    def durable_holds(self, index: int) -> bool:
+        """The durable log holds the in-memory log's entry at `index`."""
+        if index > self.dlast_index or index > self.last_index:
+            return False
+        memory = _log_terms(self.snap_index, self.log, range(index, index + 1))[0]
+        durable = _log_terms(self.dsnap_index, self.dlog, range(index, index + 1))[0]
+        return memory == durable
 
 
 def node_view(node: Node, up: bool) -> NodeView:
@@ -156,6 +170,7 @@ def node_view(node: Node, up: bool) -> NodeView:
         dsnap_index=hard.log.snapshot.last_index,
         dsnap_term=hard.log.snapshot.last_term,
         dlog=terms if hard.log is log else hard.log.terms(),
+        match=node.match if any(node.match) else (),
     )
 
 
@@ -179,8 +194,9 @@ def _log_terms(snap_index: int, log: tuple[int, ...], indices: range) -> list[in
     return [log[j - snap_index - 1] if snap_index < j <= last else 0 for j in indices]
 
 
-def spec_state(views: Mapping[int, NodeView], indices: range) -> dict[str, Any]:
-    """The spec state of the given nodes (by id) over an index universe."""
+def spec_state(views: Mapping[int, NodeView], indices: range, nodes: int) -> dict[str, Any]:
+    """The spec state of the given nodes (by id) over an index universe, in a cluster
+    of `nodes` nodes."""
     state: dict[str, Any] = {name: {} for name in NODE_SYMBOLS}
     state["up"] = {n for n, view in views.items() if view.up}
     log_term: dict[tuple[int, int], int] = {}
@@ -193,8 +209,18 @@ def spec_state(views: Mapping[int, NodeView], indices: range) -> dict[str, Any]:
         for j, t in zip(indices, _log_terms(view.dsnap_index, view.dlog, indices), strict=True):
             dlog_term[(n, j)] = t
     state["log_term"] = log_term
+    state["match"] = {
+        (n, m): view.acked(m) for n, view in views.items() for m in range(1, nodes + 1)
+    }
     state["dlog_term"] = dlog_term
     return state
+
+
+@lru_cache(maxsize=8)
+def quorums(nodes: int) -> tuple[frozenset[int], ...]:
+    """The smallest majorities of nodes 1..nodes (larger ones add nothing to a check)."""
+    size = nodes // 2 + 1
+    return tuple(frozenset(c) for c in itertools.combinations(range(1, nodes + 1), size))
 
 
 def make_instance(
@@ -218,6 +244,7 @@ def make_instance(
         universes={
             "node": ids,
             "role": ROLES,
+            "quorum": quorums(nodes),
             "term": range(max_term + 1),
             "index": indices,
         },
@@ -232,6 +259,7 @@ def make_instance(
             "sent_term": {j: sent.get(j, 0) for j in indices},
             "sent_commit": sent_commit,
             "sent_last": sent_last,
+            "member": {(m, q) for q in quorums(nodes) for m in q},
         },
     )
 
@@ -250,7 +278,7 @@ def abstract_for_spec(cluster: Cluster) -> tuple[dict[str, Any], Instance]:
     max_term, max_index = _bounds(views)
     instance = make_instance(len(views), max_term, max_index)
     by_id = {position + 1: view for position, view in enumerate(views)}
-    return spec_state(by_id, range(max_index + 1)), instance
+    return spec_state(by_id, range(max_index + 1), len(views)), instance
 
 
 # --------------------------------------------------------------------------- plans
@@ -269,7 +297,9 @@ class SpecStep:
 
 
 def _param_text(name: str, value: Any) -> str:
-    return node_name(value) if name in ("n", "c") and value else str(value)
+    if name == "q":
+        return "{" + ",".join(node_name(m) for m in sorted(value)) + "}"
+    return node_name(value) if name in ("n", "c", "m") and value else str(value)
 
 
 def _spec_step(action: str, **params: Any) -> SpecStep:
@@ -310,7 +340,9 @@ def acting_node(action: Action) -> int | None:
     return int(action.args[0])
 
 
-def plan_step(n: int, before: NodeView, after: NodeView, action: Action) -> StepPlan:
+def plan_step(
+    n: int, before: NodeView, after: NodeView, action: Action, nodes: int = 3
+) -> StepPlan:
     """The spec actions that take node n from `before` to `after` in this model step."""
     if before == after:
         return StepPlan(n, ())
@@ -390,7 +422,15 @@ def plan_step(n: int, before: NodeView, after: NodeView, action: Action) -> Step
                 f"compaction: [snap {before.snap_index}] {list(before.log)} -> "
                 f"[snap {after.snap_index}] {list(after.log)}"
             )
-    # 5. durability, then the commit index (a leader counts its own log once durable)
+    # 5. a leader's record of acknowledgements (from an AppendEntries reply)
+    if after.match != before.match and after.role == "leader":
+        for m in range(1, nodes + 1):
+            if after.acked(m) != before.acked(m):
+                i = after.acked(m)
+                if message is not None and message.type == MsgType.APPEND_RESP:
+                    i = message.log_index if m == message.src else i
+                steps.append(_spec_step("record_ack", n=n, m=m, i=i))
+    # 6. durability, then the commit index (a leader counts its own log once durable)
     durable_before = (
         before.dterm,
         before.dvote,
@@ -402,7 +442,15 @@ def plan_step(n: int, before: NodeView, after: NodeView, action: Action) -> Step
     if durable_after != durable_before:
         steps.append(_spec_step("persist", n=n))
     if after.commit_index != commit:
-        steps.append(_spec_step("advance_commit", n=n, i=after.commit_index))
+        i = after.commit_index
+        options = quorums(nodes)
+        acked = {
+            m
+            for m in range(1, nodes + 1)
+            if (m == n and after.durable_holds(i)) or (m != n and after.acked(m) >= i)
+        }
+        q = next((q for q in options if q <= acked), options[0])
+        steps.append(_spec_step("advance_commit", n=n, i=i, q=q))
     sent_last = 0
     if message is not None and message.type == MsgType.APPEND:
         sent_last = message.log_index + len(message.entries)
@@ -464,9 +512,12 @@ class RefinementStats:
 
 
 def _requirement_text(loaded: LoadedSpec, req: ast.Require) -> str:
-    line = req.span.line
+    line, end = req.span.line, max(req.span.end_line, req.span.line)
     lines = SPEC_PATH.read_text().splitlines() if line else []
-    source = lines[line - 1].strip() if 0 < line <= len(lines) else "require ..."
+    if 0 < line <= end <= len(lines):
+        source = " ".join(text.strip() for text in lines[line - 1 : end])
+    else:
+        source = "require ..."
     if req.label and f"[{req.label}]" not in source:
         source = f"[{req.label}] {source}"
     return f"{source} (raft_steps.spec:{line})"
@@ -539,13 +590,13 @@ def check_plan(
     instance = make_instance(
         nodes, max_term, max_index, sent, plan.sent_commit, plan.sent_last, min_index=min_index
     )
-    state = spec_state({n: before}, indices)
+    state = spec_state({n: before}, indices, nodes)
     for spec_step in plan.steps:
         params = dict(spec_step.params)
         if not enabled(loaded, spec_step.action, params, state, instance):
             return f"{spec_step.describe()}: {_failed_guard(loaded, spec_step, state, instance)}"
         state = step(loaded, spec_step.action, params, state, instance)
-    actual = spec_state({n: after}, indices)
+    actual = spec_state({n: after}, indices, nodes)
     actual = {name: _normalise(value) for name, value in actual.items()}
     expected = {name: _normalise(value) for name, value in state.items()}
     if expected != actual:
@@ -613,7 +664,7 @@ def check_step(
                     label, n, before, after, f"stutter (the step acts on {where})", "it changed"
                 )
             continue
-        plan = plan_step(n, before, after, action)
+        plan = plan_step(n, before, after, action, nodes)
         failed = _check_plan_cached(plan, before, after, nodes, check_properties)
         if failed:
             raise RefinementViolation(label, n, before, after, plan.describe(), failed)

@@ -67,8 +67,10 @@ def walk(config: ClusterConfig, script: Script) -> list[tuple[Cluster, Action, C
         trace.append((before, action, cluster))
 
     for item in script:
-        if item == "settle":
+        if item in ("settle", "until n1 leads"):
             for _ in range(200):
+                if item != "settle" and cluster.node(1).role == rn.Role.LEADER:
+                    break
                 pending = list(settle(cluster))
                 if not pending:
                     break
@@ -168,6 +170,13 @@ TWO_CANDIDATES: Script = [
     deliver_first(MsgType.VOTE, 1, 3),
     deliver_first(MsgType.VOTE, 2, 3),
 ]
+STALE_ACK: Script = [
+    cl.timeout(1),
+    "until n1 leads",
+    cl.propose(1, PUT),
+    deliver_first(MsgType.APPEND, 1, 2),  # the no-op only: n2 acknowledges index 1
+    deliver_first(MsgType.APPEND_RESP, 2, 1),
+]
 NO_PREVOTE = ClusterConfig(
     nodes=3, timeouts="free", persist="sync", election_ticks=4, prevote=False
 )
@@ -188,6 +197,20 @@ MUTATIONS = [
         [*ELECT, cl.crash(2)],
         "crash(n2)",
         "vote",
+    ),
+    (
+        "commit without quorum",
+        ClusterConfig(
+            nodes=3,
+            timeouts="free",
+            persist="sync",
+            election_ticks=4,
+            bugs=BugSet.of("commit_without_quorum"),
+        ),
+        _no_patch,
+        STALE_ACK,
+        "AppendEntriesResp",
+        "[quorum]",
     ),
     (
         "second vote in a term",

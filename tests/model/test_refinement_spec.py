@@ -42,6 +42,8 @@ def view(**changes: Any) -> NodeView:
 def plan(
     action: str, sent: dict[int, int] | None = None, commit: int = 0, last: int = 0, **params: Any
 ) -> StepPlan:
+    if action == "advance_commit":
+        params.setdefault("q", frozenset({1, 2}))
     return StepPlan(
         1,
         (SpecStep(action, tuple({"n": 1, **params}.items())),),
@@ -192,6 +194,90 @@ CASES = [
         view(term=3, role="leader", vote=1, log=(1, 1, 2, 3)),
         view(term=3, role="leader", vote=1, log=(1, 1, 2, 3), commit_index=3),
         "[current_term_rule]",
+    ),
+    (
+        "advance_commit leader with a quorum",
+        plan("advance_commit", i=4),
+        view(
+            term=3,
+            role="leader",
+            vote=1,
+            log=(1, 1, 2, 3),
+            dterm=3,
+            dlog=(1, 1, 2, 3),
+            match=(0, 4, 0),
+        ),
+        view(
+            term=3,
+            role="leader",
+            vote=1,
+            log=(1, 1, 2, 3),
+            dterm=3,
+            dlog=(1, 1, 2, 3),
+            match=(0, 4, 0),
+            commit_index=4,
+        ),
+        "",
+    ),
+    (
+        "advance_commit leader without a quorum",
+        plan("advance_commit", i=4),
+        view(
+            term=3,
+            role="leader",
+            vote=1,
+            log=(1, 1, 2, 3),
+            dterm=3,
+            dlog=(1, 1, 2, 3),
+            match=(0, 3, 0),
+        ),
+        view(
+            term=3,
+            role="leader",
+            vote=1,
+            log=(1, 1, 2, 3),
+            dterm=3,
+            dlog=(1, 1, 2, 3),
+            match=(0, 3, 0),
+            commit_index=4,
+        ),
+        "[quorum]",
+    ),
+    (
+        "advance_commit leader counting an undurable entry",
+        plan("advance_commit", i=4),
+        view(term=3, role="leader", vote=1, log=(1, 1, 2, 3), dterm=3, match=(0, 4, 0)),
+        view(
+            term=3,
+            role="leader",
+            vote=1,
+            log=(1, 1, 2, 3),
+            dterm=3,
+            match=(0, 4, 0),
+            commit_index=4,
+        ),
+        "[quorum]",
+    ),
+    (
+        "record_ack",
+        plan("record_ack", m=2, i=3),
+        view(role="leader", vote=1, match=(0, 1, 0)),
+        view(role="leader", vote=1, match=(0, 3, 0)),
+        "",
+    ),
+    (
+        "record_ack overstated",
+        plan("record_ack", m=2, i=3),
+        view(role="leader", vote=1, match=(0, 1, 0)),
+        view(role="leader", vote=1, match=(0, 4, 0)),
+        "another state",
+    ),
+    (
+        "record_ack beyond the leader's log",
+        plan("record_ack", m=2, i=4),
+        view(role="leader", vote=1, match=(0, 1, 0)),
+        view(role="leader", vote=1, match=(0, 4, 0)),
+        "[held]",
     ),
     ("compact", plan("compact", i=1), view(), view(snap_index=1, snap_term=1, log=(1, 2)), ""),
     (
