@@ -377,6 +377,7 @@ def run_exhaustive(
         finite_config,
         small_config,
     )
+    from etcdspec.model.hypothesis_cluster import abstract_state
 
     sized: dict[str, Any] = {"max_term": bounds.max_term, "max_log": bounds.max_log}
     if bounds.max_messages is not None:
@@ -403,8 +404,8 @@ def run_exhaustive(
             "cluster",
             found.violation.invariant,
             found.violation.detail,
-            Cluster.start(config).abstract(),
-            [(action.describe(), state.abstract()) for action, state in found.counterexample],
+            abstract_state(Cluster.start(config)),
+            [(action.describe(), abstract_state(state)) for action, state in found.counterexample],
             context=f"{options.describe()}; bounds {bounds.describe()}",
         )
     return ExploreResult(
