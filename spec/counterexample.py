@@ -30,7 +30,7 @@ class ElementNames:
         self.model = model
         self.vocab = vocab
         self.universes: dict[str, list[Any]] = {}
-        self._names: dict[str, Any] = {}
+        self._names: dict[int, Any] = {}
         self._elements: dict[str, list[z3.ExprRef]] = {}
         for name, sort in vocab.sorts.items():
             if vocab.finite:
@@ -57,8 +57,8 @@ class ElementNames:
         return compare
 
     @staticmethod
-    def _key(element: z3.ExprRef) -> str:
-        return element.sexpr()
+    def _key(element: z3.ExprRef) -> int:
+        return element.get_id()  # Z3 terms are hash-consed: one id per element
 
     def value(self, term: z3.ExprRef) -> Any:
         evaluated = self.model.eval(term, model_completion=True)
@@ -69,12 +69,14 @@ class ElementNames:
     def read_symbol(self, sym: ast.SymbolDecl, apply: Any) -> Any:
         if not sym.arg_sorts:
             return self.value(apply([]))
-        domains = [self._elements[s] for s in sym.arg_sorts]
+        domains = [
+            list(zip(self._elements[s], self.universes[s], strict=True)) for s in sym.arg_sorts
+        ]
         pairs = []
         for combo in itertools.product(*domains):
-            key_parts = tuple(self.value(c) for c in combo)
-            key: Any = key_parts[0] if len(key_parts) == 1 else key_parts
-            pairs.append((key, self.value(apply(list(combo)))))
+            names = tuple(name for _, name in combo)
+            key: Any = names[0] if len(names) == 1 else names
+            pairs.append((key, self.value(apply([element for element, _ in combo]))))
         if sym.kind is ast.SymbolKind.RELATION:
             return frozenset(k for k, v in pairs if v)
         return dict(pairs)

@@ -131,9 +131,9 @@ FIRST_TRY_MS = 2_000
 
 
 class _StepQuery:
-    """One action's induction query on one vocabulary: the properties and the guard in
-    the pre-state are asserted once; each property's negation in the post-state is
-    pushed and popped."""
+    """One action's induction query on one vocabulary. The base (axioms, every property
+    and the guard in the pre-state) is encoded once; each check runs on a fresh solver
+    (Z3's incremental mode, after many push/pop rounds, slows quantified queries down)."""
 
     def __init__(
         self, vocab: Vocabulary, encoder: Encoder, spec: ast.Spec, action: ast.ActionDecl
@@ -141,25 +141,26 @@ class _StepQuery:
         self.vocab = vocab
         self.encoder = encoder
         self.action = action
-        self.solver = z3.Solver()
-        self.solver.add(*vocab.axioms(encoder))
         self.pre = vocab.new_state("pre")
         self.params = encoder.action_params(action, "")
-        self.solver.add(*[encoder.formula(d.formula, self.pre, {}) for d in spec.properties()])
-        self.solver.add(encoder.guard(action, self.pre, self.params))
+        self.base = [
+            *vocab.axioms(encoder),
+            *[encoder.formula(d.formula, self.pre, {}) for d in spec.properties()],
+            encoder.guard(action, self.pre, self.params),
+        ]
         self.post = encoder.post_state(action, self.pre, self.params)
+        self.solver = z3.Solver()
         self._model: z3.ModelRef | None = None
 
     def check(self, prop: ast.FormulaDecl | None, timeout_ms: int) -> z3.CheckSatResult:
         """Can `prop` fail after the action (None: can the action fire at all)?"""
+        self.solver = z3.Solver()
         self.solver.set("timeout", timeout_ms)
-        if prop is None:
-            return self.solver.check()
-        self.solver.push()
-        self.solver.add(z3.Not(self.encoder.formula(prop.formula, self.post, {})))
+        self.solver.add(*self.base)
+        if prop is not None:
+            self.solver.add(z3.Not(self.encoder.formula(prop.formula, self.post, {})))
         answer = self.solver.check()
         self._model = self.solver.model() if answer == z3.sat else None
-        self.solver.pop()
         return answer
 
     def counterexample(self, prop: ast.FormulaDecl) -> Counterexample:
@@ -335,8 +336,14 @@ class Prover:
             if action is None:
                 raise SpecLookupError(f"witness {witness.name}: unknown action '{step}'")
             params = encoder.action_params(action, f"@{index}")
-            solver.add(encoder.guard(action, states[-1], params))
-            states.append(encoder.post_state(action, states[-1], params))
+            if vocab.finite:
+                # states with symbols of their own: reading the run back is then cheap
+                nxt = vocab.new_state(f"w{index + 1}")
+                solver.add(encoder.transition(action, states[-1], nxt, params))
+                states.append(nxt)
+            else:
+                solver.add(encoder.guard(action, states[-1], params))
+                states.append(encoder.post_state(action, states[-1], params))
             all_params.append((action, params))
         if witness.reach is not None:
             solver.add(encoder.formula(witness.reach, states[-1], {}))
