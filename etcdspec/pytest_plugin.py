@@ -1,0 +1,57 @@
+"""The pytest plugin: options for running etcdspec's conformance suite from another CI.
+
+Registered as the `pytest11` entry point `etcdspec`, so any pytest in an environment with
+etcdspec installed knows these options. The suite itself is `etcdspec.conformance`:
+
+    pytest --pyargs etcdspec.conformance --etcdspec-endpoints=http://127.0.0.1:2379
+
+The options only describe the run; nothing happens unless that module is collected, and
+then they are checked before any test runs (a usage error, not a dozen failing tests).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+WORKLOADS = ("etcd-kv", "kubernetes", "watch", "leases")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("etcdspec", "etcdspec conformance suite")
+    group.addoption(
+        "--etcdspec-endpoints",
+        default=None,
+        help="Comma-separated client URLs of a running etcd v3 cluster at revision 1 "
+        "(a fresh store: the model starts empty). Faults that need process control are "
+        "skipped.",
+    )
+    group.addoption(
+        "--etcdspec-target",
+        default=None,
+        choices=("reference", "etcd"),
+        help="Start a local 3-member cluster instead: our reference server or real etcd.",
+    )
+    group.addoption(
+        "--etcdspec-etcd-bin", default=None, help="etcd binary for --etcdspec-target etcd."
+    )
+    group.addoption("--etcdspec-workload", default="etcd-kv", choices=WORKLOADS)
+    group.addoption("--etcdspec-duration", type=float, default=20.0, help="Seconds of load.")
+    group.addoption("--etcdspec-seed", type=int, default=0)
+    group.addoption(
+        "--etcdspec-faults",
+        default="kill,partition",
+        help="Comma-separated faults (local targets only); 'none' for none.",
+    )
+    group.addoption("--etcdspec-report", default="etcdspec-conformance", help="Report folder.")
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if any(_from_suite(item) for item in session.items):
+        from etcdspec.conformance import options_from
+
+        options_from(session.config)  # raises pytest.UsageError on a bad combination
+
+
+def _from_suite(item: pytest.Item) -> bool:
+    module = getattr(item, "module", None)
+    return getattr(module, "__name__", "") == "etcdspec.conformance"
