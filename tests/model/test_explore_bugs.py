@@ -47,7 +47,7 @@ def test_the_correct_model_passes_the_same_run(name: str) -> None:
         found = find_bug(name, seed=0)
         # no violation among as many states as the bug needed to show itself (capped,
         # to keep the suite short)
-        states = min(max(found.distinct_states, 2000), 20000)
+        states = min(max(found.distinct_states, 2000), 15000)
         budget = replace(finder.bounds, max_states=states)
         result = run_exhaustive(options, budget)
         assert result.verdict in (Verdict.TRUE, Verdict.UNKNOWN), result.describe()
