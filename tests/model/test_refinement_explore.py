@@ -5,8 +5,14 @@ raft_steps.spec at every step, and the run witnesses the spec actions it checked
 from __future__ import annotations
 
 import pytest
+from etcdspec.model.bugs import BugSet
 from etcdspec.model.explore import ExploreOptions
-from etcdspec.model.refinement import RefinementMachine, raft_steps_spec, run_exploration
+from etcdspec.model.refinement import (
+    RefinementMachine,
+    RefinementViolation,
+    raft_steps_spec,
+    run_exploration,
+)
 
 # restore_snapshot needs a follower behind a compacted leader: the scripted scenario
 # in test_refinement_scenarios.py witnesses it.
@@ -32,3 +38,26 @@ def test_refinement_machine_is_the_cluster_machine_with_checks() -> None:
 
     assert issubclass(RefinementMachine, ClusterMachine)
     assert rule_names(RefinementMachine) == rule_names(ClusterMachine)
+
+
+@pytest.mark.parametrize(
+    ("bug", "persist", "part"),
+    [
+        ("vote_not_persisted", "sync", "dvote("),
+        ("commit_without_quorum", "explicit", "[quorum]"),
+    ],
+)
+def test_catalogued_bug_found_by_refinement_not_by_invariants(
+    bug: str, persist: str, part: str
+) -> None:
+    """On the same seeded run the model's invariants hold throughout, while refinement
+    flags the bug at the step where it first shows."""
+    options = ExploreOptions(
+        nodes=3, seed=1, max_examples=40, steps=50, persist=persist, bugs=BugSet.of(bug)
+    )
+    plain = run_exploration(options, checked=False)
+    checked = run_exploration(options, checked=True)
+    assert plain.violation is None, plain.describe()
+    assert isinstance(checked.violation, RefinementViolation), checked.describe()
+    assert part in checked.violation.failed
+    assert checked.steps < plain.steps
