@@ -11,7 +11,8 @@ a mapping from each state symbol to its value:
 `satisfies(spec, action, params, pre, post, instance)` decides whether the pair of
 states is a step of the action with those parameters (guard holds in `pre`, `post` is
 exactly the update of `pre`, the frame included). `holds(...)` evaluates a formula,
-`step(...)` computes the post-state, `initial(...)` checks init conditions. The model's
+`step(...)` computes the post-state, `successors(...)` lists every step from a state,
+`initial(...)` checks init conditions. The model's
 refinement check uses this API. No I/O; errors are `EvaluationError` with what was
 wrong and where.
 """
@@ -264,3 +265,21 @@ def _action(loaded: LoadedSpec, name: str) -> ast.ActionDecl:
         known = ", ".join(a.name for a in loaded.spec.actions())
         raise EvaluationError(f"unknown action '{name}' (actions: {known})")
     return action
+
+
+def successors(
+    loaded: LoadedSpec, state: Mapping[str, Any], instance: Instance
+) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """Every step from `state`: (action, parameters, post-state) for each action and each
+    choice of parameters from the instance whose guard holds (runs a spec on an instance)."""
+    check_state(loaded, state)
+    steps = []
+    for action in loaded.spec.actions():
+        domains = [instance.universes[p.sort] for p in action.params]
+        for combo in itertools.product(*domains):
+            params = {p.name: v for p, v in zip(action.params, combo, strict=True)}
+            if enabled(loaded, action.name, params, state, instance):
+                steps.append(
+                    (action.name, params, step(loaded, action.name, params, state, instance))
+                )
+    return steps

@@ -12,6 +12,7 @@ from etcdspec.spec.evaluator import (
     initial,
     satisfies,
     step,
+    successors,
     violated_properties,
 )
 from etcdspec.spec.loader import load_spec
@@ -178,3 +179,30 @@ def test_missing_state_symbol_is_a_typed_error() -> None:
 def test_unknown_action_is_a_typed_error() -> None:
     with pytest.raises(EvaluationError, match="unknown action"):
         step(load_spec("lease"), "renew", {}, lease_state(), LEASE)
+
+
+def test_successors_run_the_lease_spec_and_keep_its_properties() -> None:
+    loaded = load_spec("lease")
+    frontier = [lease_state()]
+    seen = 0
+    for _ in range(3):  # three steps of breadth-first search from the initial state
+        next_frontier = []
+        for state in frontier:
+            for action, params, post in successors(loaded, state, LEASE):
+                assert satisfies(loaded, action, params, state, post, LEASE)
+                assert violated_properties(loaded, post, LEASE) == []
+                next_frontier.append(post)
+                seen += 1
+        frontier = next_frontier[:40]
+    assert seen > 50
+
+
+def test_successors_find_the_seeded_bug() -> None:
+    loaded = load_spec("lease", "attach_revoked")
+    granted = lease_state(granted={"l1"}, revoked={"l1"}, expiry={"l1": 3, "l2": 0})
+    bad = [
+        (action, params)
+        for action, params, post in successors(loaded, granted, LEASE)
+        if violated_properties(loaded, post, LEASE)
+    ]
+    assert ("put_with_lease", {"k": "k1", "l": "l1"}) in bad
