@@ -3,32 +3,36 @@
 Contract
 - `abstract_for_spec(cluster)` maps a cluster to a state in the vocabulary of
   raft_steps.spec (per node: current_term, vote, role, up, snapshot index/term, the log's
-  entry terms, commit_index, and the durable copy of term, vote and log) together with a
-  finite `Instance` (contiguous term and index ranges, node 0 standing for "nobody").
-- `plan_step(pre, action, post)` names the spec actions a model step performs, in order,
-  with their parameters: a step is node-local (ticks, timeouts, deliveries act on one
-  node) and may be several node-local transitions (receiving AppendEntries from a new
-  leader: adopt_term, resign, accept_entries, advance_commit, persist). The parameters
-  come from the model action (the message: its term, prev index/term, entries, commit)
-  and the post state's node (the term or commit index it reached); the spec's guards
-  decide whether that was allowed. An empty plan is a stutter: the abstract state must
-  not change.
+  entry terms, commit_index, a leader's acknowledged index per follower (match), and
+  the durable copy of term, vote and log) with a finite `Instance` (contiguous term and
+  index ranges, the majorities as quorums, node 0 standing for "nobody").
+- `plan_step(n, before, after, action, nodes)` names the spec actions a model step
+  performs on node n, in order, with their parameters. A step is node-local (ticks,
+  timeouts, proposals, deliveries act on one node) and may be several node-local
+  transitions, in the order term, role, vote, log, acknowledgements, durability,
+  commit: receiving AppendEntries from a new leader is adopt_term ; accept_entries ;
+  persist ; advance_commit. Parameters come from the model action (the message: its
+  term, prev index/term, entries, commit, acked index) and from the node's post-state
+  (the term or commit index it reached); the spec's guards decide whether that was
+  allowed. An empty plan is a stutter: the node's abstract state must not change.
 - `check_step(pre, action, post, stats)` runs the plan through the finite evaluator
-  from the abstract pre-state of the acting node: each action's guard must hold (each
-  `require` checked separately, so a failure names it), and the result of the sequence
-  must equal the abstract post-state; no other node may change. The spec's safety
-  properties are checked on the post-state too. It raises `RefinementViolation` (an
+  from the acting node's abstract pre-state: each action must be enabled (if not, the
+  first failing `require` is named with its spec line) and the sequence must end in the
+  abstract post-state (if not, the differing symbols are listed); no other node may
+  change. With `check_properties=True` the spec's safety properties and invariants are
+  evaluated on the post-state as well. It raises `RefinementViolation` (an
   InvariantViolation named "Refinement") whose `describe()` shows the model action, the
-  abstract pre and post of the node, the plan and the failed part. `stats` counts the
-  spec actions checked (a witness that a run was not vacuous).
+  node's abstract pre and post, the plan and the failed part. `stats` counts the spec
+  actions checked (a witness that a run was not vacuous).
 - `RefinementMachine` is the Hypothesis cluster machine with `check_step` after every
   model step (it overrides `ClusterMachine._do`, the one place every step goes through);
   `run_exploration(options, checked)` runs it (or the plain machine) once, seeded.
 
 Only the acting node enters the evaluated state: the actions are node-local, so this
-is exact and keeps a check cheap. The spec's safety properties are proved inductive for
-these actions (`etcdspec prove spec/raft_steps.spec`), so checking the steps implies
-them; `check_properties=True` evaluates them on each post-state as well (slower). No
+is exact and keeps a check cheap; the index range is a window over the live logs (see
+check_plan), and results are memoised within a run. The spec's properties are proved
+inductive for these actions (`etcdspec prove spec/raft_steps.spec`), so checked steps
+from an initial state keep them; `check_properties=True` re-evaluates them (slower). No
 I/O besides reading the spec file; the clock is read only to time `run_exploration`.
 """
 
