@@ -20,7 +20,10 @@ from etcdspec.verdict import Verdict
 
 # (stage name, "module:function"), in the order they run.
 STAGES: list[tuple[str, str]] = [
+    ("spec", "etcdspec.spec.stage:run_stage"),
     ("model", "etcdspec.model.stage:run_stage"),
+    ("checker", "etcdspec.checker.stage:run_stage"),
+    ("conform", "etcdspec.checker.conform_stage:run_stage"),
 ]
 
 
