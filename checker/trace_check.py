@@ -1,0 +1,711 @@
+"""Trace validation: replay the members' Raft traces and report the first event the model
+cannot follow (`etcdspec check-trace FILE…`).
+
+Contract
+- `check_traces(paths)` reads one trace file per member (checker/trace_format.py; bad
+  input raises TraceFormatError) and merges them into one order: each member's events in
+  file order, and a `receive` only after the matching `send` (same message on the wire;
+  duplicates are counted as a multiset). A receive whose send was never traced (the
+  sender was killed before it flushed its trace, or its file was not given) is let
+  through only when nothing else can move, and counted in `unmatched_receives`.
+- Each node's abstract Raft state is rebuilt as the events go: term, vote, role, commit,
+  applied, the in-memory last index, and what is durable — the persisted log (a model
+  RaftLog of (index, term) entries, built from `persist`, `snapshot` and `restore`
+  events) and a lower bound on the durable (term, vote), raised by every message that
+  the Ready contract says may leave only after the hard state is on disk.
+- At each event the rules below are checked; the first that fails ends the replay with
+  a `TraceFailure` naming the rule, the event (file:line), an explanation, and the
+  reconstructed states of the nodes that matter. Rules:
+  TermMonotonic (a run's term never decreases), VoteOnce (one vote per node and term,
+  across restarts for votes that were durable), DurableRestart (after `start`, term and
+  vote are at least the durable ones and the log still holds what was applied),
+  ElectionSafety and LogMatching (the model's own invariant code,
+  etcdspec.model.raft_invariants.check_raft, run on model nodes holding the durable logs
+  and the leaders seen), CommitWithinLog (applied <= commit <= last index),
+  CommitMonotonic (within a run), LeaderCommit (a leader commits only an entry of its
+  term that a quorum, itself counted only as far as it is durable, acknowledged by
+  MsgAppResp), FollowerCommit (no further than the leader said), ReadyContract (a
+  message leaves only after what it carries or acknowledges is durable, a granted vote
+  only after it was persisted), StateMachineSafety (the same (index, term) applied
+  everywhere) and ApplyOrder (entries applied one by one, in order, committed, and as
+  the node's log holds them).
+- The quorum is a majority of the node ids the traces name (trace owners and message
+  endpoints). No I/O besides reading the files.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from etcdspec.checker.trace_format import TraceEvent, TraceMessage, read_trace
+from etcdspec.model.invariants import InvariantViolation
+from etcdspec.model.raft_invariants import Ghost, check_raft
+from etcdspec.model.raft_log import RaftLog
+from etcdspec.model.raft_messages import Entry, Snapshot
+from etcdspec.model.raft_node import RaftParams, Role, new_node
+
+from etcdspec.verdict import Verdict
+
+NO_TERM_TYPES = frozenset({"PRE_VOTE", "PRE_VOTE_RESP", "PROP", "SNAP_STATUS", "UNREACHABLE"})
+MODEL_ROLES = {
+    "follower": Role.FOLLOWER,
+    "precandidate": Role.PRE_CANDIDATE,
+    "candidate": Role.CANDIDATE,
+    "leader": Role.LEADER,
+}
+
+
+@dataclass(frozen=True)
+class NodeSummary:
+    """A node's reconstructed state at the failing event (what the explanation refers to)."""
+
+    name: str
+    node: int
+    path: str
+    run: int
+    role: str
+    term: int
+    vote: int
+    commit: int
+    applied: int
+    last_index: int
+    durable_term: int
+    durable_vote: int
+    durable_log: str
+
+    def describe(self) -> str:
+        vote = f" vote {self.vote}" if self.vote else ""
+        durable_vote = f" vote {self.durable_vote}" if self.durable_vote else ""
+        return (
+            f"{self.name} (node {self.node}, {Path(self.path).name}, run {self.run}): "
+            f"{self.role} term {self.term}{vote} commit {self.commit} applied {self.applied} "
+            f"last {self.last_index}; durable term >= {self.durable_term}{durable_vote}, "
+            f"log {self.durable_log}"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "node": self.node,
+            "path": self.path,
+            "run": self.run,
+            "role": self.role,
+            "term": self.term,
+            "vote": self.vote,
+            "commit": self.commit,
+            "applied": self.applied,
+            "last_index": self.last_index,
+            "durable_term": self.durable_term,
+            "durable_vote": self.durable_vote,
+            "durable_log": self.durable_log,
+        }
+
+
+@dataclass(frozen=True)
+class TraceFailure:
+    """The first event the model cannot follow, and why."""
+
+    rule: str
+    explanation: str
+    event: TraceEvent
+    position: int  # 1-based position of the event in the merged order
+    states: tuple[NodeSummary, ...]
+
+    def describe(self) -> str:
+        lines = [
+            f"{self.rule} broken at event {self.position}: {self.event.describe()}",
+            f"  {self.explanation}",
+            "  reconstructed states (the failing node as last followed; the event's own "
+            "fields are on its line above):",
+            *(f"    {state.describe()}" for state in self.states),
+        ]
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rule": self.rule,
+            "explanation": self.explanation,
+            "location": self.event.location,
+            "position": self.position,
+            "event": self.event.describe(),
+            "states": [state.to_json() for state in self.states],
+        }
+
+
+@dataclass(frozen=True)
+class TraceResult:
+    verdict: Verdict
+    events: int
+    nodes: tuple[str, ...]  # "n1 = <node id> (<file>)"
+    unmatched_receives: int
+    failure: TraceFailure | None = None
+
+    def describe(self) -> str:
+        head = (
+            f"trace validation {self.verdict.describe()}: {self.events} events replayed "
+            f"over {len(self.nodes)} members ({', '.join(self.nodes)})"
+        )
+        if self.unmatched_receives:
+            head += f"; {self.unmatched_receives} receives without a traced send"
+        if self.failure is not None:
+            head += "\n" + self.failure.describe()
+        return head
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict.to_json(),
+            "events": self.events,
+            "nodes": list(self.nodes),
+            "unmatched_receives": self.unmatched_receives,
+            "failure": None if self.failure is None else self.failure.to_json(),
+        }
+
+
+class _Broken(Exception):
+    def __init__(self, rule: str, explanation: str, involved: Sequence[int] = ()) -> None:
+        super().__init__(f"{rule}: {explanation}")
+        self.rule = rule
+        self.explanation = explanation
+        self.involved = tuple(involved)
+
+
+@dataclass
+class _Node:
+    """One member's reconstructed state (internal, mutable during the replay)."""
+
+    node: int
+    name: str
+    small_id: int
+    path: str
+    run: int = 0
+    seen: bool = False
+    term: int = 0
+    vote: int = 0
+    role: str = "follower"
+    commit: int = 0
+    applied: int = 0
+    last_index: int = 0
+    last_term: int = 0
+    durable: RaftLog = field(default_factory=RaftLog)
+    floor_term: int = 0  # durable (term, vote) is at least this
+    floor_vote: int = 0
+    floor_where: str = "the start of its trace"
+    last_persist_state: tuple[int, int] = (0, 0)
+    vote_changed_at: int = 0  # replay position where the in-memory (term, vote) last changed
+    vote_persisted_at: int = 0  # replay position of the last persist after that change
+    max_applied: int = 0  # highest index applied in any run
+    max_applied_run: int = 0  # last index applied in this run
+    prev_commit: int = 0  # commit index before the current event
+    acks: dict[int, int] = field(default_factory=dict)  # leader: follower -> acked index
+
+    def raise_floor(self, term: int, vote: int, where: str) -> None:
+        if term > self.floor_term or (term == self.floor_term and vote and not self.floor_vote):
+            self.floor_term, self.floor_vote, self.floor_where = term, vote, where
+
+    def summary(self) -> NodeSummary:
+        return NodeSummary(
+            name=self.name,
+            node=self.node,
+            path=self.path,
+            run=self.run,
+            role=self.role,
+            term=self.term,
+            vote=self.vote,
+            commit=self.commit,
+            applied=self.applied,
+            last_index=self.last_index,
+            durable_term=self.floor_term,
+            durable_vote=self.floor_vote,
+            durable_log=_log_text(self.durable),
+        )
+
+
+def _log_text(log: RaftLog, keep: int = 8) -> str:
+    entries = [f"{log.snapshot.last_index + i + 1}@{e.term}" for i, e in enumerate(log.entries)]
+    head = (
+        f"[snapshot {log.snapshot.last_index}@{log.snapshot.last_term}] "
+        if log.snapshot.last_index
+        else ""
+    )
+    if len(entries) > keep:
+        entries = [*entries[:2], "…", *entries[-(keep - 3) :]]
+    return head + "[" + " ".join(entries) + "]"
+
+
+def _entry(index: int, term: int) -> Entry:
+    """A model entry standing for a traced one: the model writes it `term:#index`."""
+    return Entry(term, f"#{index}", None)
+
+
+class _Replay:
+    def __init__(self, traces: Sequence[list[TraceEvent]]) -> None:
+        self.traces = traces
+        self.nodes: dict[int, _Node] = {}
+        for position, events in enumerate(traces):
+            head = events[0]
+            self.nodes[head.node] = _Node(
+                node=head.node, name=f"n{position + 1}", small_id=position + 1, path=head.path
+            )
+        voters = set(self.nodes)
+        for events in traces:
+            for event in events:
+                if event.message is not None:
+                    voters.update(x for x in (event.message.from_, event.message.to) if x)
+        self.quorum = len(voters) // 2 + 1
+        self.leaders: dict[int, int] = {}  # term -> node
+        self.durable_votes: dict[tuple[int, int], tuple[int, str]] = {}
+        self.applied: dict[int, tuple[int, str]] = {}  # index -> (term, where)
+        self.position = 0
+        self.unmatched = 0
+
+    def name(self, node: int) -> str:
+        known = self.nodes.get(node)
+        return known.name if known is not None else f"node {node}"
+
+    # ----------------------------------------------------------------- merge and run
+
+    def run(self) -> TraceResult:
+        heads = [0] * len(self.traces)
+        pending: Counter[tuple[Any, ...]] = Counter()
+        remaining = sum(len(t) for t in self.traces)
+        while remaining:
+            moved = False
+            for member, events in enumerate(self.traces):
+                if heads[member] >= len(events):
+                    continue
+                event = events[heads[member]]
+                if event.event == "receive":
+                    assert event.message is not None
+                    key = event.message.key()
+                    if pending[key] <= 0:
+                        continue
+                    pending[key] -= 1
+                failure = self._step(event, pending)
+                heads[member] += 1
+                remaining -= 1
+                moved = True
+                if failure is not None:
+                    return self._result(failure)
+            if not moved:
+                # Every member waits on a receive whose send is not (yet) traced: let the
+                # first one through (its sender's lines were lost or not given).
+                member = next(m for m, ev in enumerate(self.traces) if heads[m] < len(ev))
+                self.unmatched += 1
+                failure = self._step(self.traces[member][heads[member]], pending)
+                heads[member] += 1
+                remaining -= 1
+                if failure is not None:
+                    return self._result(failure)
+        return self._result(None)
+
+    def _result(self, failure: TraceFailure | None) -> TraceResult:
+        nodes = tuple(f"{n.name} = {n.node} ({Path(n.path).name})" for n in self.nodes.values())
+        return TraceResult(
+            verdict=Verdict.TRUE if failure is None else Verdict.FALSE,
+            events=self.position,
+            nodes=nodes,
+            unmatched_receives=self.unmatched,
+            failure=failure,
+        )
+
+    def _step(self, event: TraceEvent, pending: Counter[tuple[Any, ...]]) -> TraceFailure | None:
+        self.position += 1
+        node = self.nodes[event.node]
+        try:
+            self._apply(node, event)
+            if event.event == "send":
+                assert event.message is not None
+                pending[event.message.key()] += 1
+        except _Broken as broken:
+            involved = [node.node, *broken.involved]
+            states = tuple(
+                self.nodes[n].summary()
+                for n in dict.fromkeys(involved)
+                if n in self.nodes and self.nodes[n].seen
+            )
+            return TraceFailure(broken.rule, broken.explanation, event, self.position, states)
+        return None
+
+    # ----------------------------------------------------------------- the rules
+
+    def _apply(self, node: _Node, event: TraceEvent) -> None:
+        where = f"{event.location} (event {self.position})"
+        if event.event == "start":
+            self._start(node, event)
+        else:
+            self._same_run(node, event)
+        previous_commit = node.commit
+        node.prev_commit = 0 if event.event == "start" else node.commit
+        previous_role, previous_term = node.role, node.term
+        if (event.term, event.vote) != (node.term, node.vote) or event.event == "start":
+            node.vote_changed_at = self.position
+        node.term, node.vote, node.role = event.term, event.vote, event.role
+        node.commit, node.applied = event.commit, event.applied
+        node.last_index, node.last_term = event.last_index, event.last_term
+        node.seen = True
+        self._vote_once(node, event)
+        self._election_safety(node, event)
+        self._commit_within_log(node, event)
+        handler = getattr(self, f"_on_{event.event}")
+        handler(node, event, where)
+        if (
+            event.role == "leader"
+            and previous_role == "leader"
+            and previous_term == event.term
+            and event.event != "start"
+            and event.commit > previous_commit
+        ):
+            self._leader_commit(node, event)
+        if previous_role != "leader" or previous_term != event.term:
+            node.acks = {}
+
+    def _start(self, node: _Node, event: TraceEvent) -> None:
+        if not node.seen:
+            node.run = 1
+            node.durable = RaftLog(Snapshot(event.last_index, event.last_term, None), ())
+            node.floor_term, node.floor_vote = event.term, event.vote
+            node.floor_where = f"its first start ({event.location})"
+            node.last_persist_state = (event.term, event.vote)
+            node.max_applied = event.applied
+            node.max_applied_run = event.applied
+            return
+        node.run += 1
+        term, vote = event.term, event.vote
+        if term < node.floor_term or (
+            term == node.floor_term and node.floor_vote and vote != node.floor_vote
+        ):
+            durable_vote = f", vote {self.name(node.floor_vote)}" if node.floor_vote else ""
+            restarted_vote = f" vote {self.name(vote)}" if vote else " and no vote"
+            raise _Broken(
+                "DurableRestart",
+                f"{node.name} restarted with term {term}{restarted_vote}, but before the crash "
+                f"its durable state was at least term {node.floor_term}{durable_vote} "
+                f"(known from {node.floor_where}): a restart must recover the persisted "
+                "term and vote",
+            )
+        if event.last_index < node.max_applied:
+            raise _Broken(
+                "DurableRestart",
+                f"{node.name} restarted with last index {event.last_index}, but it had applied "
+                f"entries up to {node.max_applied} before the crash: committed entries were "
+                "lost from its log",
+            )
+        durable = node.durable
+        if event.last_index == durable.last_index:
+            if event.last_term != durable.last_term and durable.last_index > 0:
+                raise _Broken(
+                    "DurableRestart",
+                    f"{node.name} restarted with last entry {event.last_index}@{event.last_term}"
+                    f", but its persisted log ends with {durable.last_index}@{durable.last_term}",
+                )
+        elif (
+            event.last_index < durable.snapshot.last_index or event.last_index > durable.last_index
+        ):
+            # Lines written after the last flush were lost with the process (kill -9): the
+            # recovered log is known only by its last entry.
+            node.durable = RaftLog(Snapshot(event.last_index, event.last_term, None), ())
+        else:
+            node.durable = RaftLog(
+                durable.snapshot,
+                durable.entries[: event.last_index - durable.snapshot.last_index],
+            )
+            if node.durable.last_term != event.last_term:
+                node.durable = RaftLog(Snapshot(event.last_index, event.last_term, None), ())
+        node.last_persist_state = (term, vote)
+        node.max_applied_run = event.applied
+        node.raise_floor(term, vote, f"its restart ({event.location})")
+
+    def _same_run(self, node: _Node, event: TraceEvent) -> None:
+        if event.term < node.term:
+            raise _Broken(
+                "TermMonotonic",
+                f"{node.name}'s term went back from {node.term} to {event.term}",
+            )
+        if event.term == node.term and node.vote and event.vote != node.vote:
+            raise _Broken(
+                "VoteOnce",
+                f"{node.name} changed its vote in term {event.term} from "
+                f"{self.name(node.vote)} to {self.name(event.vote) if event.vote else 'nobody'}",
+            )
+        if event.commit < node.commit:
+            raise _Broken(
+                "CommitMonotonic",
+                f"{node.name}'s commit index went back from {node.commit} to {event.commit}",
+            )
+
+    def _vote_once(self, node: _Node, event: TraceEvent) -> None:
+        if not event.vote:
+            return
+        known = self.durable_votes.get((node.node, event.term))
+        if known is not None and known[0] != event.vote:
+            raise _Broken(
+                "VoteOnce",
+                f"{node.name} votes for {self.name(event.vote)} in term {event.term}, but it "
+                f"had already cast a durable vote for {self.name(known[0])} in that term "
+                f"({known[1]}): a node votes at most once per term, across restarts",
+                (event.vote, known[0]),
+            )
+
+    def _election_safety(self, node: _Node, event: TraceEvent) -> None:
+        if event.role != "leader":
+            return
+        self.leaders.setdefault(event.term, node.node)
+        self._model_invariants(node)
+
+    def _model_invariants(self, node: _Node) -> None:
+        """ElectionSafety and LogMatching by the model's own invariant code."""
+        params = RaftParams(nodes=len(self.nodes))
+        model_nodes = []
+        for replayed in self.nodes.values():
+            if not replayed.seen:
+                continue
+            model = new_node(params, replayed.small_id, None)
+            commit = min(replayed.commit, replayed.durable.last_index)
+            model_nodes.append(
+                model._replace(
+                    term=replayed.term,
+                    log=replayed.durable,
+                    role=MODEL_ROLES[replayed.role],
+                    commit_index=commit,
+                    applied_index=min(replayed.applied, commit),
+                )
+            )
+        leaders = tuple(sorted((term, self.nodes[n].small_id) for term, n in self.leaders.items()))
+        # A second leader of a term is not in `leaders` (one per term): add it for the check.
+        if node.role == "leader" and self.leaders.get(node.term) != node.node:
+            leaders = tuple(sorted((*leaders, (node.term, node.small_id))))
+        try:
+            check_raft(model_nodes, Ghost(leaders=leaders))
+        except InvariantViolation as violation:
+            by_small = {n.small_id: n.node for n in self.nodes.values()}
+            involved = list(by_small.values())
+            if node.role == "leader" and self.leaders.get(node.term) not in (None, node.node):
+                involved = [self.leaders[node.term]]
+            raise _Broken(
+                violation.invariant,
+                f"{violation.detail} (the model's invariant, etcdspec.model.raft_invariants, on "
+                "the durable logs; entries written term:#index)",
+                involved,
+            ) from None
+
+    def _commit_within_log(self, node: _Node, event: TraceEvent) -> None:
+        if event.commit > event.last_index:
+            raise _Broken(
+                "CommitWithinLog",
+                f"{node.name} commit index {event.commit} is beyond its last index "
+                f"{event.last_index}",
+            )
+        if event.applied > event.commit:
+            raise _Broken(
+                "CommitWithinLog",
+                f"{node.name} applied {event.applied} entries but its commit index is "
+                f"{event.commit}",
+            )
+
+    def _leader_commit(self, node: _Node, event: TraceEvent) -> None:
+        index = event.commit
+        term = node.durable.term_at(index)
+        if term is not None and term != event.term:
+            raise _Broken(
+                "LeaderCommit",
+                f"leader {node.name} of term {event.term} advanced its commit index to "
+                f"{index}, an entry of term {term}: a leader commits by counting replicas "
+                "only entries of its own term (Raft §5.4.2, Figure 8)",
+            )
+        holders = [node.node] if node.durable.last_index >= index else []
+        holders += [f for f, acked in sorted(node.acks.items()) if acked >= index]
+        if len(holders) < self.quorum:
+            acked = ", ".join(f"{self.name(f)} up to {i}" for f, i in sorted(node.acks.items()))
+            raise _Broken(
+                "LeaderCommit",
+                f"leader {node.name} of term {event.term} advanced its commit index to "
+                f"{index}, but only {len(holders)} of the quorum of {self.quorum} hold it "
+                f"(its durable log ends at {node.durable.last_index}; acknowledgements in "
+                f"this term: {acked or 'none'})",
+                list(node.acks),
+            )
+
+    # ----------------------------------------------------------------- per event
+
+    def _on_start(self, node: _Node, event: TraceEvent, where: str) -> None:
+        node.acks = {}
+
+    def _on_propose(self, node: _Node, event: TraceEvent, where: str) -> None:
+        return
+
+    def _on_role(self, node: _Node, event: TraceEvent, where: str) -> None:
+        return
+
+    def _on_receive(self, node: _Node, event: TraceEvent, where: str) -> None:
+        message = event.message
+        assert message is not None
+        if (
+            message.type == "APP_RESP"
+            and not message.reject
+            and event.role == "leader"
+            and message.term == event.term
+        ):
+            node.acks[message.from_] = max(node.acks.get(message.from_, 0), message.index)
+        if message.type in ("APP", "HEARTBEAT") and event.role != "leader":
+            limit = max(message.commit, node.prev_commit)
+            if event.commit > limit and message.term == event.term:
+                raise _Broken(
+                    "FollowerCommit",
+                    f"{node.name} moved its commit index to {event.commit}, beyond the "
+                    f"leader's commit index {message.commit} in the message it received",
+                    (message.from_,),
+                )
+
+    def _on_persist(self, node: _Node, event: TraceEvent, where: str) -> None:
+        # The hard state made durable here was read after the previous persist line.
+        term, vote = node.last_persist_state
+        node.raise_floor(term, vote, f"the persist before {where}")
+        node.last_persist_state = (event.term, event.vote)
+        node.vote_persisted_at = self.position
+        if not event.entries:
+            return
+        first = event.entries[0][0]
+        for (a, _), (b, _) in zip(event.entries, event.entries[1:], strict=False):
+            if b != a + 1:
+                raise _Broken("LogContiguity", f"{node.name} persisted entries {a} and then {b}")
+        log = node.durable
+        if first > log.last_index + 1:
+            raise _Broken(
+                "LogContiguity",
+                f"{node.name} persisted entries from {first}, but its durable log ends at "
+                f"{log.last_index}: a log has no holes",
+            )
+        if first <= log.snapshot.last_index:  # overwrites the compacted prefix: start afresh
+            log = RaftLog(Snapshot(first - 1, 0, None), ()) if first > 1 else RaftLog()
+        kept = log.entries[: first - log.snapshot.last_index - 1]
+        node.durable = RaftLog(log.snapshot, kept + tuple(_entry(i, t) for i, t in event.entries))
+        self._model_invariants(node)
+
+    def _on_send(self, node: _Node, event: TraceEvent, where: str) -> None:
+        message = event.message
+        assert message is not None
+        log = node.durable
+        for index, term in message.entries:
+            if message.type != "APP":
+                break
+            held = log.term_at(index)
+            if held is None and index <= log.snapshot.last_index:
+                continue  # compacted: it was persisted before
+            if held != term:
+                have = "does not hold it" if held is None else f"holds {index}@{held}"
+                raise _Broken(
+                    "ReadyContract",
+                    f"{node.name} sent entry {index}@{term} to {self.name(message.to)} before "
+                    f"persisting it (its durable log {have}): a Ready's entries are persisted "
+                    "before its messages leave",
+                    (message.to,),
+                )
+        if message.type == "APP_RESP" and not message.reject and message.index > log.last_index:
+            raise _Broken(
+                "ReadyContract",
+                f"{node.name} acknowledged index {message.index} to {self.name(message.to)}, "
+                f"but its durable log ends at {log.last_index}: an acknowledgement leaves only "
+                "after the entries are persisted",
+                (message.to,),
+            )
+        granted = (message.type == "VOTE_RESP" and not message.reject) or message.type == "VOTE"
+        if granted:
+            candidate = message.to if message.type == "VOTE_RESP" else node.node
+            if (node.term, node.vote) != (message.term, candidate) or (
+                node.vote_persisted_at < node.vote_changed_at
+            ):
+                raise _Broken(
+                    "ReadyContract",
+                    f"{node.name} sent {message.type} for {self.name(candidate)} in term "
+                    f"{message.term} before persisting that vote (no persist since its vote "
+                    "changed): a vote is durable before it is announced",
+                    (candidate,),
+                )
+            known = self.durable_votes.setdefault((node.node, message.term), (candidate, where))
+            if known[0] != candidate:
+                raise _Broken(
+                    "VoteOnce",
+                    f"{node.name} granted its vote in term {message.term} to "
+                    f"{self.name(candidate)}, but it had granted it to {self.name(known[0])} "
+                    f"({known[1]})",
+                    (candidate, known[0]),
+                )
+            node.raise_floor(message.term, candidate, f"its {message.type} at {where}")
+        elif message.type not in NO_TERM_TYPES:
+            node.raise_floor(message.term, 0, f"its {message.type} at {where}")
+
+    def _on_apply(self, node: _Node, event: TraceEvent, where: str) -> None:
+        for index, term in event.entries:
+            expected = node.max_applied_run + 1
+            if index != expected:
+                raise _Broken(
+                    "ApplyOrder",
+                    f"{node.name} applied entry {index}, but the next entry to apply was "
+                    f"{expected}",
+                )
+            node.max_applied_run = index
+            if index > event.commit:
+                raise _Broken(
+                    "ApplyOrder",
+                    f"{node.name} applied entry {index} beyond its commit index {event.commit}",
+                )
+            held = node.durable.term_at(index)
+            if held is not None and held != term:
+                raise _Broken(
+                    "ApplyOrder",
+                    f"{node.name} applied {index}@{term} but its durable log holds {index}@{held}",
+                )
+            first = self.applied.setdefault(index, (term, f"{node.name} at {where}"))
+            if first[0] != term:
+                raise _Broken(
+                    "StateMachineSafety",
+                    f"{node.name} applied entry {index} of term {term}, but {first[1]} applied "
+                    f"entry {index} of term {first[0]}: every member applies the same entries",
+                )
+            node.max_applied = max(node.max_applied, index)
+
+    def _on_snapshot(self, node: _Node, event: TraceEvent, where: str) -> None:
+        index = event.index or 0
+        log = node.durable
+        if log.snapshot.last_index < index <= log.last_index:
+            node.durable = log.compact(index, None)
+
+    def _on_restore(self, node: _Node, event: TraceEvent, where: str) -> None:
+        index = event.index or 0
+        term = event.last_term if event.last_index == index else 0
+        node.durable = node.durable.restore(Snapshot(index, term, None))
+        node.max_applied_run = index
+        node.max_applied = max(node.max_applied, index)
+
+
+def check_traces(paths: Sequence[str | Path]) -> TraceResult:
+    """Replay the members' traces (one file per member); see the module docstring."""
+    from etcdspec.checker.trace_format import TraceFormatError
+
+    if not paths:
+        raise TraceFormatError("(no files)", 0, "give at least one trace file")
+    traces = [read_trace(path) for path in paths]
+    owners: dict[int, str] = {}
+    for events in traces:
+        head = events[0]
+        if head.node in owners:
+            raise TraceFormatError(
+                head.path,
+                head.line,
+                f"node {head.node} is traced in {owners[head.node]} too; give each member once",
+            )
+        owners[head.node] = head.path
+    return _Replay(traces).run()
+
+
+__all__ = [
+    "NodeSummary",
+    "TraceFailure",
+    "TraceMessage",
+    "TraceResult",
+    "check_traces",
+]
