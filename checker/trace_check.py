@@ -143,6 +143,10 @@ class TraceResult:
     nodes: tuple[str, ...]  # "n1 = <node id> (<file>)"
     unmatched_receives: int
     failure: TraceFailure | None = None
+    witnesses: tuple[tuple[str, int], ...] = ()  # how often each kind of check had work
+
+    def witness(self, name: str) -> int:
+        return dict(self.witnesses).get(name, 0)
 
     def describe(self) -> str:
         head = (
@@ -151,6 +155,8 @@ class TraceResult:
         )
         if self.unmatched_receives:
             head += f"; {self.unmatched_receives} receives without a traced send"
+        if self.witnesses:
+            head += "\nchecked: " + ", ".join(f"{count} {name}" for name, count in self.witnesses)
         if self.failure is not None:
             head += "\n" + self.failure.describe()
         return head
@@ -161,6 +167,7 @@ class TraceResult:
             "events": self.events,
             "nodes": list(self.nodes),
             "unmatched_receives": self.unmatched_receives,
+            "witnesses": dict(self.witnesses),
             "failure": None if self.failure is None else self.failure.to_json(),
         }
 
@@ -200,6 +207,7 @@ class _Node:
     max_applied: int = 0  # highest index applied in any run
     max_applied_run: int = 0  # last index applied in this run
     prev_commit: int = 0  # commit index before the current event
+    pending_snapshot: tuple[int, int] | None = None  # accepted MsgSnap, durable at next persist
     acks: dict[int, int] = field(default_factory=dict)  # leader: follower -> acked index
 
     def raise_floor(self, term: int, vote: int, where: str) -> None:
@@ -261,6 +269,7 @@ class _Replay:
         self.applied: dict[int, tuple[int, str]] = {}  # index -> (term, where)
         self.position = 0
         self.unmatched = 0
+        self.witness: Counter[str] = Counter()
 
     def name(self, node: int) -> str:
         known = self.nodes.get(node)
@@ -284,6 +293,7 @@ class _Replay:
                     if pending[key] <= 0:
                         continue
                     pending[key] -= 1
+                    self.witness["matched receives"] += 1
                 failure = self._step(event, pending)
                 heads[member] += 1
                 remaining -= 1
@@ -310,6 +320,7 @@ class _Replay:
             nodes=nodes,
             unmatched_receives=self.unmatched,
             failure=failure,
+            witnesses=tuple(sorted({**self.witness, "leader terms": len(self.leaders)}.items())),
         )
 
     def _step(self, event: TraceEvent, pending: Counter[tuple[Any, ...]]) -> TraceFailure | None:
@@ -374,6 +385,7 @@ class _Replay:
             node.max_applied_run = event.applied
             return
         node.run += 1
+        self.witness["restarts"] += 1
         term, vote = event.term, event.vote
         if term < node.floor_term or (
             term == node.floor_term and node.floor_vote and vote != node.floor_vote
@@ -508,6 +520,7 @@ class _Replay:
 
     def _leader_commit(self, node: _Node, event: TraceEvent) -> None:
         index = event.commit
+        self.witness["leader commits"] += 1
         term = node.durable.term_at(index)
         if term is not None and term != event.term:
             raise _Broken(
@@ -533,6 +546,7 @@ class _Replay:
 
     def _on_start(self, node: _Node, event: TraceEvent, where: str) -> None:
         node.acks = {}
+        node.pending_snapshot = None
 
     def _on_propose(self, node: _Node, event: TraceEvent, where: str) -> None:
         return
@@ -550,6 +564,13 @@ class _Replay:
             and message.term == event.term
         ):
             node.acks[message.from_] = max(node.acks.get(message.from_, 0), message.index)
+        if (
+            message.type == "SNAP"
+            and message.snapshot is not None
+            and event.last_index == message.snapshot
+            and event.commit == message.snapshot
+        ):
+            node.pending_snapshot = (message.snapshot, event.last_term)
         if message.type in ("APP", "HEARTBEAT") and event.role != "leader":
             limit = max(message.commit, node.prev_commit)
             if event.commit > limit and message.term == event.term:
@@ -566,6 +587,12 @@ class _Replay:
         node.raise_floor(term, vote, f"the persist before {where}")
         node.last_persist_state = (event.term, event.vote)
         node.vote_persisted_at = self.position
+        if node.pending_snapshot is not None:
+            # The Ready that restores a received snapshot persists it with its entries.
+            index, term = node.pending_snapshot
+            node.durable = node.durable.restore(Snapshot(index, term, None))
+            node.pending_snapshot = None
+            self.witness["snapshots restored"] += 1
         if not event.entries:
             return
         first = event.entries[0][0]
@@ -583,6 +610,7 @@ class _Replay:
             log = RaftLog(Snapshot(first - 1, 0, None), ()) if first > 1 else RaftLog()
         kept = log.entries[: first - log.snapshot.last_index - 1]
         node.durable = RaftLog(log.snapshot, kept + tuple(_entry(i, t) for i, t in event.entries))
+        self.witness["entries persisted"] += len(event.entries)
         self._model_invariants(node)
 
     def _on_send(self, node: _Node, event: TraceEvent, where: str) -> None:
@@ -635,6 +663,7 @@ class _Replay:
                     (candidate, known[0]),
                 )
             node.raise_floor(message.term, candidate, f"its {message.type} at {where}")
+            self.witness["votes sent"] += 1
         elif message.type not in NO_TERM_TYPES:
             node.raise_floor(message.term, 0, f"its {message.type} at {where}")
 
@@ -667,6 +696,7 @@ class _Replay:
                     f"entry {index} of term {first[0]}: every member applies the same entries",
                 )
             node.max_applied = max(node.max_applied, index)
+            self.witness["entries applied"] += 1
 
     def _on_snapshot(self, node: _Node, event: TraceEvent, where: str) -> None:
         index = event.index or 0

@@ -1,0 +1,91 @@
+"""Record member traces from a real 3-member cluster of our server, for trace validation.
+
+`record(directory, ...)` plans a traced cluster on free loopback ports, waits for a
+leader, runs a short write load, kills one member with SIGKILL (the leader, or a
+follower), writes on, restarts it on its data, writes on again, then stops every member
+(SIGTERM, so the traces are flushed) and returns the trace files. Every process it
+started is stopped, even on failure. `env` is added to the members' environment (e.g.
+ETCDSPEC_FAILPOINTS).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import grpc
+from etcdspec.impl import launcher
+from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
+
+
+def put(endpoints: list[str], key: str, deadline_s: float = 10.0) -> bool:
+    """Write key through any member that takes it; False if none did before the deadline."""
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        for endpoint in endpoints:
+            try:
+                with grpc.insecure_channel(endpoint.removeprefix("http://")) as channel:
+                    stub = rpc_pb2_grpc.KVStub(channel)
+                    stub.Put(rpc_pb2.PutRequest(key=key.encode(), value=b"v"), timeout=2)
+                return True
+            except grpc.RpcError:
+                continue
+        time.sleep(0.05)
+    return False
+
+
+def leader_name(plan: launcher.ClusterPlan, endpoints: list[str]) -> str:
+    statuses = launcher.wait_ready(endpoints, timeout_s=30)
+    leader = next(iter(statuses.values()))["leader"]
+    for member, endpoint in zip(plan.members, plan.endpoints, strict=True):
+        if endpoint in statuses and statuses[endpoint]["member_id"] == leader:
+            return member.name
+    raise AssertionError(f"leader {leader:x} is not among {list(statuses)}")
+
+
+def record(
+    directory: Path,
+    *,
+    kill: str = "leader",
+    writes: int = 10,
+    snapshot_count: int = 10_000,
+    env: dict[str, str] | None = None,
+    restarts: int = 1,
+) -> list[Path]:
+    plan = launcher.plan_cluster(
+        directory,
+        3,
+        heartbeat_ms=50,
+        election_ms=500,
+        snapshot_count=snapshot_count,
+        trace=True,
+    )
+    program = launcher.ours_program()
+    members: list[launcher.RunningMember] = []
+    try:
+        for member in plan.members:
+            members.append(launcher.start_member(plan, member, program, env=env))
+        launcher.wait_ready(plan.endpoints, timeout_s=60)
+        written = 0
+        for round_ in range(restarts):
+            for _ in range(writes):
+                assert put(plan.endpoints, f"k{written}"), "a write was not taken"
+                written += 1
+            name = leader_name(plan, plan.endpoints)
+            if kill != "leader":
+                name = next(m.plan.name for m in members if m.plan.name != name)
+            victim = next(m for m in members if m.plan.name == name)
+            launcher.kill_member(victim)
+            others = [m.plan.client_url for m in members if m is not victim]
+            for _ in range(writes):
+                assert put(others, f"k{written}"), f"no write after killing {name} (round {round_})"
+                written += 1
+            restarted = launcher.start_member(plan, victim.plan, program, "existing", env=env)
+            members[members.index(victim)] = restarted
+            launcher.wait_ready(plan.endpoints, timeout_s=60)
+        for _ in range(writes):
+            assert put(plan.endpoints, f"k{written}"), "a write after the restart was not taken"
+            written += 1
+    finally:
+        launcher.stop_members(members)
+    return [launcher.trace_path(plan, member) for member in plan.members]
