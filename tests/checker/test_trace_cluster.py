@@ -92,10 +92,11 @@ def second_leader(traces: Traces) -> tuple[int, int]:
                 line["role"] == "follower"
                 and line["term"] in leader_terms
                 and line["event"] == "receive"
+                and line["message"]["type"] == "HEARTBEAT"  # the leader was elected before
             ):
                 line["role"] = "leader"
                 return member, i
-    raise AssertionError("no follower line in a leader's term")
+    raise AssertionError("no follower received a heartbeat")
 
 
 def commit_backwards(traces: Traces) -> tuple[int, int]:
