@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from etcdspec.spec.loader import load_spec, load_text
 from etcdspec.spec.mutations import SEEDED_BUGS as CATALOGUE
-from etcdspec.spec.prove import CheckKind, prove
+from etcdspec.spec.prove import CheckKind, prove, symbols_of
 from etcdspec.spec.stage import run_stage
 
 from etcdspec.stage import StageOptions
@@ -130,3 +130,18 @@ def test_spec_stage_proves_and_catches_every_seeded_bug(tmp_path: Path) -> None:
     assert result.name == "spec"
     assert f"{len(CATALOGUE)}/{len(CATALOGUE)} seeded bugs caught" in result.summary
     assert (tmp_path / "spec" / "proofs.json").is_file()
+
+
+def test_frame_obligations_are_only_those_with_untouched_symbols() -> None:
+    loaded = load_spec("raft")
+    choosable_kept = next(p for p in loaded.spec.properties() if p.name == "choosable_kept")
+    # through the `choosable` definition
+    assert symbols_of(loaded.info, choosable_kept.formula) == {
+        "append_reply_msg",
+        "left_term",
+        "log",
+    }
+    report = prove(loaded, only=["choosable_kept"], actions=["restart", "receive_append"])
+    notes = {r.action: r.note for r in report.results if r.kind is CheckKind.PRESERVE}
+    assert notes["restart"].startswith("frame")
+    assert notes["receive_append"] == ""
