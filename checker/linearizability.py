@@ -467,7 +467,9 @@ class _Search:
             if not states and self.is_ok[i]:
                 frame.rejected.append(i)
             for state in states:
-                if not self.is_ok[i] and state == frame.state:
+                if not self.is_ok[i] and (
+                    state == frame.state or not model.info_state_possible(prepared, state)
+                ):
                     continue
                 if self.hinted:
                     before = model.revision(frame.state)

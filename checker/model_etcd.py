@@ -52,6 +52,7 @@ from etcdspec.model.requests import (
     RANGE_END_ALL,
     DeleteRangeRequest,
     DeleteRangeResponse,
+    EventType,
     KeyValue,
     LeaseGrantRequest,
     LeaseKeepAliveRequest,
@@ -262,7 +263,53 @@ class EtcdModel(CheckModel):
                 for prev in response.prev_kvs:
                     quiet.setdefault(prev.key, []).append((prev.mod_revision, at - 1))
         self._quiet = {key: _merge(spans) for key, spans in quiet.items()}
+        # Versions: a current read at r showing key k (create c, version v) bounds the
+        # puts to k from any revision g <= r in that incarnation: version at g plus the
+        # ok puts to k in (g, r] is at most v.
+        seen: dict[bytes, list[tuple[int, int, int]]] = {}
+        puts: dict[bytes, list[int]] = {}
+        for prepared in ops:
+            request, response = prepared.payload
+            if response is None:
+                continue
+            if isinstance(request, RangeRequest) and request.revision <= 0:
+                if isinstance(response, RangeResponse) and not request.count_only:
+                    for kv in response.kvs:
+                        seen.setdefault(kv.key, []).append(
+                            (response.header.revision, kv.create_revision, kv.version)
+                        )
+            elif isinstance(request, PutRequest) and prepared.bumps_to is not None:
+                puts.setdefault(request.key, []).append(prepared.bumps_to)
+        self._versions = {key: sorted(items) for key, items in seen.items()}
+        self._version_revisions = {
+            key: [r for r, _, _ in items] for key, items in self._versions.items()
+        }
+        self._ok_puts = {key: sorted(revisions) for key, revisions in puts.items()}
         return observed
+
+    def info_state_possible(self, prepared: PreparedOp, state: Any) -> bool:
+        revision = state.revision
+        if revision <= 1 or not getattr(self, "_versions", None):
+            return True
+        written = state.history
+        if written is None or written.revision != revision:
+            return True
+        for event in written.events:
+            kv = event.kv
+            if event.type is not EventType.PUT or kv.key not in self._versions:
+                continue
+            revisions = self._version_revisions[kv.key]
+            k = bisect.bisect_left(revisions, revision)
+            if k == len(revisions):
+                continue
+            at, create_revision, version = self._versions[kv.key][k]
+            if create_revision != kv.create_revision:
+                continue  # deleted and created again in between: no bound
+            ok_puts = self._ok_puts.get(kv.key, [])
+            later = bisect.bisect_right(ok_puts, at) - bisect.bisect_right(ok_puts, revision)
+            if kv.version + later > version:
+                return False
+        return True
 
     def info_possible(self, prepared: PreparedOp, revision: int) -> bool:
         request = prepared.payload[0]

@@ -114,6 +114,11 @@ class CheckModel:
         that must be sound: every order placing it there would fail anyway)."""
         return True
 
+    def info_state_possible(self, prepared: PreparedOp, state: Any) -> bool:
+        """False when responses prove the state an info operation led to can never be
+        part of a linearization (a sound cut, like `info_possible`)."""
+        return True
+
     def synthetic_ops(self, ops: Sequence[PreparedOp], next_id: int) -> list[PreparedOp]:
         """Extra info operations the environment may perform (e.g. lease expiry)."""
         return []
