@@ -18,9 +18,13 @@ Contract:
 - Revision cuts (models with revision hints, i.e. etcd): an ok operation is a candidate
   only when the state's revision is one its response allows; revisions only grow, so
   a step that passes the last revision an unplaced ok operation allows is cut at once;
-  info writes are tried only where no ok operation claims the next revision, those that
-  match a write some response observed there first. A history whose responses carry
-  revisions is then checked in near-linear time.
+  info writes are tried only where no ok operation claims the next revision (only
+  those matching a write a response observed there, when one did; newest invoke first
+  otherwise), and the model may rule out an info write from what responses show
+  (`info_possible`, `info_state_possible`). Every cut is sound: it drops only branches
+  that could never place every ok operation (tests/checker/test_checker_differential.py
+  compares with the plain search). A history whose responses carry revisions is then
+  checked in near-linear time; many info writes nobody observed still cost backtracking.
 - Budgets: `Budget.timeout_s` and `Budget.max_memory_mb` (resident memory, read from
   /proc when available). Running out gives Verdict.UNKNOWN with what was decided so far
   (partitions finished, the longest prefix reached) — never a pass.
