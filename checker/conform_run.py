@@ -70,13 +70,16 @@ class ConformOptions:
     fault_hold_s: float = 1.5
     request_timeout_s: float = 2.0
     check_timeout_s: float = 120.0
+    failpoints: tuple[str, ...] = ()  # planted bugs switched on in our members
     progress: Callable[[str], None] | None = None
 
     def describe(self) -> str:
         target = f"endpoints {','.join(self.endpoints)}" if self.endpoints else self.target
+        planted = f", failpoints {','.join(self.failpoints)}" if self.failpoints else ""
         return (
             f"conform {target} workload {self.workload} faults "
             f"{','.join(self.faults) or 'none'} for {self.duration_s:g} s, seed {self.seed}"
+            f"{planted}"
         )
 
 
@@ -133,6 +136,7 @@ async def _run(options: ConformOptions) -> ConformResult:
         endpoints=list(options.endpoints),
         etcd_bin=options.etcd_bin,
         size=options.members,
+        failpoints=options.failpoints,
     )
     recorder = Recorder()
     notes: list[str] = []
@@ -381,6 +385,7 @@ def _augment_result(
         "seed": options.seed,
         "duration_s": options.duration_s,
         "faults_requested": list(options.faults),
+        "failpoints": list(options.failpoints),
         "faults_skipped": list(result.skipped_faults),
         "faults": list(result.faults),
         "counts": result.counts,

@@ -12,12 +12,15 @@ Contract:
   `close()` stops every process and proxy it started, always.
 - `EndpointsTarget` only knows client URLs: process and network faults are not
   possible there (`supports(fault)` says which are) and the report says so.
+- `make_target(..., failpoints=...)` starts our members with ETCDSPEC_FAILPOINTS set to
+  those names (planted bugs, etcdspec.impl.failpoints); other targets refuse them.
 - `TargetError` carries the exit code to use (5: endpoints unreachable).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -30,6 +33,7 @@ from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
 
 from etcdspec.exitcodes import ExitCode
 
+FAILPOINTS_ENV = "ETCDSPEC_FAILPOINTS"  # read by our members (etcdspec.impl.failpoints)
 PROCESS_FAULTS = frozenset({"kill", "pause"})
 NETWORK_FAULTS = frozenset({"partition", "delay", "drop"})
 
@@ -145,8 +149,10 @@ class LocalCluster(Target):
         size: int = 3,
         heartbeat_ms: int = 100,
         election_ms: int = 1000,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.kind = kind
+        self.env = dict(env or {})
         self.program = program
         self.directory = Path(directory)
         self.size = size
@@ -207,6 +213,7 @@ class LocalCluster(Target):
                 stdout=log_file,
                 stderr=log_file,
                 start_new_session=True,
+                env={**os.environ, **self.env},
             )
         return launcher.RunningMember(member, process.pid, argv, log_path, process)
 
@@ -272,11 +279,18 @@ def make_target(
     endpoints: list[str] | None = None,
     etcd_bin: str | None = None,
     size: int = 3,
+    failpoints: tuple[str, ...] = (),
 ) -> Target:
+    if failpoints and (endpoints or kind != "reference"):
+        raise TargetError(
+            "failpoints exist in our server only: use them with --target reference",
+            ExitCode.USAGE,
+        )
     if endpoints:
         return EndpointsTarget(endpoints)
     if kind == "reference":
-        return LocalCluster("reference", launcher.ours_program(), directory, size)
+        env = {FAILPOINTS_ENV: ",".join(failpoints)} if failpoints else {}
+        return LocalCluster("reference", launcher.ours_program(), directory, size, env=env)
     if kind == "etcd":
         return LocalCluster("etcd", [find_etcd(etcd_bin)], directory, size)
     raise TargetError(

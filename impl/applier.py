@@ -244,6 +244,17 @@ class Applier:
 
         return resp, 0, [], [record]
 
+    def revoke_unlogged(self, lease_id: int) -> None:
+        """Revoke a lease in this member's state only, with no log entry: the bug that
+        failpoint stale_leader_lease_revoke plants (the consistent index does not move)."""
+        with self.backend.transaction():
+            _, revision, events, after = self._lease_revoke(rpc_pb2.LeaseRevokeRequest(ID=lease_id))
+        self.lessor.on_events(events)
+        for action in after:
+            action()
+        if events:
+            self.watch_hub.notify(revision, list(events))
+
     def _lease_revoke(self, revoke: rpc_pb2.LeaseRevokeRequest) -> _Apply:
         lease_id = revoke.ID
         keys = self.lessor.keys_of(lease_id)

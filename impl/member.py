@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from etcdspec.impl import errors
+from etcdspec.impl import errors, failpoints
 from etcdspec.impl.config import MemberConfig
 from etcdspec.impl.errors import RpcError
 from etcdspec.impl.lessor import LeaseIdGenerator, NotPrimaryError
@@ -348,7 +348,8 @@ class Member:
         # thread so that the loop keeps taking proposals and messages meanwhile (the
         # driver allows step/propose between ready() and advance()); they go out in
         # the next Ready, which is how writes get batched under load.
-        if ready.must_sync:
+        late_persist = ready.must_sync and failpoints.on("ack_before_fsync")
+        if ready.must_sync and not late_persist:
             if self._needs_fsync(ready):
                 await asyncio.to_thread(
                     self.storage.persist, ready.hard_state, ready.entries, ready.snapshot
@@ -380,6 +381,10 @@ class Member:
                 batch.index = read_state.index
                 self._read_waiting_apply.append(batch)
         self._release_reads()
+        if late_persist:
+            self.storage.persist(ready.hard_state, ready.entries, ready.snapshot, sync=False)
+            if ready.hard_state is not None:
+                self._persisted_hard_state = ready.hard_state
         self.driver.advance(ready)
         self._maybe_snapshot()
         if self.tracer is not None:
@@ -471,6 +476,10 @@ class Member:
             if last is not None and now - last < REQUEST_TIMEOUT_S:
                 continue
             self._revoking[lease_id] = now
+            if failpoints.on("stale_leader_lease_revoke"):
+                self.storage.revoke_lease_unlogged(lease_id)
+                log.warning("failpoint: lease revoked outside the log", extra={"lease": lease_id})
+                continue
             self._propose_internal(
                 internal_pb2.InternalRaftRequest(
                     lease_revoke=rpc_pb2.LeaseRevokeRequest(ID=lease_id)
@@ -848,6 +857,16 @@ def run_member(config: MemberConfig) -> int:
     from etcdspec.exitcodes import ExitCode
 
     configure_logging()
+    try:
+        failpoints.activate_from_environment()
+    except failpoints.FailpointError as error:
+        log.error("cannot serve", extra={"error": str(error)})
+        print(f"etcdspec: {config.name}: cannot start: {error}", file=sys.stderr)
+        return int(ExitCode.USAGE)
+    if failpoints.active_names():
+        log.warning("failpoints active", extra={"failpoints": failpoints.describe()})
+    else:
+        log.info("failpoints active", extra={"failpoints": failpoints.describe()})
     try:
         failure = asyncio.run(serve_member(config))
     except MemberStartError as error:

@@ -25,10 +25,10 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from etcdspec.impl import errors, raft_codec, snapfile
+from etcdspec.impl import errors, failpoints, raft_codec, snapfile
 from etcdspec.impl.applier import Applier, ApplyResult
 from etcdspec.impl.backend import Backend
 from etcdspec.impl.errors import RpcError
@@ -38,7 +38,7 @@ from etcdspec.impl.pb import raft_internal_pb2 as internal_pb2
 from etcdspec.impl.pb import rpc_pb2
 from etcdspec.impl.quota import BackendQuota, consumes_space
 from etcdspec.impl.raft_core import PersistedState
-from etcdspec.impl.raft_messages import Entry, HardState, Message, Snapshot
+from etcdspec.impl.raft_messages import NONE, Entry, HardState, Message, Snapshot
 from etcdspec.impl.wal import Wal, recorded_snapshots
 from etcdspec.impl.watch_hub import WatchHub
 from google.protobuf.message import Message as PbMessage
@@ -163,6 +163,8 @@ class MemberStorage:
         sync: bool = True,
     ) -> None:
         assert self._wal is not None
+        if hard_state is not None and failpoints.on("forget_vote_on_restart"):
+            hard_state = replace(hard_state, vote=NONE)
         if snapshot is not None:
             snapfile.save(self.snap_dir, snapshot)
         self._wal.save(hard_state, entries, snapshot.meta if snapshot else None, sync=sync)
@@ -218,6 +220,11 @@ class MemberStorage:
             else:
                 out.append(AppliedEntry(result.request_id, result.response, result.error))
         return out
+
+    def revoke_lease_unlogged(self, lease_id: int) -> None:
+        """Failpoint stale_leader_lease_revoke only: revoke a lease here, outside the log."""
+        assert self._applier is not None
+        self._applier.revoke_unlogged(lease_id)
 
     def current_revision(self) -> int:
         return self.backend.current_revision()

@@ -32,6 +32,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from etcdspec.impl import failpoints
 from etcdspec.impl.backend import Backend, KeyRevision
 from etcdspec.impl.mvcc import Event, EventType, KeyValue, key_in_range
 from etcdspec.impl.pb import rpc_pb2
@@ -95,6 +96,7 @@ class Watcher:
     state: WatcherState
     pending: deque[WatchEvents] = field(default_factory=deque)
     pending_events: int = 0
+    skip_first: bool = False  # failpoint skip_watch_event_on_resume only
 
     def wants(self, event: Event) -> bool:
         if event.type is EventType.PUT and FILTER_NOPUT in self.filters:
@@ -155,6 +157,7 @@ class WatchHub:
             progress_notify=progress_notify,
             next_revision=start_revision if start_revision > 0 else current + 1,
             state=WatcherState.UNSYNCED if past else WatcherState.SYNCED,
+            skip_first=past and failpoints.on("skip_watch_event_on_resume"),
         )
         self.watchers[handle] = watcher
         if past:
@@ -270,11 +273,14 @@ class WatchHub:
         events = tuple(
             e for e in (self._event(row, watcher.prev_kv) for row in rows) if watcher.wants(e)
         )
+        if watcher.skip_first and events:
+            events, watcher.skip_first = events[1:], False
         if events:
             self._enqueue(watcher, WatchEvents(watcher.watch_id, upto, events))
         watcher.next_revision = upto + 1
         if not truncated:
             watcher.state = WatcherState.SYNCED
+            watcher.skip_first = False
 
     def _event(self, row: KeyRevision, with_prev: bool) -> Event:
         prev = None

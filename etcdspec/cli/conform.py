@@ -56,6 +56,13 @@ def parse_duration(text: str) -> float:
     show_default=True,
     help="Comma-separated: kill, pause, partition, delay, drop, compact, defrag, or none.",
 )
+@click.option(
+    "--failpoints",
+    default="",
+    help="Comma-separated planted bugs to switch on in our members (--target reference): "
+    "ack_before_fsync, local_linearizable_read, skip_watch_event_on_resume, "
+    "forget_vote_on_restart, stale_leader_lease_revoke.",
+)
 @click.option("--duration", default="20s", show_default=True, help="How long to run (60s, 2m).")
 @click.option(
     "--report",
@@ -78,6 +85,7 @@ def conform(
     etcd_bin: str | None,
     workload: str,
     faults: str,
+    failpoints: str,
     duration: str,
     report_dir: Path,
     seed: int,
@@ -98,6 +106,13 @@ def conform(
         fault_names = parse_faults(faults)
     except FaultError as error:
         raise CliError(str(error), ExitCode.USAGE) from error
+    from etcdspec.impl.failpoints import FailpointError
+    from etcdspec.impl.failpoints import parse as parse_failpoints
+
+    try:
+        failpoint_names = tuple(sorted(parse_failpoints(failpoints)))
+    except FailpointError as error:
+        raise CliError(f"--failpoints: {error}", ExitCode.USAGE) from error
     for name, value in (("--members", members), ("--clients", clients), ("--keys", keys)):
         if value < 1:
             raise CliError(f"{name} must be at least 1, not {value}", ExitCode.USAGE)
@@ -118,6 +133,7 @@ def conform(
         keys=keys,
         fault_interval_s=fault_interval,
         check_timeout_s=check_timeout,
+        failpoints=failpoint_names,
         progress=lambda text: click.echo(text, err=True),
     )
     click.echo(options.describe(), err=True)
