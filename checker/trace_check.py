@@ -37,11 +37,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from etcdspec.checker.trace_format import TraceEvent, TraceMessage, read_trace
+from etcdspec.checker.trace_format import TraceEvent, TraceMessage, read_trace_file
 from etcdspec.model.invariants import InvariantViolation
 from etcdspec.model.raft_invariants import Ghost, check_raft
 from etcdspec.model.raft_log import RaftLog
@@ -144,6 +144,7 @@ class TraceResult:
     unmatched_receives: int
     failure: TraceFailure | None = None
     witnesses: tuple[tuple[str, int], ...] = ()  # how often each kind of check had work
+    torn_lines: int = 0  # lines cut short by a kill, dropped when reading
 
     def witness(self, name: str) -> int:
         return dict(self.witnesses).get(name, 0)
@@ -155,6 +156,8 @@ class TraceResult:
         )
         if self.unmatched_receives:
             head += f"; {self.unmatched_receives} receives without a traced send"
+        if self.torn_lines:
+            head += f"; {self.torn_lines} torn lines dropped"
         if self.witnesses:
             head += "\nchecked: " + ", ".join(f"{count} {name}" for name, count in self.witnesses)
         if self.failure is not None:
@@ -168,6 +171,7 @@ class TraceResult:
             "nodes": list(self.nodes),
             "unmatched_receives": self.unmatched_receives,
             "witnesses": dict(self.witnesses),
+            "torn_lines": self.torn_lines,
             "failure": None if self.failure is None else self.failure.to_json(),
         }
 
@@ -270,6 +274,11 @@ class _Replay:
         self.position = 0
         self.unmatched = 0
         self.witness: Counter[str] = Counter()
+        self.checked_leaders: set[tuple[int, int]] = set()
+        params = RaftParams(nodes=len(self.nodes))
+        self.templates = {
+            n.small_id: new_node(params, n.small_id, None) for n in self.nodes.values()
+        }
 
     def name(self, node: int) -> str:
         known = self.nodes.get(node)
@@ -465,22 +474,29 @@ class _Replay:
     def _election_safety(self, node: _Node, event: TraceEvent) -> None:
         if event.role != "leader":
             return
-        self.leaders.setdefault(event.term, node.node)
-        self._model_invariants(node)
+        first = self.leaders.setdefault(event.term, node.node)
+        if first != node.node or (event.term, node.node) not in self.checked_leaders:
+            self.checked_leaders.add((event.term, node.node))
+            self._model_invariants(node)
 
     def _model_invariants(self, node: _Node) -> None:
         """ElectionSafety and LogMatching by the model's own invariant code."""
-        params = RaftParams(nodes=len(self.nodes))
+        seen = [replayed for replayed in self.nodes.values() if replayed.seen]
+        # Entries up to `agreed` were applied by every node with the same terms
+        # (StateMachineSafety, ApplyOrder) and are never overwritten (AppliedKept): they
+        # cannot break Log Matching, so the check starts after them and stays cheap.
+        agreed = min(min(r.max_applied_run, r.durable.last_index) for r in seen)
         model_nodes = []
-        for replayed in self.nodes.values():
-            if not replayed.seen:
-                continue
-            model = new_node(params, replayed.small_id, None)
+        for replayed in seen:
+            model = self.templates[replayed.small_id]
             commit = min(replayed.commit, replayed.durable.last_index)
+            log = replayed.durable
+            if log.snapshot.last_index < agreed <= log.last_index:
+                log = log.compact(agreed, None)
             model_nodes.append(
                 model._replace(
                     term=replayed.term,
-                    log=replayed.durable,
+                    log=log,
                     role=MODEL_ROLES[replayed.role],
                     commit_index=commit,
                     applied_index=min(replayed.applied, commit),
@@ -600,6 +616,13 @@ class _Replay:
             if b != a + 1:
                 raise _Broken("LogContiguity", f"{node.name} persisted entries {a} and then {b}")
         log = node.durable
+        if first <= node.max_applied_run:
+            raise _Broken(
+                "AppliedKept",
+                f"{node.name} persisted entries from {first} over its log, but it had applied "
+                f"entries up to {node.max_applied_run}: an applied (committed) entry is never "
+                "overwritten",
+            )
         if first > log.last_index + 1:
             raise _Broken(
                 "LogContiguity",
@@ -718,7 +741,8 @@ def check_traces(paths: Sequence[str | Path]) -> TraceResult:
 
     if not paths:
         raise TraceFormatError("(no files)", 0, "give at least one trace file")
-    traces = [read_trace(path) for path in paths]
+    files = [read_trace_file(path) for path in paths]
+    traces = [list(file.events) for file in files]
     owners: dict[int, str] = {}
     for events in traces:
         head = events[0]
@@ -729,7 +753,9 @@ def check_traces(paths: Sequence[str | Path]) -> TraceResult:
                 f"node {head.node} is traced in {owners[head.node]} too; give each member once",
             )
         owners[head.node] = head.path
-    return _Replay(traces).run()
+    result = _Replay(traces).run()
+    torn = sum(file.torn_lines for file in files)
+    return replace(result, torn_lines=torn) if torn else result
 
 
 __all__ = [

@@ -10,6 +10,9 @@ Contract
   or mistyped field, a seq that does not follow, a first event other than `start`, or
   a file whose events come from more than one node. An empty file is an error too (a
   trace with no events proves nothing).
+- A member killed with SIGKILL may leave its last line cut short: a final line with no
+  newline that does not parse is dropped, and so is a cut line that the next run's
+  `start` line was appended to (the start is kept); `TraceFile.torn_lines` counts them.
 - Only the fields the replay uses are kept; unknown extra keys are allowed (the writer
   may add fields such as "size" or "leader").
 No I/O besides reading the named files.
@@ -241,7 +244,41 @@ def parse_line(path: str, number: int, text: str) -> TraceEvent:
     )
 
 
-def read_trace(path: str | Path) -> list[TraceEvent]:
+@dataclass(frozen=True)
+class TraceFile:
+    """One member's validated trace, and how many torn lines (cut by a kill) were dropped."""
+
+    path: str
+    events: tuple[TraceEvent, ...]
+    torn_lines: int
+
+    def describe(self) -> str:
+        torn = f", {self.torn_lines} torn lines dropped" if self.torn_lines else ""
+        return f"{self.path}: {len(self.events)} events{torn}"
+
+
+def _parse_or_torn(
+    name: str, number: int, raw: str, last_unterminated: bool
+) -> tuple[TraceEvent | None, bool]:
+    """The line's event, or (None, True) for a line a kill -9 cut short at the end of the
+    file, or (event, True) for a cut line glued to the start of the member's next run."""
+    try:
+        return parse_line(name, number, raw), False
+    except TraceFormatError:
+        cut = raw.rfind('{"v":')
+        if cut > 0:
+            try:
+                event = parse_line(name, number, raw[cut:])
+            except TraceFormatError:
+                event = None
+            if event is not None and event.event == "start":
+                return event, True
+        if last_unterminated:
+            return None, True
+        raise
+
+
+def read_trace_file(path: str | Path) -> TraceFile:
     """Every event of one member's trace file, validated; see the module docstring."""
     name = str(path)
     try:
@@ -251,10 +288,16 @@ def read_trace(path: str | Path) -> list[TraceEvent]:
     except (OSError, UnicodeDecodeError) as error:
         raise TraceFormatError(name, 0, f"cannot read the file: {error}") from None
     events: list[TraceEvent] = []
-    for number, raw in enumerate(text.splitlines(), start=1):
+    torn_lines = 0
+    raw_lines = text.splitlines()
+    for number, raw in enumerate(raw_lines, start=1):
         if not raw.strip():
             continue
-        event = parse_line(name, number, raw)
+        last_unterminated = number == len(raw_lines) and not text.endswith("\n")
+        event, torn = _parse_or_torn(name, number, raw, last_unterminated)
+        torn_lines += torn
+        if event is None:
+            continue
         if not events:
             if event.event != "start":
                 raise TraceFormatError(
@@ -279,4 +322,9 @@ def read_trace(path: str | Path) -> list[TraceEvent]:
         events.append(event)
     if not events:
         raise TraceFormatError(name, 1, "the trace has no events")
-    return events
+    return TraceFile(name, tuple(events), torn_lines)
+
+
+def read_trace(path: str | Path) -> list[TraceEvent]:
+    """Every event of one member's trace file (torn lines dropped); see read_trace_file."""
+    return list(read_trace_file(path).events)

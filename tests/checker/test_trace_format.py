@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from etcdspec.checker.trace_check import check_traces
-from etcdspec.checker.trace_format import TraceFormatError, read_trace
+from etcdspec.checker.trace_format import TraceFormatError, read_trace, read_trace_file
 
 from etcdspec.cli.main import run
 from etcdspec.exitcodes import ExitCode
@@ -87,3 +87,17 @@ def test_missing_file_and_one_member_twice_are_bad_input(tmp_path: Path) -> None
 
 def test_no_files_is_a_usage_error() -> None:
     assert run(["check-trace"]) == ExitCode.USAGE
+
+
+def test_lines_cut_by_a_kill_are_dropped_and_counted(tmp_path: Path) -> None:
+    """A member killed mid-write leaves a cut line: at the end of the file (no newline),
+    or with its next run's start appended to it. Anywhere else a cut line is bad input."""
+    role = _line(seq=2, event="role")
+    path = tmp_path / "m1.trace.ndjson"
+    path.write_text(_line() + "\n" + role + "\n" + role[:25] + _line(term=1) + "\n" + role[:30])
+    traced = read_trace_file(path)
+    assert [(e.event, e.line) for e in traced.events] == [("start", 1), ("role", 2), ("start", 3)]
+    assert traced.events[2].term == 1 and traced.torn_lines == 2
+    path.write_text(_line() + "\n" + role[:30] + "\n" + role + "\n")
+    with pytest.raises(TraceFormatError, match=f"{path}:2: not JSON"):
+        read_trace_file(path)

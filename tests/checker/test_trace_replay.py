@@ -99,6 +99,12 @@ def logs_disagree_before_a_shared_entry(lines: Lines) -> tuple[int, int]:
     return 3, second
 
 
+def applied_entry_overwritten(lines: Lines) -> tuple[int, int]:
+    persist = _find(lines[2], "persist", entries=[[3, 2]])
+    lines[2][persist]["entries"] = [[2, 2], [3, 2]]
+    return 2, persist
+
+
 MUTATIONS: list[tuple[Callable[[Lines], tuple[int, int]], str, str]] = [
     (forgotten_vote, "DurableRestart", "restarted with term 1 and no vote"),
     (two_leaders, "ElectionSafety", "two leaders in term 1"),
@@ -109,6 +115,7 @@ MUTATIONS: list[tuple[Callable[[Lines], tuple[int, int]], str, str]] = [
     (commit_without_quorum, "LeaderCommit", "only 1 of the quorum of 2"),
     (different_entry_applied, "StateMachineSafety", "applied entry 2 of term 5"),
     (logs_disagree_before_a_shared_entry, "LogMatching", "agree at index 2"),
+    (applied_entry_overwritten, "AppliedKept", "persisted entries from 2 over its log"),
 ]
 
 
