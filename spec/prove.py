@@ -127,8 +127,8 @@ class ProofReport:
 
 
 FINITE_SEARCH_SIZES = (2, 3)
-FINITE_SEARCH_MS = 8_000
-FIRST_TRY_MS = 2_000
+FINITE_SEARCH_MS = 4_000
+FIRST_TRY_MS = 4_000
 
 
 class _StepQuery:
