@@ -8,15 +8,19 @@ from typing import Any
 import pytest
 from etcdspec.model.cluster import Cluster, ClusterConfig
 from etcdspec.model.refinement import (
+    SPEC_PATH,
     NodeView,
     SpecStep,
     StepPlan,
     abstract_for_spec,
     check_initial,
     check_plan,
+    make_instance,
     raft_steps_spec,
+    spec_state,
 )
-from etcdspec.spec.evaluator import violated_properties
+from etcdspec.spec.evaluator import enabled, step, violated_properties
+from etcdspec.spec.loader import load_spec
 
 BASE = NodeView(
     term=2,
@@ -340,3 +344,34 @@ def test_initial_cluster_abstraction_satisfies_init_and_properties() -> None:
     state, instance = abstract_for_spec(cluster)
     assert violated_properties(raft_steps_spec(), state, instance) == []
     assert state["current_term"] == {1: 0, 2: 0, 3: 0}
+
+
+@pytest.mark.parametrize(
+    ("mutation", "action", "params", "before", "broken"),
+    [
+        (
+            "second_vote",
+            "grant_vote",
+            {"c": 2, "li": 3, "lt": 2},
+            view(vote=3, dvote=3),
+            "durable_vote_kept",
+        ),
+        ("vote_not_persisted", "crash", {}, view(vote=3, dvote=3), "durable_vote_kept"),
+    ],
+)
+def test_spec_mutation_breaks_a_safety_property(
+    mutation: str, action: str, params: dict[str, Any], before: NodeView, broken: str
+) -> None:
+    """Each seeded spec bug, run by the evaluator, leads to a state that breaks the
+    named property (as `etcdspec prove --mutation` finds by induction); the unmutated
+    action is not enabled there or keeps it."""
+    mutated = load_spec(str(SPEC_PATH), mutation=mutation)
+    instance = make_instance(3, 3, 3)
+    state = spec_state({1: before}, range(4), 3)
+    own = make_instance(3, 3, 3, node_ids=[1])
+    full = {"n": 1, **params}
+    assert enabled(mutated, action, full, state, instance)
+    assert broken in violated_properties(mutated, step(mutated, action, full, state, instance), own)
+    correct = raft_steps_spec()
+    if enabled(correct, action, full, state, instance):
+        assert violated_properties(correct, step(correct, action, full, state, instance), own) == []
