@@ -481,12 +481,12 @@ FINDERS: dict[str, Finder] = {
     "no_truncate_conflict": Finder(
         "hypothesis",
         ExploreOptions(max_examples=100, steps=50, noop_on_leader=False),
-        attempts=5,
+        attempts=8,
     ),
     "accept_stale_term_append": Finder(
         "hypothesis",
         ExploreOptions(max_examples=100, steps=50, noop_on_leader=False),
-        attempts=5,
+        attempts=8,
     ),
     "commit_without_quorum": Finder("exhaustive", bounds=ExhaustiveBounds(max_term=2, max_log=1)),
     "vote_not_persisted": Finder(
