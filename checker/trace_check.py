@@ -631,6 +631,8 @@ class _Replay:
             )
         if first <= log.snapshot.last_index:  # overwrites the compacted prefix: start afresh
             log = RaftLog(Snapshot(first - 1, 0, None), ()) if first > 1 else RaftLog()
+        if first <= log.last_index:
+            self.witness["entries overwritten"] += log.last_index - first + 1
         kept = log.entries[: first - log.snapshot.last_index - 1]
         node.durable = RaftLog(log.snapshot, kept + tuple(_entry(i, t) for i, t in event.entries))
         self.witness["entries persisted"] += len(event.entries)

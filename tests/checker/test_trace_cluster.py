@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from etcdspec.checker.trace_check import check_traces
-from trace_cluster import record
+from trace_cluster import record, record_partition
 
 from etcdspec.verdict import Verdict
 
@@ -139,3 +139,13 @@ def test_a_copy_of_the_recorded_traces_still_replays(recorded: list[Path], tmp_p
     paths = _store(_load(recorded), tmp_path / "copy")
     assert check_traces(paths).verdict is Verdict.TRUE
     shutil.rmtree(tmp_path / "copy")
+
+
+def test_partitioned_leader_run_replays_with_its_entries_overwritten(tmp_path: Path) -> None:
+    """The leader is cut off and given writes it cannot commit; after the heal the new
+    leader's entries overwrite them, which the replay follows (truncation is legal for
+    entries that were never applied)."""
+    result = check_traces(record_partition(tmp_path))
+    assert result.verdict is Verdict.TRUE, result.describe()
+    assert result.witness("leader terms") >= 2
+    assert result.witness("entries overwritten") >= 1, result.describe()

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from etcdspec.checker.trace_check import check_traces
-from trace_scenarios import TraceBuilder, clean_run
+from trace_scenarios import TraceBuilder, clean_run, figure8_run
 
 from etcdspec.cli.main import run
 from etcdspec.exitcodes import ExitCode
@@ -165,3 +165,17 @@ def test_cli_exit_codes_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert document["failure"]["location"].endswith(
         "n2.trace.ndjson:" + str(_find(builder.lines[2], "receive", type="HEARTBEAT") + 1)
     )
+
+
+@pytest.mark.parametrize("bug", [False, True], ids=["correct", "figure8"])
+def test_leader_commits_only_entries_of_its_term(tmp_path: Path, bug: bool) -> None:
+    builder = figure8_run(bug)
+    result = check_traces(_write(builder, tmp_path))
+    if not bug:
+        assert result.verdict is Verdict.TRUE, result.describe()
+        assert result.witness("leader commits") == 1
+        return
+    failure = result.failure
+    assert failure is not None and failure.rule == "LeaderCommit", result.describe()
+    assert failure.event.location == f"{tmp_path / 'n1.trace.ndjson'}:{len(builder.lines[1])}"
+    assert "an entry of term 1" in failure.explanation

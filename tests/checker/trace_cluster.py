@@ -89,3 +89,52 @@ def record(
     finally:
         launcher.stop_members(members)
     return [launcher.trace_path(plan, member) for member in plan.members]
+
+
+def put_once(endpoint: str, key: str, timeout_s: float) -> bool:
+    """One write attempt at one member (a leader cut off from its quorum times out)."""
+    try:
+        with grpc.insecure_channel(endpoint.removeprefix("http://")) as channel:
+            stub = rpc_pb2_grpc.KVStub(channel)
+            stub.Put(rpc_pb2.PutRequest(key=key.encode(), value=b"v"), timeout=timeout_s)
+        return True
+    except grpc.RpcError:
+        return False
+
+
+def record_partition(directory: Path, *, writes: int = 10) -> list[Path]:
+    """Writes, then the leader is cut off from both followers and given writes it cannot
+    commit (its uncommitted entries are overwritten after the heal), the others elect a
+    new leader and take writes, the partition heals, and writes go on."""
+    plan = launcher.plan_cluster(
+        directory, 3, heartbeat_ms=50, election_ms=500, trace=True, faults=True
+    )
+    members: list[launcher.RunningMember] = []
+    try:
+        members.extend(launcher.start_cluster(plan))
+        statuses = launcher.wait_ready(plan.endpoints, timeout_s=60)
+        ids = {member.name: statuses[member.client_url]["member_id"] for member in plan.members}
+        written = 0
+        for _ in range(writes):
+            assert put(plan.endpoints, f"k{written}"), "a write was not taken"
+            written += 1
+        old = leader_name(plan, plan.endpoints)
+        old_url = next(m.client_url for m in plan.members if m.name == old)
+        launcher.partition(plan, ids, {old})
+        # Members read their fault file on a tick: write to the old leader until a write
+        # times out, i.e. until the cut is in effect and the entry cannot commit.
+        for attempt in range(40):
+            if not put_once(old_url, f"cut{attempt}", timeout_s=0.3):
+                break
+        others = [m.client_url for m in plan.members if m.name != old]
+        for _ in range(writes):
+            assert put(others, f"k{written}"), "the majority side took no write"
+            written += 1
+        launcher.heal(plan)
+        launcher.wait_ready(plan.endpoints, timeout_s=60)
+        for _ in range(writes):
+            assert put(plan.endpoints, f"k{written}"), "a write after the heal was not taken"
+            written += 1
+    finally:
+        launcher.stop_members(members)
+    return [launcher.trace_path(plan, member) for member in plan.members]

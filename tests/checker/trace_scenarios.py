@@ -163,3 +163,52 @@ def clean_run() -> TraceBuilder:
     b.event(2, "receive", message=message("APP_RESP", 3, 2, 2, index=3), commit=3)
     b.event(2, "apply", entries=[[3, 2]], applied=3)
     return b
+
+
+def figure8_run(bug: bool) -> TraceBuilder:
+    """n1 leads term 1 and appends 1@1, which reaches nobody; re-elected in term 2 with
+    n3's vote, it appends its no-op 2@2 and replicates to n2. Correct: n2 acknowledges
+    index 2 and n1 commits 2 (which commits 1@1 with it). With `bug` (Raft's Figure 8
+    rule broken) n1 sends only 1@1, n2 acknowledges index 1, and n1 commits 1 by counting
+    replicas of an entry from an older term."""
+    b = TraceBuilder()
+    for node in NODES:
+        b.event(node, "start")
+    b.event(1, "persist", term=1, vote=1, role="candidate")
+    b.event(1, "send", message=message("VOTE", 1, 3, 1))
+    b.event(3, "receive", message=message("VOTE", 1, 3, 1), term=1, vote=1)
+    b.event(3, "persist")
+    b.event(3, "send", message=message("VOTE_RESP", 3, 1, 1))
+    b.event(
+        1,
+        "receive",
+        message=message("VOTE_RESP", 3, 1, 1),
+        role="leader",
+        last_index=1,
+        last_term=1,
+    )
+    b.event(1, "persist", entries=[[1, 1]])
+    b.event(1, "send", message=message("APP", 1, 2, 1, entries=((1, 1),)))  # lost
+    b.event(1, "persist", term=2, vote=1, role="candidate")
+    b.event(1, "send", message=message("VOTE", 1, 3, 2, log_term=1, index=1))
+    b.event(3, "receive", message=message("VOTE", 1, 3, 2, log_term=1, index=1), term=2, vote=1)
+    b.event(3, "persist")
+    b.event(3, "send", message=message("VOTE_RESP", 3, 1, 2))
+    b.event(
+        1,
+        "receive",
+        message=message("VOTE_RESP", 3, 1, 2),
+        role="leader",
+        last_index=2,
+        last_term=2,
+    )
+    b.event(1, "persist", entries=[[2, 2]])
+    sent = ((1, 1),) if bug else ((1, 1), (2, 2))
+    app = message("APP", 1, 2, 2, entries=sent)
+    b.event(1, "send", message=app)
+    b.event(2, "receive", message=app, term=2, last_index=len(sent), last_term=sent[-1][1])
+    b.event(2, "persist", entries=[list(e) for e in sent])
+    ack = message("APP_RESP", 2, 1, 2, index=len(sent))
+    b.event(2, "send", message=ack)
+    b.event(1, "receive", message=ack, commit=len(sent))
+    return b
