@@ -71,8 +71,9 @@ def _render(page: Path, tmp_path: Path) -> tuple[str, str]:
     return done.stdout, done.stderr
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="needs chromium (apt-get install -y chromium)")
 def test_timeline_renders_in_headless_chromium_and_shows_the_failing_op(tmp_path: Path) -> None:
+    if CHROMIUM is None:
+        pytest.fail("this test needs Debian's chromium: apt-get install -y chromium (.ci/run does)")
     options = CheckOptions(model="etcd")
     report = check_history(load_history(DATA / "etcd_stale_read.jsonl"), options)
     page = write_report(report, tmp_path / "report", options)["timeline"]
