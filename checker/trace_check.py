@@ -8,11 +8,18 @@ Contract
   duplicates are counted as a multiset). A receive whose send was never traced (the
   sender was killed before it flushed its trace, or its file was not given) is let
   through only when nothing else can move, and counted in `unmatched_receives`.
+  A path that is a directory stands for its `*.trace.ndjson` files (the layout of
+  `etcdspec cluster up --trace`).
 - Each node's abstract Raft state is rebuilt as the events go: term, vote, role, commit,
   applied, the in-memory last index, and what is durable — the persisted log (a model
-  RaftLog of (index, term) entries, built from `persist`, `snapshot` and `restore`
-  events) and a lower bound on the durable (term, vote), raised by every message that
-  the Ready contract says may leave only after the hard state is on disk.
+  RaftLog of (index, term) entries, built from `persist` and `snapshot` events; a
+  snapshot received in MsgSnap and accepted becomes durable at the next `persist`,
+  which is where the server writes it) and a lower bound on the durable (term, vote):
+  raised at each `persist` to the state traced at the previous one (the Ready persisted
+  now was taken after it), and by every message the Ready contract lets leave only
+  after the hard state is on disk (a vote request or grant: that vote; any other
+  message but PreVote's: its term). The state fields of a `persist` line itself may
+  already show steps taken during the fsync, so they are not taken as durable.
 - At each event the rules below are checked; the first that fails ends the replay with
   a `TraceFailure` naming the rule, the event (file:line), an explanation, and the
   reconstructed states of the nodes that matter. Rules:
@@ -27,8 +34,12 @@ Contract
   MsgAppResp), FollowerCommit (no further than the leader said), ReadyContract (a
   message leaves only after what it carries or acknowledges is durable, a granted vote
   only after it was persisted), StateMachineSafety (the same (index, term) applied
-  everywhere) and ApplyOrder (entries applied one by one, in order, committed, and as
-  the node's log holds them).
+  everywhere), ApplyOrder (entries applied one by one, in order, committed, and as
+  the node's log holds them), AppliedKept (a persist never overwrites an applied
+  entry) and LogContiguity (persisted entries leave no hole).
+- `TraceResult.witnesses` counts how often each kind of check had work (restarts, votes
+  sent, leader commits, entries persisted/applied/overwritten, snapshots restored,
+  matched receives, leader terms), so a caller can tell a replay that checked little.
 - The quorum is a majority of the node ids the traces name (trace owners and message
   endpoints). No I/O besides reading the files.
 """
@@ -741,9 +752,20 @@ def check_traces(paths: Sequence[str | Path]) -> TraceResult:
     """Replay the members' traces (one file per member); see the module docstring."""
     from etcdspec.checker.trace_format import TraceFormatError
 
-    if not paths:
+    expanded: list[str | Path] = []
+    for path in paths:
+        if Path(path).is_dir():
+            found = sorted(Path(path).glob("*.trace.ndjson"))
+            if not found:
+                raise TraceFormatError(
+                    str(path), 0, "a directory without *.trace.ndjson files; pass trace files"
+                )
+            expanded.extend(found)
+        else:
+            expanded.append(path)
+    if not expanded:
         raise TraceFormatError("(no files)", 0, "give at least one trace file")
-    files = [read_trace_file(path) for path in paths]
+    files = [read_trace_file(path) for path in expanded]
     traces = [list(file.events) for file in files]
     owners: dict[int, str] = {}
     for events in traces:

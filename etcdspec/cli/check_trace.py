@@ -26,7 +26,8 @@ RESULT_VERSION = 1
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 def check_trace(files: tuple[Path, ...], as_json: bool) -> int:
-    """Replay the members' traces FILES (one per member, from `serve --trace`)."""
+    """Replay the members' traces FILES (one per member, from `serve --trace`; a
+    directory stands for its *.trace.ndjson files, as `cluster up --trace` writes them)."""
     from etcdspec.checker.trace_check import check_traces
     from etcdspec.checker.trace_format import TraceFormatError
 

@@ -101,3 +101,16 @@ def test_lines_cut_by_a_kill_are_dropped_and_counted(tmp_path: Path) -> None:
     path.write_text(_line() + "\n" + role[:30] + "\n" + role + "\n")
     with pytest.raises(TraceFormatError, match=f"{path}:2: not JSON"):
         read_trace_file(path)
+
+
+def test_a_directory_stands_for_its_trace_files(tmp_path: Path) -> None:
+    (tmp_path / "m1.trace.ndjson").write_text(_line() + "\n")
+    (tmp_path / "m2.trace.ndjson").write_text(_line(node=8) + "\n")
+    (tmp_path / "m1.log").write_text("not a trace\n")
+    result = check_traces([tmp_path])
+    assert result.events == 2 and len(result.nodes) == 2
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(TraceFormatError, match="without"):
+        check_traces([empty])
+    assert run(["check-trace", str(empty)]) == ExitCode.BAD_INPUT
