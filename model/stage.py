@@ -52,7 +52,7 @@ def plan(options: StageOptions) -> list[RunPlan]:
     bounds = (
         ExhaustiveBounds(max_term=1, max_log=1, time_budget_s=60)
         if quick
-        else ExhaustiveBounds(max_term=2, max_log=1, time_budget_s=300)
+        else ExhaustiveBounds(max_term=2, max_log=2, time_budget_s=300)
     )
     runs: list[RunPlan] = [
         ("hypothesis-cluster", lambda: run_hypothesis(cluster)),
