@@ -7,7 +7,9 @@ Contract
   file order, and a `receive` only after the matching `send` (same message on the wire;
   duplicates are counted as a multiset). A receive whose send was never traced (the
   sender was killed before it flushed its trace, or its file was not given) is let
-  through only when nothing else can move, and counted in `unmatched_receives`.
+  through only when nothing else can move, and counted in `unmatched_receives`; if
+  every waiting receive's send is still ahead, the traces cannot be ordered (rule
+  Causality).
   A path that is a directory stands for its `*.trace.ndjson` files (the layout of
   `etcdspec cluster up --trace`).
 - Each node's abstract Raft state is rebuilt as the events go: term, vote, role, commit,
@@ -300,6 +302,9 @@ class _Replay:
     def run(self) -> TraceResult:
         heads = [0] * len(self.traces)
         pending: Counter[tuple[Any, ...]] = Counter()
+        future: Counter[tuple[Any, ...]] = Counter(
+            e.message.key() for t in self.traces for e in t if e.message and e.event == "send"
+        )
         remaining = sum(len(t) for t in self.traces)
         while remaining:
             moved = False
@@ -314,6 +319,9 @@ class _Replay:
                         continue
                     pending[key] -= 1
                     self.witness["matched receives"] += 1
+                elif event.event == "send":
+                    assert event.message is not None
+                    future[event.message.key()] -= 1
                 failure = self._step(event, pending)
                 heads[member] += 1
                 remaining -= 1
@@ -321,16 +329,49 @@ class _Replay:
                 if failure is not None:
                     return self._result(failure)
             if not moved:
-                # Every member waits on a receive whose send is not (yet) traced: let the
-                # first one through (its sender's lines were lost or not given).
-                member = next(m for m, ev in enumerate(self.traces) if heads[m] < len(ev))
+                # Every member waits on a receive. One whose send is nowhere ahead was
+                # sent by a member whose last lines were lost (kill -9) or whose trace was
+                # not given: let it through. If every one is sent later, a message was
+                # received before it was sent.
+                blocked = [m for m, ev in enumerate(self.traces) if heads[m] < len(ev)]
+                lost = [m for m in blocked if future[self._head_key(m, heads)] <= 0]
+                if not lost:
+                    return self._result(self._causality(blocked[0], heads))
                 self.unmatched += 1
-                failure = self._step(self.traces[member][heads[member]], pending)
-                heads[member] += 1
+                failure = self._step(self.traces[lost[0]][heads[lost[0]]], pending)
+                heads[lost[0]] += 1
                 remaining -= 1
                 if failure is not None:
                     return self._result(failure)
         return self._result(None)
+
+    def _head_key(self, member: int, heads: list[int]) -> tuple[Any, ...]:
+        message = self.traces[member][heads[member]].message
+        assert message is not None
+        return message.key()
+
+    def _causality(self, member: int, heads: list[int]) -> TraceFailure:
+        event = self.traces[member][heads[member]]
+        key = self._head_key(member, heads)
+        send = next(
+            e
+            for m, events in enumerate(self.traces)
+            for e in events[heads[m] :]
+            if e.event == "send" and e.message is not None and e.message.key() == key
+        )
+        self.position += 1
+        states = tuple(
+            n.summary() for n in self.nodes.values() if n.node in (event.node, send.node) and n.seen
+        )
+        return TraceFailure(
+            "Causality",
+            f"{self.name(event.node)} received a message that {self.name(send.node)} sends only "
+            f"later, at {send.location}, after events that depend on this receive: the traces "
+            "cannot be ordered (a receive comes after its send)",
+            event,
+            self.position,
+            states,
+        )
 
     def _result(self, failure: TraceFailure | None) -> TraceResult:
         nodes = tuple(f"{n.name} = {n.node} ({Path(n.path).name})" for n in self.nodes.values())

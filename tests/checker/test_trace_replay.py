@@ -105,6 +105,12 @@ def applied_entry_overwritten(lines: Lines) -> tuple[int, int]:
     return 2, persist
 
 
+def committed_entries_lost_on_restart(lines: Lines) -> tuple[int, int]:
+    restart = _find(lines[3], "start", 1)
+    lines[3][restart].update(last_index=1, commit=1, applied=1)
+    return 3, restart
+
+
 MUTATIONS: list[tuple[Callable[[Lines], tuple[int, int]], str, str]] = [
     (forgotten_vote, "DurableRestart", "restarted with term 1 and no vote"),
     (two_leaders, "ElectionSafety", "two leaders in term 1"),
@@ -115,6 +121,7 @@ MUTATIONS: list[tuple[Callable[[Lines], tuple[int, int]], str, str]] = [
     (commit_without_quorum, "LeaderCommit", "only 1 of the quorum of 2"),
     (different_entry_applied, "StateMachineSafety", "applied entry 2 of term 5"),
     (logs_disagree_before_a_shared_entry, "LogMatching", "agree at index 2"),
+    (committed_entries_lost_on_restart, "DurableRestart", "had applied entries up to 2"),
     (applied_entry_overwritten, "AppliedKept", "persisted entries from 2 over its log"),
 ]
 
@@ -179,3 +186,37 @@ def test_leader_commits_only_entries_of_its_term(tmp_path: Path, bug: bool) -> N
     assert failure is not None and failure.rule == "LeaderCommit", result.describe()
     assert failure.event.location == f"{tmp_path / 'n1.trace.ndjson'}:{len(builder.lines[1])}"
     assert "an entry of term 1" in failure.explanation
+
+
+def test_receive_whose_send_was_not_traced_is_let_through_and_counted(tmp_path: Path) -> None:
+    """A sender killed before it flushed its trace loses its last send lines; the peer's
+    receive of that message still replays, counted as unmatched."""
+    builder = clean_run()
+    lines = builder.lines[1]
+    send = _find(lines, "send", type="HEARTBEAT", to=3)
+    del lines[send]
+    for line in lines[send:]:
+        line["seq"] -= 1
+    result = check_traces(_write(builder, tmp_path))
+    assert result.verdict is Verdict.TRUE, result.describe()
+    assert result.unmatched_receives == 1
+    assert "1 receives without a traced send" in result.describe()
+
+
+def test_receive_before_its_send_is_a_causality_failure(tmp_path: Path) -> None:
+    """n1 asks n2 for its vote only after it received n2's grant: no order of the traces
+    puts each receive after its send. Reported at the first waiting receive (n1's)."""
+    builder = clean_run()
+    lines = builder.lines[1]
+    ask = _find(lines, "send", type="VOTE", to=2)
+    moved = lines.pop(ask)
+    answer = _find(lines, "receive", type="VOTE_RESP", term=1)
+    lines.insert(answer + 1, moved)
+    for seq, line in enumerate(lines[1:], start=2):
+        if line["event"] == "start":
+            break
+        line["seq"] = seq
+    result = check_traces(_write(builder, tmp_path))
+    assert result.failure is not None and result.failure.rule == "Causality", result.describe()
+    assert result.failure.event.location == f"{tmp_path / 'n1.trace.ndjson'}:{answer + 1}"
+    assert "sends only later" in result.failure.explanation
