@@ -123,9 +123,14 @@ def record_partition(directory: Path, *, writes: int = 10) -> list[Path]:
         launcher.partition(plan, ids, {old})
         # Members read their fault file on a tick: write to the old leader until a write
         # times out, i.e. until the cut is in effect and the entry cannot commit.
+        # A first timed-out write may still have reached a follower before its own cut
+        # took effect; a few more right after (well within the leader's election timeout,
+        # before CheckQuorum makes it step down) are appended on the old leader alone.
         for attempt in range(40):
             if not put_once(old_url, f"cut{attempt}", timeout_s=0.3):
                 break
+        for attempt in range(3):
+            put_once(old_url, f"lost{attempt}", timeout_s=0.05)
         others = [m.client_url for m in plan.members if m.name != old]
         for _ in range(writes):
             assert put(others, f"k{written}"), "the majority side took no write"
