@@ -48,13 +48,14 @@ class FailpointError(ValueError):
     """A failpoint name that does not exist; the message lists the known ones."""
 
 
-def parse(text: str) -> frozenset[str]:
-    """The failpoint names in `text` (comma separated, blanks ignored); unknown -> error."""
+def parse(text: str, source: str = ENV_VAR) -> frozenset[str]:
+    """The failpoint names in `text` (comma separated, blanks ignored); unknown -> error
+    naming `source` (where the names came from: the variable, or a command-line flag)."""
     names = [name.strip() for name in text.split(",") if name.strip()]
     unknown = sorted({name for name in names if name not in FAILPOINTS})
     if unknown:
         raise FailpointError(
-            f"{ENV_VAR}: unknown failpoint(s) {', '.join(unknown)}; "
+            f"{source}: unknown failpoint(s) {', '.join(unknown)}; "
             f"known: {', '.join(sorted(FAILPOINTS))}"
         )
     return frozenset(names)

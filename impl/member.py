@@ -18,6 +18,11 @@ and applied here. Serializable reads read the local backend at once; linearizabl
 wait for a ReadIndex round. The leader proposes LeaseRevoke for leases its lessor finds
 expired, and takes a snapshot (log compaction) every --snapshot-count applied entries.
 
+Failpoints (etcdspec.impl.failpoints, off unless ETCDSPEC_FAILPOINTS names them, read
+once in `run_member`) plant known bugs at marked spots: ack_before_fsync (persist after
+send and apply, no fsync) and stale_leader_lease_revoke (revoke outside the log) here;
+the others in the server, the watch hub and the member's storage.
+
 Time: a task ticks the driver every --heartbeat-interval; the election timeout is
 counted in ticks. Lease expiry uses time.monotonic() here, the I/O layer.
 """
@@ -385,6 +390,7 @@ class Member:
             self.storage.persist(ready.hard_state, ready.entries, ready.snapshot, sync=False)
             if ready.hard_state is not None:
                 self._persisted_hard_state = ready.hard_state
+            self._trace("persist", entries=ready.entries)
         self.driver.advance(ready)
         self._maybe_snapshot()
         if self.tracer is not None:

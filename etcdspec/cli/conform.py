@@ -110,9 +110,9 @@ def conform(
     from etcdspec.impl.failpoints import parse as parse_failpoints
 
     try:
-        failpoint_names = tuple(sorted(parse_failpoints(failpoints)))
+        failpoint_names = tuple(sorted(parse_failpoints(failpoints, "--failpoints")))
     except FailpointError as error:
-        raise CliError(f"--failpoints: {error}", ExitCode.USAGE) from error
+        raise CliError(str(error), ExitCode.USAGE) from error
     for name, value in (("--members", members), ("--clients", clients), ("--keys", keys)):
         if value < 1:
             raise CliError(f"{name} must be at least 1, not {value}", ExitCode.USAGE)
