@@ -410,7 +410,6 @@ class _Replay:
             self._start(node, event)
         else:
             self._same_run(node, event)
-        previous_commit = node.commit
         node.prev_commit = 0 if event.event == "start" else node.commit
         previous_role, previous_term = node.role, node.term
         if (event.term, event.vote) != (node.term, node.vote) or event.event == "start":
@@ -429,7 +428,7 @@ class _Replay:
             and previous_role == "leader"
             and previous_term == event.term
             and event.event != "start"
-            and event.commit > previous_commit
+            and event.commit > node.prev_commit
         ):
             self._leader_commit(node, event)
         if previous_role != "leader" or previous_term != event.term:
