@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from etcdspec.checker.trace_check import check_traces
-from trace_cluster import record, record_partition
+from trace_cluster import record, record_concurrent, record_partition
 
 from etcdspec.verdict import Verdict
 
@@ -149,3 +149,14 @@ def test_partitioned_leader_run_replays_with_its_entries_overwritten(tmp_path: P
     assert result.verdict is Verdict.TRUE, result.describe()
     assert result.witness("leader terms") >= 2
     assert result.witness("entries overwritten") >= 1, result.describe()
+
+
+def test_concurrent_writes_with_kills_mid_load_replay(tmp_path: Path) -> None:
+    """Six concurrent writers; the leader and a follower are killed mid-load and
+    restarted; snapshots every 20 entries. Batched Readies, fsyncs overlapping new
+    messages, restarts and snapshot installs all replay on the model."""
+    result = check_traces(record_concurrent(tmp_path))
+    assert result.verdict is Verdict.TRUE, result.describe()
+    assert result.witness("restarts") == 3
+    assert result.witness("leader terms") >= 2
+    assert result.witness("leader commits") >= 50

@@ -5,11 +5,15 @@ leader, runs a short write load, kills one member with SIGKILL (the leader, or a
 follower), writes on, restarts it on its data, writes on again, then stops every member
 (SIGTERM, so the traces are flushed) and returns the trace files. Every process it
 started is stopped, even on failure. `env` is added to the members' environment (e.g.
-ETCDSPEC_FAILPOINTS).
+ETCDSPEC_FAILPOINTS). `record_partition` cuts the leader off instead (its uncommitted
+entries are overwritten after the heal); `record_concurrent` kills members under
+concurrent writers, with frequent snapshots. Phases wait on counts of taken writes and
+on cluster readiness, each with a deadline.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
@@ -140,6 +144,76 @@ def record_partition(directory: Path, *, writes: int = 10) -> list[Path]:
         for _ in range(writes):
             assert put(plan.endpoints, f"k{written}"), "a write after the heal was not taken"
             written += 1
+    finally:
+        launcher.stop_members(members)
+    return [launcher.trace_path(plan, member) for member in plan.members]
+
+
+class _Load:
+    """Client threads writing through every member in turn; `done` counts taken writes."""
+
+    def __init__(self, endpoints: list[str], clients: int) -> None:
+        self.endpoints = endpoints
+        self.done = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads = [
+            threading.Thread(target=self._run, args=(n,), daemon=True) for n in range(clients)
+        ]
+
+    def _run(self, client: int) -> None:
+        count = 0
+        while not self._stop.is_set():
+            for endpoint in self.endpoints:
+                if put_once(endpoint, f"c{client}-{count}", timeout_s=0.5):
+                    with self._lock:
+                        self.done += 1
+                count += 1
+
+    def wait_for(self, more: int, timeout_s: float = 30.0) -> None:
+        target = self.done + more
+        deadline = time.monotonic() + timeout_s
+        while self.done < target:
+            assert time.monotonic() < deadline, f"only {self.done} of {target} writes taken"
+            time.sleep(0.02)
+
+    def __enter__(self) -> _Load:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=10)
+
+
+def record_concurrent(
+    directory: Path, *, clients: int = 6, kills: int = 3, snapshot_count: int = 20
+) -> list[Path]:
+    """Concurrent writers while members are killed with SIGKILL mid-load and restarted
+    (the leader, then a follower, alternately), with frequent snapshots."""
+    plan = launcher.plan_cluster(
+        directory, 3, heartbeat_ms=50, election_ms=500, snapshot_count=snapshot_count, trace=True
+    )
+    program = launcher.ours_program()
+    members: list[launcher.RunningMember] = []
+    try:
+        members.extend(launcher.start_cluster(plan))
+        launcher.wait_ready(plan.endpoints, timeout_s=60)
+        with _Load(plan.endpoints, clients) as load:
+            for round_ in range(kills):
+                load.wait_for(60)
+                name = leader_name(plan, plan.endpoints)
+                if round_ % 2:
+                    name = next(m.plan.name for m in members if m.plan.name != name)
+                victim = next(m for m in members if m.plan.name == name)
+                launcher.kill_member(victim)
+                load.wait_for(40)
+                restarted = launcher.start_member(plan, victim.plan, program, "existing")
+                members[members.index(victim)] = restarted
+                launcher.wait_ready(plan.endpoints, timeout_s=60)
+            load.wait_for(60)
     finally:
         launcher.stop_members(members)
     return [launcher.trace_path(plan, member) for member in plan.members]
