@@ -43,7 +43,7 @@ Contract
   sent, leader commits, entries persisted/applied/overwritten, snapshots restored,
   matched receives, leader terms), so a caller can tell a replay that checked little.
 - The quorum is a majority of the node ids the traces name (trace owners and message
-  endpoints). No I/O besides reading the files.
+  endpoints); ids that only messages name are listed in `untraced`. No I/O besides reading the files.
 """
 
 from __future__ import annotations
@@ -158,6 +158,7 @@ class TraceResult:
     failure: TraceFailure | None = None
     witnesses: tuple[tuple[str, int], ...] = ()  # how often each kind of check had work
     torn_lines: int = 0  # lines cut short by a kill, dropped when reading
+    untraced: tuple[int, ...] = ()  # node ids that messages name but no trace file covers
 
     def witness(self, name: str) -> int:
         return dict(self.witnesses).get(name, 0)
@@ -171,6 +172,10 @@ class TraceResult:
             head += f"; {self.unmatched_receives} receives without a traced send"
         if self.torn_lines:
             head += f"; {self.torn_lines} torn lines dropped"
+        if self.untraced:
+            head += "; members without a trace (their own steps unchecked): " + ", ".join(
+                str(node) for node in self.untraced
+            )
         if self.witnesses:
             head += "\nchecked: " + ", ".join(f"{count} {name}" for name, count in self.witnesses)
         if self.failure is not None:
@@ -185,6 +190,7 @@ class TraceResult:
             "unmatched_receives": self.unmatched_receives,
             "witnesses": dict(self.witnesses),
             "torn_lines": self.torn_lines,
+            "untraced": list(self.untraced),
             "failure": None if self.failure is None else self.failure.to_json(),
         }
 
@@ -281,6 +287,7 @@ class _Replay:
                 if event.message is not None:
                     voters.update(x for x in (event.message.from_, event.message.to) if x)
         self.quorum = len(voters) // 2 + 1
+        self.untraced = tuple(sorted(voters - set(self.nodes)))
         self.leaders: dict[int, int] = {}  # term -> node
         self.durable_votes: dict[tuple[int, int], tuple[int, str]] = {}
         self.applied: dict[int, tuple[int, str]] = {}  # index -> (term, where)
@@ -382,6 +389,7 @@ class _Replay:
             unmatched_receives=self.unmatched,
             failure=failure,
             witnesses=tuple(sorted({**self.witness, "leader terms": len(self.leaders)}.items())),
+            untraced=self.untraced,
         )
 
     def _step(self, event: TraceEvent, pending: Counter[tuple[Any, ...]]) -> TraceFailure | None:

@@ -220,3 +220,13 @@ def test_receive_before_its_send_is_a_causality_failure(tmp_path: Path) -> None:
     assert result.failure is not None and result.failure.rule == "Causality", result.describe()
     assert result.failure.event.location == f"{tmp_path / 'n1.trace.ndjson'}:{answer + 1}"
     assert "sends only later" in result.failure.explanation
+
+
+def test_a_member_without_its_trace_is_named_and_the_rest_still_checked(tmp_path: Path) -> None:
+    builder = clean_run()
+    paths = _write(builder, tmp_path)
+    result = check_traces(paths[:2])
+    assert result.verdict is Verdict.TRUE, result.describe()
+    assert result.untraced == (3,)
+    assert "members without a trace (their own steps unchecked): 3" in result.describe()
+    assert result.witness("leader commits") >= 2  # the quorum still counts n3's acks
