@@ -81,6 +81,9 @@ class ExploreOptions:
     # (the cluster's default: far faster for long runs); "none": report it as found.
     shrinker: str = "auto"
     rules: frozenset[str] | None = None  # only these rules of the machine (None: all)
+    # cluster: every step, abstracted, must also satisfy its spec/raft_steps.spec action
+    # (etcdspec.model.refinement); a failure is the invariant "Refinement"
+    refine: bool = False
 
     def __post_init__(self) -> None:
         if self.machine not in MACHINES:
@@ -97,6 +100,8 @@ class ExploreOptions:
             raise ValueError(f"persist must be 'sync' or 'explicit', got {self.persist!r}")
         if self.max_examples < 1 or self.steps < 1:
             raise ValueError("max_examples and steps must be at least 1")
+        if self.refine and self.machine != "cluster":
+            raise ValueError("refinement checks the cluster machine's steps: use machine 'cluster'")
 
     def resolved_shrinker(self) -> str:
         if self.shrinker != "auto":
@@ -109,7 +114,8 @@ class ExploreOptions:
             if self.machine == "cluster"
             else ""
         )
-        return f"{self.machine} model, {size}bugs: {self.bugs.describe()}, seed {self.seed}"
+        refine = ", refinement checked" if self.refine else ""
+        return f"{self.machine} model, {size}bugs: {self.bugs.describe()}, seed {self.seed}{refine}"
 
 
 @dataclass(frozen=True)
@@ -275,6 +281,12 @@ def _factory(
 ) -> tuple[MachineFactory, RunRecorder]:
     module = importlib.import_module(f"etcdspec.model.hypothesis_{options.machine}")
     recorder = RunRecorder(module.abstract_state, recorder_progress)
+    if options.refine:
+        # Imported here: the refinement check loads the spec (model/ imports spec/ only
+        # for refinement, and only when asked).
+        from etcdspec.model.refinement import RefinementStats, refinement_machine_factory
+
+        return refinement_machine_factory(options, recorder, RefinementStats()), recorder
     return module.machine_factory(options, recorder), recorder
 
 

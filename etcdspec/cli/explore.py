@@ -84,6 +84,11 @@ class _ThrottledProgress:
     is_flag=True,
     help="With one --bug: run the options given here, not the bug's catalogued finder.",
 )
+@click.option(
+    "--refine",
+    is_flag=True,
+    help="Cluster: check every step against its spec/raft_steps.spec action (refinement).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 @click.option("--quiet", is_flag=True, help="No progress on stderr.")
 def explore(
@@ -108,12 +113,13 @@ def explore(
     no_check_quorum: bool,
     no_noop: bool,
     plain: bool,
+    refine: bool,
     as_json: bool,
     quiet: bool,
 ) -> int:
     """Explore the model; print a shrunk counterexample when an invariant breaks.
 
-    With exactly one --bug (and neither --exhaustive nor --plain) the bug's catalogued
+    With exactly one --bug (and none of --exhaustive, --plain, --refine) the bug's catalogued
     finder runs (etcdspec.model.explore.FINDERS: the machine, options and seeds, or the
     exhaustive bounds, that find it reliably); --seed is its first seed."""
     from etcdspec.model.bugs import CATALOGUE, BugSet, UnknownBugError
@@ -124,6 +130,11 @@ def explore(
             click.echo(f"{bug.name.ljust(width)}  [{bug.layer}]  {bug.summary}")
         return int(ExitCode.HOLDS)
     _check_usage(nodes, max_examples, steps, exhaustive, machine)
+    if refine and (exhaustive or machine != "cluster"):
+        raise CliError(
+            "--refine checks Hypothesis runs of the cluster: drop --exhaustive / --machine store",
+            ExitCode.USAGE,
+        )
     _check_bounds(max_term, max_log, max_messages, max_states, max_depth, time_budget)
     try:
         bug_set = BugSet.of(*bugs)
@@ -144,9 +155,10 @@ def explore(
         prevote=not no_prevote,
         check_quorum=not no_check_quorum,
         noop_on_leader=not no_noop,
+        refine=refine,
     )
     progress = None if quiet else _ThrottledProgress()
-    use_finder = len(bugs) == 1 and not exhaustive and not plain
+    use_finder = len(bugs) == 1 and not exhaustive and not plain and not refine
     if not quiet:
         if use_finder:
             from etcdspec.model.explore import FINDERS
