@@ -14,8 +14,9 @@ Contract:
   the history provides; the model tries each.
 - Leases may expire at times the history does not show: for every granted lease the
   search gets a synthetic info operation `lease_expire` (a revoke, deleting the
-  attached keys), invoked with the grant, which may take effect at any later point or
-  never. It is tried only where it can make a difference: where a revision is missing
+  attached keys), invoked once the granted TTL has passed since the grant's invoke
+  (expiry is never earlier: keep-alives and leader changes only delay it), which may
+  take effect at any later point or never. It is tried only where it can make a difference: where a revision is missing
   (it deleted keys) or right before an operation that names the lease. Turn it off with
   `EtcdModel(lease_expiry=False)` for clusters whose leases cannot expire in the run.
 - Revision hints: a put that reports revision r ran right after revision r-1; a read,
@@ -152,20 +153,43 @@ class EtcdModel(CheckModel):
             return []
         extra: list[PreparedOp] = []
         seen: set[int] = set()
+        events = _event_times(ops)
         for prepared in sorted(ops, key=lambda p: p.op.call):
             request = prepared.payload[0]
             if not isinstance(request, LeaseGrantRequest) or request.id in seen:
                 continue
+            granted_ttl = getattr(prepared.payload[1], "ttl", 0) or 0
+            earliest = prepared.op.call_time + max(request.ttl, granted_ttl) * 1_000_000_000
             ids = (request.id,) if request.id else self._orphans
             for lease_id in ids:
                 if lease_id in seen:
                     continue
                 seen.add(lease_id)
-                extra.append(self._expiry(prepared.op, lease_id, next_id + len(extra)))
+                extra.append(
+                    self._expiry(prepared.op, lease_id, next_id + len(extra), events, earliest)
+                )
         return extra
 
-    def _expiry(self, grant: Operation, lease_id: int, op_id: int) -> PreparedOp:
-        """A lease expiry: a revoke that may happen at any time after the grant, or never."""
+    def _expiry(
+        self,
+        grant: Operation,
+        lease_id: int,
+        op_id: int,
+        events: list[tuple[int, int]],
+        earliest: int,
+    ) -> PreparedOp:
+        """A lease expiry: a revoke that may happen, or never, once its TTL has run out.
+
+        A lease cannot expire before its TTL has passed since the grant was invoked
+        (keep-alives and leader changes only push expiry later), so the expiry is invoked
+        at the last history event before `earliest`: every operation that returned
+        before then precedes it. Without this bound a search may charge a key's deletion
+        to a lease that could not have expired yet (a linearization the watches refute).
+        """
+        call, call_time = grant.call, grant.call_time
+        position = bisect.bisect_left(events, (earliest, -1)) - 1
+        if position >= 0 and events[position][1] > call:
+            call_time, call = events[position]
         expire = Operation(
             id=op_id,
             process=EXPIRY_PROCESS,
@@ -173,9 +197,9 @@ class EtcdModel(CheckModel):
             request={"ID": lease_id},
             type="info",
             response=None,
-            call=grant.call,
+            call=call,
             ret=None,
-            call_time=grant.call_time,
+            call_time=call_time,
             return_time=None,
             invoke_index=grant.invoke_index,
             complete_index=None,
@@ -438,3 +462,15 @@ def _response_kvs(response: Response) -> list[KeyValue]:
     if isinstance(response, TxnResponse):
         return [kv for inner in response.responses for kv in _response_kvs(inner)]
     return []
+
+
+def _event_times(ops: Sequence[PreparedOp]) -> list[tuple[int, int]]:
+    """(time, position) of every invoke and return of the operations, in time order."""
+    events = [(p.op.call_time, p.op.call) for p in ops]
+    events += [
+        (p.op.return_time, p.op.ret)
+        for p in ops
+        if p.op.ret is not None and p.op.return_time is not None
+    ]
+    events.sort()
+    return events
