@@ -40,7 +40,7 @@ import gc
 import os
 import random
 import time
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -218,22 +218,33 @@ def _resident_mb() -> float | None:
 
 
 def check_linearizable(
-    model: CheckModel, operations: Sequence[Operation], budget: Budget = Budget()
+    model: CheckModel,
+    operations: Sequence[Operation],
+    budget: Budget = Budget(),
+    observed: Mapping[int, set[Hashable]] | None = None,
 ) -> LinearizabilityResult:
-    """Decide whether `operations` (one history's) are linearizable for `model`."""
+    """Decide whether `operations` (one history's) are linearizable for `model`.
+
+    `observed` adds writes seen outside the operations (per revision, signatures such as
+    ("put", key, value) — e.g. from watch events) to those the responses show: an info
+    write then fills a revision only if it matches what was seen there, so the
+    linearization found is the one the watches saw, not another that reads alike."""
     # The search allocates many long-lived, acyclic objects (states, memo entries); the
     # cyclic collector would rescan them over and over, so it is paused meanwhile.
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _check(model, operations, budget)
+        return _check(model, operations, budget, observed or {})
     finally:
         if collecting:
             gc.enable()
 
 
 def _check(
-    model: CheckModel, operations: Sequence[Operation], budget: Budget
+    model: CheckModel,
+    operations: Sequence[Operation],
+    budget: Budget,
+    observed: Mapping[int, set[Hashable]],
 ) -> LinearizabilityResult:
     clock = _Clock(budget)
     prepared: list[PreparedOp] = []
@@ -259,7 +270,7 @@ def _check(
                 PartitionResult(name, Verdict.UNKNOWN, len(items), (), None, None, reason, 0, 0.0)
             )
             continue
-        result = _Search(model, items, name, clock).run()
+        result = _Search(model, items, name, clock, observed).run()
         results.append(result)
         if result.verdict is Verdict.UNKNOWN:
             reason = result.reason
@@ -297,12 +308,18 @@ class _Search:
     """One partition's depth-first search (see the module docstring)."""
 
     def __init__(
-        self, model: CheckModel, items: list[PreparedOp], name: str | None, clock: _Clock
+        self,
+        model: CheckModel,
+        items: list[PreparedOp],
+        name: str | None,
+        clock: _Clock,
+        seen_elsewhere: Mapping[int, set[Hashable]],
     ) -> None:
         self.model = model
         self.items = items
         self.name = name
         self.clock = clock
+        self.seen_elsewhere = seen_elsewhere
         rng = random.Random(clock.budget.seed)
         self.zob = [rng.getrandbits(128) for _ in items]
         self.placed = bytearray(len(items))
@@ -353,6 +370,8 @@ class _Search:
                     ret = prepared.op.ret
                     self.gap_time[rev] = min(self.gap_time.get(rev, ret), ret)
         observed = self.model.observed_writes(self.items)
+        for rev, signatures in self.seen_elsewhere.items():
+            observed.setdefault(rev, set()).update(signatures)
         by_signature: dict[Hashable, list[int]] = {}
         for i in self.info_gap:
             for signature in self.items[i].signatures:

@@ -22,7 +22,7 @@ Contract:
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,6 +71,19 @@ class ObservedWatch:
 
     def describe(self) -> str:
         return f"watch {self.name} {self.request.describe()} ({len(self.responses)} responses)"
+
+
+def observed_puts(watches: list[ObservedWatch]) -> dict[int, set[Hashable]]:
+    """The writes the watches saw, as the linearizability search's observations: per
+    revision, ("put", key, value) of every PUT event delivered there."""
+    observed: dict[int, set[Hashable]] = {}
+    for watch in watches:
+        for response in watch.responses:
+            for event in response.events:
+                if event.type is EventType.PUT:
+                    kv = event.kv
+                    observed.setdefault(kv.mod_revision, set()).add(("put", kv.key, kv.value))
+    return observed
 
 
 def parse_watches(history: History) -> list[ObservedWatch]:

@@ -32,6 +32,9 @@ CORPUS = [
     ("etcd_info_put_ignore_value.jsonl", "etcd", Verdict.TRUE, set()),
     ("etcd_deleted_key_read.jsonl", "etcd", Verdict.FALSE, {"Linearizable"}),
     ("watch_ok.jsonl", "etcd", Verdict.TRUE, set()),
+    # two info puts to k read back keys-only: the watch tells which one took revision 2
+    ("watch_picks_the_info_write.jsonl", "etcd", Verdict.TRUE, set()),
+    ("watch_shows_an_unwritten_value.jsonl", "etcd", Verdict.FALSE, {"Valid"}),
     ("watch_ordered_broken.jsonl", "etcd", Verdict.FALSE, {"Ordered"}),
     ("watch_unique_broken.jsonl", "etcd", Verdict.FALSE, {"Unique"}),
     ("watch_reliable_broken.jsonl", "etcd", Verdict.FALSE, {"Reliable"}),
