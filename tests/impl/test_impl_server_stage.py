@@ -15,7 +15,9 @@ from etcdspec.verdict import Verdict
 def test_quick_stage_holds_on_our_server(tmp_path: Path) -> None:
     result = server_stage.run_stage(StageOptions(report_dir=tmp_path, quick=True))
     assert result.verdict is Verdict.TRUE, result.describe()
-    assert result.details["acknowledged"] >= 250
+    # A witness that the load ran across the faults, not a throughput figure (the stage
+    # itself says UNKNOWN if writes stall).
+    assert result.details["acknowledged"] >= 50
     assert "HashKV agree" in result.summary
 
 
