@@ -37,16 +37,7 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
     SeededBug("lease", "attach_revoked", "put_with_lease", "no_key_on_revoked_lease"),
     SeededBug("lease", "revoke_keeps_keys", "revoke", "no_key_on_revoked_lease"),
     SeededBug("lease", "no_checkpoint", "advance", "no_key_on_expired_lease"),
-    SeededBug("raft_steps", "second_vote", "grant_vote", "durable_vote_kept"),
 )
-
-# Mutations the prover does not catch reliably, each with where it is caught instead.
-# raft_steps/vote_not_persisted: Z3 answers sat in 0.7 s on a fresh process, then times
-# out on the same query after earlier queries (measured three times in a row); the finite
-# evaluator rejects its crash step in tests/model/test_refinement_spec.py.
-NOT_BY_PROOF: dict[tuple[str, str], str] = {
-    ("raft_steps", "vote_not_persisted"): "tests/model/test_refinement_spec.py (evaluator)",
-}
 
 
 CATCH_TIMEOUT_MS = 10_000
