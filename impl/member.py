@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from etcdspec.impl import errors, failpoints
+from etcdspec.impl import errors, failpoints, raft_codec
 from etcdspec.impl.config import MemberConfig
 from etcdspec.impl.errors import RpcError
 from etcdspec.impl.lessor import LeaseIdGenerator, NotPrimaryError
@@ -279,10 +279,10 @@ class Member:
             return
         try:
             message = self.storage.decode_message(payload)
-            self.driver.step(message)
-        except Exception:
-            log.exception("dropping a bad raft message", extra={"from": f"{from_id:x}"})
+        except raft_codec.CodecError:
+            log.exception("dropping an undecodable raft message", extra={"from": f"{from_id:x}"})
             return
+        self.driver.step(message)
         self._trace("receive", message=message)
         self._wake.set()
 
