@@ -23,6 +23,7 @@ import asyncio
 import os
 import shutil
 import sys
+import time
 from pathlib import Path
 
 import grpc
@@ -239,14 +240,13 @@ class LocalCluster(Target):
         await self.learn_ids()
 
     async def learn_ids(self) -> None:
-        async with grpc.aio.insecure_channel(self.endpoints[0].removeprefix("http://")) as ch:
-            reply = await rpc_pb2_grpc.ClusterStub(ch).MemberList(
-                rpc_pb2.MemberListRequest(), timeout=5.0
-            )
+        """Each member's id, from the header of its own Status answer. (MemberList can
+        list a member that has not published its name yet, with an empty name.)"""
         assert self.network is not None
-        for member in reply.members:
-            self.network.names[int(member.ID)] = member.name
-            self.ids[member.name] = int(member.ID)
+        for member in self._plan().members:
+            member_id = await _own_member_id(member.client_url, deadline_s=15.0)
+            self.network.names[member_id] = member.name
+            self.ids[member.name] = member_id
 
     async def kill(self, name: str) -> None:
         await asyncio.to_thread(launcher.kill_member, self.members[name])
@@ -297,3 +297,22 @@ def make_target(
         f"unknown target {kind!r}; use --target reference, --target etcd or --endpoints",
         ExitCode.USAGE,
     )
+
+
+async def _own_member_id(client_url: str, deadline_s: float) -> int:
+    """The member id in the response header of the member at `client_url`."""
+    give_up = time.monotonic() + deadline_s
+    while True:
+        try:
+            async with grpc.aio.insecure_channel(client_url.removeprefix("http://")) as channel:
+                status = await rpc_pb2_grpc.MaintenanceStub(channel).Status(
+                    rpc_pb2.StatusRequest(), timeout=5.0
+                )
+            return int(status.header.member_id)
+        except grpc.aio.AioRpcError as error:
+            if time.monotonic() > give_up:
+                raise TargetError(
+                    f"member at {client_url} did not answer Status: {error.details()}",
+                    ExitCode.UNREACHABLE,
+                ) from error
+            await asyncio.sleep(0.2)
