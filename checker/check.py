@@ -160,15 +160,16 @@ def _judge_watches(
     The KV history may allow several linearizations that read alike (two info writes to
     a key nobody read back; two lease expiries): the first one found need not be the
     one the server took. When the watches break a guarantee against it, search again
-    with the writes the watches saw as observations; if that finds a linearization, the
+    with the writes the watches saw (puts and deletes, so also the revision each lease
+    expiry took) as observations; if that finds a linearization, the
     watches are judged by it. If none agrees, the first verdicts stand, so a watch that
     shows what no linearization has is reported as the watch guarantee it breaks."""
-    from etcdspec.checker.watch_checks import check_watches, observed_puts, parse_watches
+    from etcdspec.checker.watch_checks import check_watches, observed_writes, parse_watches
 
     results = check_watches(history, lin)
     if lin.verdict is not Verdict.TRUE or all(r.verdict is not Verdict.FALSE for r in results):
         return lin, results
-    seen = observed_puts(parse_watches(history))
+    seen = observed_writes(parse_watches(history))
     again = check_linearizable(options.make_model(), history.operations, budget, seen)
     if again.verdict is not Verdict.TRUE:
         return lin, results

@@ -21,7 +21,9 @@ Contract:
   info writes are tried only where no ok operation claims the next revision (only
   those matching a write a response observed there, when one did; newest invoke first
   otherwise), and the model may rule out an info write from what responses show
-  (`info_possible`, `info_state_possible`). Every cut is sound: it drops only branches
+  (`info_possible`, `info_state_possible`). An info operation (a synthetic lease
+  expiry too) that takes a revision where writes were observed must have written them
+  (`writes_match`), so the revision each expiry takes follows what watches saw. Every cut is sound: it drops only branches
   that could never place every ok operation (tests/checker/test_checker_differential.py
   compares with the plain search). A history whose responses carry revisions is then
   checked in near-linear time; many info writes nobody observed still cost backtracking.
@@ -376,6 +378,7 @@ class _Search:
         for i in self.info_gap:
             for signature in self.items[i].signatures:
                 by_signature.setdefault(signature, []).append(i)
+        self.observed = observed
         self.observed_revisions = set(observed)
         self.info_wildcards = [i for i in self.info_gap if self.items[i].wildcard]
         self.gap_first: dict[int, list[int]] = {}
@@ -508,6 +511,14 @@ class _Search:
                             self.pending_max[top] += 1
                         self.placed[i] = 0
                         if not allowed:
+                            continue
+                        # What was seen written at the revision this info op takes must
+                        # be what it wrote (one revision is one write).
+                        if (
+                            not self.is_ok[i]
+                            and after in self.observed_revisions
+                            and not model.writes_match(state, self.observed[after])
+                        ):
                             continue
                 key = (frame.zobrist ^ self.zob[i], state)
                 if key in memo:

@@ -27,7 +27,10 @@ Contract:
 - Observations cut the info writes further: a response that shows key k = v with
   mod_revision m says some write put k = v at m (only an info write that may do so is
   placed there); a current read at revision r that shows k with mod_revision m says
-  nothing wrote k in (m, r].
+  nothing wrote k in (m, r]. An info write (or a lease expiry) that takes a revision at
+  which ("put", key, value) or ("delete", key) was observed (by a response, or by a
+  watch when the caller passes watch events) must have made that write
+  (`writes_match`): one revision is one write.
 - No per-key partitions: revisions are global, so keys interact through them; the
   revision cuts take the place of partitioning.
 """
@@ -53,6 +56,7 @@ from etcdspec.model.requests import (
     RANGE_END_ALL,
     DeleteRangeRequest,
     DeleteRangeResponse,
+    Event,
     EventType,
     KeyValue,
     LeaseGrantRequest,
@@ -131,8 +135,8 @@ class EtcdModel(CheckModel):
             op,
             (request, None),
             bumps_or_noop=bumps_or_noop,
-            signatures=_put_signatures(request),
-            wildcard=_blind_put(request),
+            signatures=_write_signatures(request),
+            wildcard=_blind_write(request),
         )
 
     def synthetic_ops(self, ops: Sequence[PreparedOp], next_id: int) -> list[PreparedOp]:
@@ -335,6 +339,15 @@ class EtcdModel(CheckModel):
                 return False
         return True
 
+    def writes_match(self, state: Any, signatures: set[Hashable]) -> bool:
+        written = state.history
+        if written is None or written.revision != state.revision:
+            return True
+        made = {event_signature(event) for event in written.events}
+        return all(
+            s in made for s in signatures if isinstance(s, tuple) and s[0] in ("put", "delete")
+        )
+
     def info_possible(self, prepared: PreparedOp, revision: int) -> bool:
         request = prepared.payload[0]
         if not isinstance(request, PutRequest):
@@ -408,22 +421,36 @@ def _bumped(request: Request | TxnOp, response: Response | None) -> bool | None:
     return False
 
 
-def _put_signatures(request: Request | TxnOp) -> tuple[Hashable, ...]:
-    """("put", key, value) for every put the request may make (either txn branch)."""
+def _write_signatures(request: Request | TxnOp) -> tuple[Hashable, ...]:
+    """("put", key, value) for every put and ("delete", key) for every single-key delete
+    the request may make (either txn branch)."""
     if isinstance(request, PutRequest):
         return () if request.ignore_value else (("put", request.key, request.value),)
+    if isinstance(request, DeleteRangeRequest) and not request.range_end:
+        return (("delete", request.key),)
     if isinstance(request, TxnRequest):
-        return tuple(s for op in request.success + request.failure for s in _put_signatures(op))
+        return tuple(s for op in request.success + request.failure for s in _write_signatures(op))
     return ()
 
 
-def _blind_put(request: Request | TxnOp) -> bool:
-    """Whether the request may put a value it does not name (ignore_value)."""
+def _blind_write(request: Request | TxnOp) -> bool:
+    """Whether the request may write what its signatures do not name: a put with
+    ignore_value (its value) or a range delete (its keys)."""
     if isinstance(request, PutRequest):
         return request.ignore_value
+    if isinstance(request, DeleteRangeRequest):
+        return bool(request.range_end)
     if isinstance(request, TxnRequest):
-        return any(_blind_put(op) for op in request.success + request.failure)
+        return any(_blind_write(op) for op in request.success + request.failure)
     return False
+
+
+def event_signature(event: Event) -> Hashable:
+    """The signature of one store event, as observations name writes: ("put", key,
+    value) or ("delete", key)."""
+    if event.type is EventType.PUT:
+        return ("put", event.kv.key, event.kv.value)
+    return ("delete", event.kv.key)
 
 
 def _lease_ids_used(request: Request | TxnOp) -> set[int]:

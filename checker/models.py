@@ -119,6 +119,12 @@ class CheckModel:
         part of a linearization (a sound cut, like `info_possible`)."""
         return True
 
+    def writes_match(self, state: Any, signatures: set[Hashable]) -> bool:
+        """Whether the write that just took `state`'s revision made every write in
+        `signatures` (those observed at that revision). False cuts the branch; it must be
+        sound: one revision is one write, so an observation it did not make is refuted."""
+        return True
+
     def synthetic_ops(self, ops: Sequence[PreparedOp], next_id: int) -> list[PreparedOp]:
         """Extra info operations the environment may perform (e.g. lease expiry)."""
         return []

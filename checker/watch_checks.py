@@ -37,6 +37,7 @@ from etcdspec.checker.etcd_json import (
 )
 from etcdspec.checker.history import History, HistoryError, Operation, encode_bytes
 from etcdspec.checker.linearizability import LinearizabilityResult
+from etcdspec.checker.model_etcd import event_signature
 from etcdspec.checker.results import CheckResult
 from etcdspec.model.errors import StoreError
 from etcdspec.model.requests import (
@@ -73,16 +74,16 @@ class ObservedWatch:
         return f"watch {self.name} {self.request.describe()} ({len(self.responses)} responses)"
 
 
-def observed_puts(watches: list[ObservedWatch]) -> dict[int, set[Hashable]]:
+def observed_writes(watches: list[ObservedWatch]) -> dict[int, set[Hashable]]:
     """The writes the watches saw, as the linearizability search's observations: per
-    revision, ("put", key, value) of every PUT event delivered there."""
+    revision, ("put", key, value) of every PUT event and ("delete", key) of every DELETE
+    event delivered there. A DELETE a lease expiry caused thus fixes the revision the
+    synthetic expiry takes: only the expiry of a lease holding that key fits there."""
     observed: dict[int, set[Hashable]] = {}
     for watch in watches:
         for response in watch.responses:
             for event in response.events:
-                if event.type is EventType.PUT:
-                    kv = event.kv
-                    observed.setdefault(kv.mod_revision, set()).add(("put", kv.key, kv.value))
+                observed.setdefault(event.kv.mod_revision, set()).add(event_signature(event))
     return observed
 
 

@@ -35,6 +35,13 @@ CORPUS = [
     # two info puts to k read back keys-only: the watch tells which one took revision 2
     ("watch_picks_the_info_write.jsonl", "etcd", Verdict.TRUE, set()),
     ("watch_shows_an_unwritten_value.jsonl", "etcd", Verdict.FALSE, {"Valid"}),
+    # leases 5 (key a) and 6 (key b), same TTL, both expire; the watch shows b's lease
+    # went first (revision 4): the synthetic expiries take the revisions the watch saw
+    ("watch_lease_expiry_order.jsonl", "etcd", Verdict.TRUE, set()),
+    # ... but a read at revision 4 shows a gone and b still there: the watch is wrong
+    ("watch_lease_expiry_order_broken.jsonl", "etcd", Verdict.FALSE, {"Reliable", "Valid"}),
+    # ... a's expiry (revision 5) never reaches the watch, which goes on to revision 6
+    ("watch_lease_expiry_unseen.jsonl", "etcd", Verdict.FALSE, {"Reliable"}),
     ("watch_ordered_broken.jsonl", "etcd", Verdict.FALSE, {"Ordered"}),
     ("watch_unique_broken.jsonl", "etcd", Verdict.FALSE, {"Unique"}),
     ("watch_reliable_broken.jsonl", "etcd", Verdict.FALSE, {"Reliable"}),
