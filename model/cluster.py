@@ -25,7 +25,7 @@ Contract
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -38,13 +38,24 @@ from etcdspec.model.network import Network
 from etcdspec.model.raft_invariants import Ghost, check_raft, update_ghost
 from etcdspec.model.raft_log import RaftLog
 from etcdspec.model.raft_messages import Message, Snapshot, node_name
-from etcdspec.model.raft_node import HardState, Node, RaftParams, ReadRound, Role
+from etcdspec.model.raft_node import Node, RaftParams, ReadRound, Role
 from etcdspec.model.requests import (
     LeaseGrantRequest,
     LeaseGrantResponse,
     LeaseRevokeRequest,
     PutRequest,
     RangeRequest,
+)
+from etcdspec.model.search_cache import (
+    SearchCache,
+    Transition,
+    canonical_order,
+    message_key,
+    message_order,
+    node_key,
+    perm_of,
+    rename_groups,
+    rename_leaders,
 )
 
 
@@ -135,6 +146,9 @@ class ClusterConfig:
 
 NODE_KINDS = ("tick", "timeout", "heartbeat", "persist", "crash", "restart", "compact_log")
 MESSAGE_KINDS = ("deliver", "drop", "duplicate")
+NODE_INPUT_KINDS = frozenset(
+    ("tick", "timeout", "heartbeat", "persist", "compact_log", "propose", "read_index", "keepalive")
+)
 
 
 @dataclass(frozen=True)
@@ -365,32 +379,41 @@ class Cluster:
     def __hash__(self) -> int:
         return hash(self.fingerprint())
 
-    def canonical_fingerprint(self, cache: KeyCache | None = None) -> tuple[Any, ...]:
+    def canonical_fingerprint(self, cache: SearchCache | None = None) -> tuple[Any, ...]:
         """A key of this state renamed so that nodes come in a canonical order: clusters
         that differ only by node names mostly share it. Ties keep the given order, which
         is sound: equal keys always mean renamings of each other (the key holds the whole
-        state, with ids renamed). Keys made with one KeyCache compare only with keys made
-        with the same cache."""
-        nodes, up = self.nodes, self.up
-        groups = self.network.groups
-        if groups:
-            sizes = {n: len(g) for g in groups for n in g}
-            order = sorted(
-                range(len(nodes)), key=lambda i: (sizes[i + 1], _signature(nodes[i], up[i]))
-            )
-        else:
-            order = sorted(range(len(nodes)), key=lambda i: _signature(nodes[i], up[i]))
-        perm = [0] * (len(nodes) + 1)
-        for new_position, old_position in enumerate(order):
-            perm[old_position + 1] = new_position + 1
-        return _canonical_key(self, perm, order, cache)
+        state, with ids renamed). Keys made with one SearchCache compare only with keys
+        made with the same cache (they are built from its interned numbers)."""
+        if cache is None:
+            return _canonical_key(self)
+        network = self.network
+        return cache.key(
+            self.nodes,
+            self.up,
+            network.messages,
+            network.groups,
+            self.bounded_crashes(),
+            self.ghost,
+        )
+
+    def bounded_crashes(self) -> int:
+        """The crash count as the state's identity sees it: it matters only as a bound
+        (unbounded, it would make the space infinite)."""
+        return self.crashes if self.config.max_crashes is not None else 0
 
     # ------------------------------------------------------------------ checks
 
-    def check_invariants(self, previous: Cluster | None = None) -> None:
+    def check_invariants(
+        self, previous: Cluster | None = None, cache: SearchCache | None = None
+    ) -> None:
         """Raft's invariants and the store's on each node's applied state. With
         `previous` (the state this one was reached from), stores that did not change
-        are not checked again."""
+        are not checked again; with `cache`, no combination of nodes and history that
+        passed before is checked again (the checks are pure functions of them)."""
+        if cache is not None:
+            cache.check(self.nodes, self.ghost)
+            return
         check_raft(self.nodes, self.ghost)
         for position, node in enumerate(self.nodes):
             if previous is not None and previous.nodes[position].store is node.store:
@@ -415,10 +438,12 @@ class Cluster:
             config.max_term is None and config.max_log is None and config.max_messages is None
         )
 
-    def successors(self) -> Iterator[tuple[Action, Cluster]]:
-        """Every enabled action with the state it leads to, in a deterministic order."""
+    def successors(self, cache: SearchCache | None = None) -> Iterator[tuple[Action, Cluster]]:
+        """Every enabled action with the state it leads to, in a deterministic order.
+        With `cache` (one search's memo tables) node transitions are computed once and
+        nodes and messages are interned: the same actions and states come out."""
         for action in self._candidate_actions():
-            result = self._try(action)
+            result = self._try(action, cache)
             if result is not None:
                 yield action, result
 
@@ -573,8 +598,15 @@ class Cluster:
             return bool(self.network.groups)
         return False
 
-    def _try(self, action: Action) -> Cluster | None:
+    def _try(self, action: Action, cache: SearchCache | None = None) -> Cluster | None:
         """The successor state, or None if it leaves the configured bounds."""
+        kind = action.kind
+        if kind == "deliver":
+            message: Message = action.args[0]
+            network = self.network.remove(self.network.index_of(message))
+            return self._node_step(message.dst, action, network, cache)
+        if kind in NODE_INPUT_KINDS:
+            return self._node_step(action.args[0], action, self.network, cache)
         result = self._step(action)
         return result if result._within_bounds() else None
 
@@ -594,14 +626,8 @@ class Cluster:
         return max_messages is None or held <= max_messages
 
     def _step(self, action: Action) -> Cluster:
+        """A step that gives no node an input: the network, partitions, crashes."""
         kind, args = action.kind, action.args
-        params = self.params
-        if kind == "deliver":
-            message: Message = args[0]
-            network = self.network.remove(self.network.index_of(message))
-            return self._with(network=network)._node_step(
-                message.dst, lambda node: rn.step(params, node, message)
-            )
         if kind == "drop":
             return self._with(network=self.network.remove(self.network.index_of(args[0])))
         if kind == "duplicate":
@@ -613,7 +639,7 @@ class Cluster:
         node_id: int = args[0]
         if kind == "crash":
             nodes = list(self.nodes)
-            nodes[node_id - 1] = rn.restart(params, self.nodes[node_id - 1])
+            nodes[node_id - 1] = rn.restart(self.params, self.nodes[node_id - 1])
             up = list(self.up)
             up[node_id - 1] = False
             return self._with(nodes=tuple(nodes), up=tuple(up), crashes=self.crashes + 1)
@@ -621,66 +647,98 @@ class Cluster:
             up = list(self.up)
             up[node_id - 1] = True
             return self._with(up=tuple(up))
-        if kind == "tick":
-            return self._node_step(node_id, lambda node: _tick(self, node))
-        if kind == "timeout":
-            return self._node_step(node_id, lambda node: rn.timeout(params, node))
-        if kind == "heartbeat":
-            return self._node_step(node_id, lambda node: rn.heartbeat(params, node))
-        if kind == "persist":
-            return self._node_step(node_id, lambda node: rn.persist(params, node), raw=True)
-        if kind == "compact_log":
-            return self._node_step(node_id, lambda node: (rn.compact(params, node), []))
-        if kind == "propose":
-            request = args[1]
-            key = _describe_request(request)
-            return self._node_step(node_id, lambda node: rn.propose(params, node, key, request))
-        if kind == "read_index":
-            request = args[1]
-            return self._node_step(node_id, lambda node: rn.read_index(params, node, request))
-        if kind == "keepalive":
-            lease_id = args[1]
-            return self._node_step(node_id, lambda node: (_refresh_lease(self, node, lease_id), []))
         raise IllegalActionError(f"unknown action kind {kind!r}")
 
-    def _node_step(
-        self,
-        node_id: int,
-        transition: Any,
-        raw: bool = False,
-    ) -> Cluster:
-        before = self.nodes[node_id - 1]
-        after, messages = transition(before)
-        if raw:
-            out = tuple(messages)
+    def _transition(self, before: Node, action: Action) -> Transition:
+        """The node-level part of a step that gives node `before` an input: the Raft
+        transition, durability, lease clocks, applying what became committed. A pure
+        function of (this config, before, action): the rest of the state plays no part,
+        which is what lets a SearchCache compute it once."""
+        params = self.params
+        kind, args = action.kind, action.args
+        messages: Iterable[Message]
+        if kind == "deliver":
+            after, messages = rn.step(params, before, args[0])
+        elif kind == "tick":
+            after, messages = _tick(self, before)
+        elif kind == "timeout":
+            after, messages = rn.timeout(params, before)
+        elif kind == "heartbeat":
+            after, messages = rn.heartbeat(params, before)
+        elif kind == "persist":
+            after, messages = rn.persist(params, before)
+        elif kind == "compact_log":
+            after, messages = rn.compact(params, before), ()
+        elif kind == "propose":
+            request = args[1]
+            after, messages = rn.propose(params, before, _describe_request(request), request)
+        elif kind == "read_index":
+            after, messages = rn.read_index(params, before, args[1])
+        elif kind == "keepalive":
+            after, messages = _refresh_lease(self, before, args[1]), ()
         else:
-            after, out = rn.finish(self.params, before, after, list(messages))
+            raise IllegalActionError(f"{action.describe()} is not an input to one node")
+        out: tuple[Message, ...]
+        if kind == "persist":
+            out = tuple(messages)  # the released outbox: it waited for this persist
+        else:
+            after, out = rn.finish(params, before, after, list(messages))
         outputs: list[Output] = []
         if after.role == Role.LEADER and before.role != Role.LEADER:
             after = _start_lease_clocks(self, after)
         if after.commit_index > after.applied_index or after.ready_reads:
             after, outputs = _apply_committed(self, after)
+        return after, out, tuple(outputs)
+
+    def _node_step(
+        self, node_id: int, action: Action, network: Network, cache: SearchCache | None
+    ) -> Cluster | None:
+        """Give one node an input (`network`: the network with a delivered message
+        already taken out): its transition, then the network and the history; None if
+        the result leaves the bounds. Only this node and the network change, and this
+        state is within the bounds (every state is: the start is, and each step is
+        checked), so the bounds are checked on this node and the message count only."""
+        before = self.nodes[node_id - 1]
         config = self.config
-        if config.lossy_overflow and config.max_messages is not None:
-            after, out = self._lose_overflow(node_id, after, out)
+        if cache is None:
+            after, out, outputs = self._transition(before, action)
+        else:
+            after, out, outputs = cache.transition(before, action, self._transition, config)
+        max_term, max_log = config.max_term, config.max_log
+        if (max_term is not None and after.term > max_term) or (
+            max_log is not None and after.log.last_index > max_log
+        ):
+            return None
+        max_messages = config.max_messages
+        if max_messages is not None and config.lossy_overflow and (out or after.outbox):
+            kept, out = self._lose_overflow(node_id, after, out, network)
+            if kept is not after and cache is not None:
+                kept = cache.node(kept)
+            after = kept
         nodes = list(self.nodes)
         nodes[node_id - 1] = after
         new_nodes = tuple(nodes)
-        ghost = update_ghost(self.ghost, (before,), (after,))
-        return self._with(
-            nodes=new_nodes,
-            network=self.network.send(out),
-            ghost=ghost,
-            outputs=tuple(outputs),
+        network = network.send(out)
+        if max_messages is not None:
+            held = len(network.messages)
+            for node in new_nodes:
+                held += len(node.outbox)
+            if held > max_messages:
+                return None
+        ghost = self.ghost
+        if after.role == Role.LEADER or after.commit_index > len(ghost.committed):
+            ghost = update_ghost(ghost, (before,), (after,))  # else it cannot change
+        return Cluster(
+            config, self.params, new_nodes, self.up, network, self.crashes, ghost, outputs
         )
 
     def _lose_overflow(
-        self, node_id: int, after: Node, out: tuple[Message, ...]
+        self, node_id: int, after: Node, out: tuple[Message, ...], network: Network
     ) -> tuple[Node, tuple[Message, ...]]:
         """With lossy_overflow: messages beyond max_messages (in flight plus waiting in
         outboxes) are lost, the newest first."""
         assert self.config.max_messages is not None
-        room = self.config.max_messages - len(self.network.messages)
+        room = self.config.max_messages - len(network.messages)
         if self.params.explicit_persist:
             room -= sum(len(n.outbox) for n in self.nodes if n.id != node_id)
         room = max(room, 0)
@@ -838,130 +896,25 @@ def _apply_committed(cluster: Cluster, node: Node) -> tuple[Node, list[Output]]:
 # --------------------------------------------------------------------------- symmetry
 
 
-def _signature(node: Node, up: bool) -> tuple[Any, ...]:
-    """What orders nodes canonically: name-free facts, cheap to compare."""
-    log = node.log
-    entries = log.entries
-    return (
-        node.role,
-        node.term,
-        log.snapshot.last_index + len(entries),
-        tuple([e.term for e in entries]),
-        node.commit_index,
-        node.applied_index,
-        up,
-        node.vote == 0,
-        node.durable is None,
-        len(node.outbox),
-    )
-
-
-def _message_order(message: tuple[Any, ...]) -> tuple[Any, ...]:
-    """A total order on message keys (requests enter only through their text)."""
-    entries = message[6]
-    snapshot = message[11]
-    return (
-        message[:6],
-        tuple((e.term, e.key) for e in entries),
-        message[7:11],
-        snapshot.last_index,
-        snapshot.last_term,
-    )
-
-
-def _message_key(message: Message, perm: Sequence[int]) -> tuple[Any, ...]:
-    return (message.type, perm[message.src], perm[message.dst], *message[3:])
-
-
-def _permute(values: tuple[Any, ...], order: Sequence[int]) -> tuple[Any, ...]:
-    return tuple([values[old] for old in order])
-
-
-def _node_key(node: Node, up: bool, perm: Sequence[int], order: Sequence[int]) -> tuple[Any, ...]:
-    """Everything of a node, with node ids renamed by `perm` and per-node tuples
-    reordered by `order` (perm[0] == 0 keeps "none")."""
-    durable = node.durable
-    if durable is not None:
-        durable = HardState(durable.term, perm[durable.vote], durable.log)
-    outbox: tuple[Any, ...] = ()
-    if node.outbox:
-        outbox = tuple(sorted((_message_key(m, perm) for m in node.outbox), key=_message_order))
-    reads: tuple[Any, ...] = ()
-    if node.reads or node.ready_reads:
-        rounds = [
-            (r.id, r.read_index, frozenset(perm[a] for a in r.acks), r.request)
-            for r in node.reads + node.ready_reads
-        ]
-        reads = (*rounds, len(node.reads))
-    return (
-        up,
-        node.role,
-        node.term,
-        perm[node.vote],
-        perm[node.lead],
-        node.log,
-        node.commit_index,
-        node.applied_index,
-        node.store,
-        node.election_elapsed,
-        node.heartbeat_elapsed,
-        node.randomized_timeout,
-        node.timeout_draws,
-        node.votes and _permute(node.votes, order),
-        node.match and _permute(node.match, order),
-        node.next and _permute(node.next, order),
-        node.recent_active and _permute(node.recent_active, order),
-        durable,
-        outbox,
-        reads,
-        node.read_seq,
-        node.leases,
-    )
-
-
-class KeyCache:
-    """Makes canonical keys cheap within one search: each renamed node's key is interned
-    as a small int, found by the node's identity when the same node object comes again
-    (unchanged nodes are shared between a state and its successors). The cache holds
-    the nodes it saw, so identities are never reused while it lives."""
-
-    __slots__ = ("by_content", "by_identity")
-
-    def __init__(self) -> None:
-        self.by_identity: dict[tuple[int, bool, tuple[int, ...]], tuple[Node, int]] = {}
-        self.by_content: dict[tuple[Any, ...], int] = {}
-
-    def node_number(self, node: Node, up: bool, perm: Sequence[int], order: Sequence[int]) -> int:
-        identity = (id(node), up, tuple(perm))
-        hit = self.by_identity.get(identity)
-        if hit is not None and hit[0] is node:
-            return hit[1]
-        content = _node_key(node, up, perm, order)
-        number = self.by_content.setdefault(content, len(self.by_content))
-        self.by_identity[identity] = (node, number)
-        return number
-
-
-def _canonical_key(
-    cluster: Cluster, perm: Sequence[int], order: Sequence[int], cache: KeyCache | None = None
-) -> tuple[Any, ...]:
-    nodes = cluster.nodes
-    up = cluster.up
-    node_keys: tuple[Any, ...]
-    if cache is None:
-        node_keys = tuple(_node_key(nodes[old], up[old], perm, order) for old in order)
-    else:
-        node_keys = tuple(cache.node_number(nodes[old], up[old], perm, order) for old in order)
+def _canonical_key(cluster: Cluster) -> tuple[Any, ...]:
+    """The canonical key as plain tuples (no cache): see Cluster.canonical_fingerprint."""
+    nodes, up = cluster.nodes, cluster.up
     network = cluster.network
-    messages = tuple(sorted((_message_key(m, perm) for m in network.messages), key=_message_order))
-    groups: tuple[Any, ...] = ()
-    if network.groups:
-        groups = tuple(sorted(tuple(sorted(perm[n] for n in g)) for g in network.groups))
+    order = canonical_order(nodes, up, network.groups)
+    perm = perm_of(order)
+    node_keys = tuple(node_key(nodes[old], up[old], perm, order) for old in order)
+    messages = tuple(sorted((message_key(m, perm) for m in network.messages), key=message_order))
+    groups = rename_groups(network.groups, perm) if network.groups else ()
     ghost = cluster.ghost
-    leaders = tuple(sorted((term, perm[n]) for term, n in ghost.leaders))
-    # the crash count matters only as a bound; unbounded, it would make the space infinite
-    crashes = cluster.crashes if cluster.config.max_crashes is not None else 0
-    return (node_keys, messages, groups, crashes, ghost.committed, leaders, ghost.violation)
+    return (
+        node_keys,
+        messages,
+        groups,
+        cluster.bounded_crashes(),
+        ghost.committed,
+        rename_leaders(ghost.leaders, perm),
+        ghost.violation,
+    )
 
 
 __all__ = [
@@ -971,10 +924,10 @@ __all__ = [
     "ClusterConfig",
     "ConfigError",
     "IllegalActionError",
-    "KeyCache",
     "Output",
     "RaftLog",
     "ReadResult",
+    "SearchCache",
     "Snapshot",
     "compact_log",
     "crash",

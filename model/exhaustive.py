@@ -23,8 +23,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from etcdspec.model.bugs import NO_BUGS, BugSet
-from etcdspec.model.cluster import Action, Cluster, ClusterConfig, ConfigError, KeyCache
+from etcdspec.model.cluster import Action, Cluster, ClusterConfig, ConfigError
 from etcdspec.model.invariants import InvariantViolation
+from etcdspec.model.search_cache import SearchCache
 
 from etcdspec.verdict import Verdict
 
@@ -155,7 +156,7 @@ def explore_exhaustive(
     started = time.monotonic()
     cpu_started = time.process_time()
     start = Cluster.start(config)
-    cache = KeyCache()
+    cache = SearchCache()
     start_key = start.canonical_fingerprint(cache)
     # key -> (parent key, action from the parent's first-found concrete state)
     parents: dict[Any, tuple[Any, Action] | None] = {start_key: None}
@@ -180,7 +181,7 @@ def explore_exhaustive(
         )
 
     try:
-        start.check_invariants()
+        start.check_invariants(cache=cache)
     except InvariantViolation as violation:
         return finish(
             Verdict.FALSE, "the initial state violates an invariant", violation, start_key
@@ -192,14 +193,14 @@ def explore_exhaustive(
         depth += 1
         next_frontier: list[tuple[Cluster, Any]] = []
         for state, state_key in frontier:
-            for action, successor in state.successors():
+            for action, successor in state.successors(cache):
                 key = successor.canonical_fingerprint(cache)
                 known = len(parents)
                 parents.setdefault(key, (state_key, action))
                 if len(parents) == known:
                     continue
                 try:
-                    successor.check_invariants(state)
+                    successor.check_invariants(state, cache)
                 except InvariantViolation as violation:
                     return finish(Verdict.FALSE, "an invariant is violated", violation, key)
                 next_frontier.append((successor, key))

@@ -1,0 +1,363 @@
+"""Memo tables that make one exhaustive search fast: interned nodes and messages, memoised
+node transitions, canonical keys built from small ints, memoised invariant checks.
+
+Contract: a `SearchCache` belongs to one search over clusters of ONE config (the memoised
+transitions are functions of the config's params). Everything it stores is the result
+of a pure function of the values it is keyed by, so using it never changes an answer:
+- Interning: a node or message equal to one seen before is replaced by that first
+  object, so equal values reached along different paths become the same object and the
+  identity-keyed tables below hit. Equal nodes are interchangeable because every model
+  function reads nodes by content.
+- `transition(before, action, compute)`: the node-level part of one step (the Raft
+  transition, durability, lease clocks, applying committed entries) is a pure function
+  of the node before and the action, so it is computed once per (node, action).
+- `key(...)`: the canonical key of a cluster (see Cluster.canonical_fingerprint): nodes
+  in canonical order, each renamed node as an interned int, the network as the sorted
+  ints of its renamed messages. Two keys from one cache are equal exactly when the
+  renamed states are equal, as with the plain tuple keys.
+- `check(...)`: Raft's invariants are a pure function of (nodes, ghost), the store's of
+  one store, so a combination that passed once passes again and is not rechecked.
+Identity-keyed tables hold a reference to every object whose id they use, so while the
+cache lives no other object can have that id: a hit on an id is a hit on the object.
+No I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from etcdspec.model import store as kv
+from etcdspec.model.invariants import InvariantViolation
+from etcdspec.model.raft_invariants import Ghost, check_raft
+from etcdspec.model.raft_messages import Message
+from etcdspec.model.raft_node import HardState, Node
+
+Transition = tuple[Node, tuple[Message, ...], tuple[Any, ...]]
+"""The node after one input, the messages it sends now, and the step's outputs."""
+
+
+# --------------------------------------------------------------------------- plain keys
+
+
+def signature(node: Node, up: bool) -> tuple[Any, ...]:
+    """What orders nodes canonically: name-free facts, cheap to compare."""
+    log = node.log
+    entries = log.entries
+    return (
+        node.role,
+        node.term,
+        log.snapshot.last_index + len(entries),
+        tuple([e.term for e in entries]),
+        node.commit_index,
+        node.applied_index,
+        up,
+        node.vote == 0,
+        node.durable is None,
+        len(node.outbox),
+    )
+
+
+def message_order(message: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A total order on message keys (requests enter only through their text)."""
+    entries = message[6]
+    snapshot = message[11]
+    return (
+        message[:6],
+        tuple((e.term, e.key) for e in entries),
+        message[7:11],
+        snapshot.last_index,
+        snapshot.last_term,
+    )
+
+
+def message_key(message: Message, perm: Sequence[int]) -> tuple[Any, ...]:
+    """The message with its node ids renamed by `perm`."""
+    return (message.type, perm[message.src], perm[message.dst], *message[3:])
+
+
+def _permute(values: tuple[Any, ...], order: Sequence[int]) -> tuple[Any, ...]:
+    return tuple([values[old] for old in order])
+
+
+def node_key(node: Node, up: bool, perm: Sequence[int], order: Sequence[int]) -> tuple[Any, ...]:
+    """Everything of a node, with node ids renamed by `perm` and per-node tuples
+    reordered by `order` (perm[0] == 0 keeps "none")."""
+    durable = node.durable
+    if durable is not None:
+        durable = HardState(durable.term, perm[durable.vote], durable.log)
+    outbox: tuple[Any, ...] = ()
+    if node.outbox:
+        outbox = tuple(sorted((message_key(m, perm) for m in node.outbox), key=message_order))
+    reads: tuple[Any, ...] = ()
+    if node.reads or node.ready_reads:
+        rounds = [
+            (r.id, r.read_index, frozenset(perm[a] for a in r.acks), r.request)
+            for r in node.reads + node.ready_reads
+        ]
+        reads = (*rounds, len(node.reads))
+    return (
+        up,
+        node.role,
+        node.term,
+        perm[node.vote],
+        perm[node.lead],
+        node.log,
+        node.commit_index,
+        node.applied_index,
+        node.store,
+        node.election_elapsed,
+        node.heartbeat_elapsed,
+        node.randomized_timeout,
+        node.timeout_draws,
+        node.votes and _permute(node.votes, order),
+        node.match and _permute(node.match, order),
+        node.next and _permute(node.next, order),
+        node.recent_active and _permute(node.recent_active, order),
+        durable,
+        outbox,
+        reads,
+        node.read_seq,
+        node.leases,
+    )
+
+
+def canonical_order(
+    nodes: Sequence[Node], up: Sequence[bool], groups: tuple[frozenset[int], ...]
+) -> list[int]:
+    """Positions of the nodes in canonical order: by (partition group size,) signature;
+    ties keep the given order."""
+    if groups:
+        sizes = {n: len(g) for g in groups for n in g}
+        return sorted(range(len(nodes)), key=lambda i: (sizes[i + 1], signature(nodes[i], up[i])))
+    return sorted(range(len(nodes)), key=lambda i: signature(nodes[i], up[i]))
+
+
+def perm_of(order: Sequence[int]) -> list[int]:
+    """The renaming that puts the node at position order[k] as node k+1 (perm[0] == 0)."""
+    perm = [0] * (len(order) + 1)
+    for new_position, old_position in enumerate(order):
+        perm[old_position + 1] = new_position + 1
+    return perm
+
+
+def rename_groups(groups: tuple[frozenset[int], ...], perm: Sequence[int]) -> tuple[Any, ...]:
+    return tuple(sorted(tuple(sorted(perm[n] for n in g)) for g in groups))
+
+
+def rename_leaders(leaders: tuple[tuple[int, int], ...], perm: Sequence[int]) -> tuple[Any, ...]:
+    return tuple(sorted((term, perm[n]) for term, n in leaders))
+
+
+# --------------------------------------------------------------------------- the cache
+
+
+class SearchCache:
+    """The memo tables of one search; see the module docstring."""
+
+    __slots__ = (
+        "checked",
+        "combos",
+        "config",
+        "leaders",
+        "message_contents",
+        "message_infos",
+        "messages",
+        "node_contents",
+        "node_infos",
+        "nodes",
+        "orders",
+        "steps",
+        "stores_checked",
+    )
+
+    def __init__(self) -> None:
+        self.config: object = None
+        self.nodes: dict[Node, Node] = {}
+        self.messages: dict[Message, Message] = {}
+        self.steps: dict[tuple[int, Any], tuple[Node, Any, Transition]] = {}
+        self.node_infos: dict[int, list[Any]] = {}
+        self.node_contents: dict[tuple[Any, ...], int] = {}
+        self.message_infos: dict[int, list[Any]] = {}
+        self.message_contents: dict[tuple[Any, ...], int] = {}
+        self.orders: dict[tuple[int, ...], tuple[tuple[int, ...], int]] = {}
+        self.leaders: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        self.combos: dict[tuple[Any, ...], Any] = {}
+        self.checked: dict[tuple[Any, ...], tuple[Node, ...]] = {}
+        self.stores_checked: dict[int, Any] = {}
+
+    # ------------------------------------------------------------------ interning
+
+    def node(self, node: Node) -> Node:
+        """The first node seen equal to `node`."""
+        return self.nodes.setdefault(node, node)
+
+    def message(self, message: Message) -> Message:
+        """The first message seen equal to `message`."""
+        return self.messages.setdefault(message, message)
+
+    # ------------------------------------------------------------------ transitions
+
+    def transition(
+        self,
+        before: Node,
+        action: Any,
+        compute: Callable[[Node, Any], Transition],
+        config: object,
+    ) -> Transition:
+        """`compute(before, action)`, computed once per (node, action); the node and the
+        messages it returns are interned. A deliver action is keyed by its message's
+        identity (messages in flight are interned, so this hits), others by value.
+        `config` is the cluster config the transitions depend on: a cache serves one
+        config, and a second one is a ValueError (a search bug, not a user error)."""
+        if config is not self.config:
+            if self.config is not None:
+                raise ValueError("a SearchCache serves the states of one cluster config")
+            self.config = config
+        target = action.args[0] if action.kind == "deliver" else action
+        key = (id(before), id(target) if target is not action else action)
+        hit = self.steps.get(key)
+        if hit is not None:
+            return hit[2]
+        after, out, outputs = compute(before, action)
+        result = (self.node(after), tuple([self.message(m) for m in out]), outputs)
+        self.steps[key] = (before, target, result)
+        return result
+
+    # ------------------------------------------------------------------ canonical keys
+
+    def _node_info(self, node: Node) -> list[Any]:
+        """[node, its signature's number, {perm_id * 2 + up: its renamed key's number}]."""
+        content = ("signature", signature(node, True))
+        number = self.node_contents.setdefault(content, len(self.node_contents))
+        info: list[Any] = [node, number, {}]
+        self.node_infos[id(node)] = info
+        return info
+
+    def _renamed_node(
+        self, info: list[Any], up: bool, perm: tuple[int, ...], perm_id: int, order: tuple[int, ...]
+    ) -> int:
+        content = node_key(info[0], up, perm, order)
+        number = self.node_contents.setdefault(content, len(self.node_contents))
+        info[2][perm_id * 2 + up] = number
+        return number
+
+    def _message_info(self, message: Message) -> list[Any]:
+        """[message, {perm_id: its renamed key's number}]."""
+        info: list[Any] = [message, {}]
+        self.message_infos[id(message)] = info
+        return info
+
+    def _renamed_message(self, info: list[Any], perm: tuple[int, ...], perm_id: int) -> int:
+        content = message_key(info[0], perm)
+        number = self.message_contents.setdefault(content, len(self.message_contents))
+        info[1][perm_id] = number
+        return number
+
+    def _order(self, order: tuple[int, ...]) -> tuple[tuple[int, ...], int]:
+        hit = (tuple(perm_of(order)), len(self.orders))
+        self.orders[order] = hit
+        return hit
+
+    def _combo(
+        self,
+        combo_key: tuple[Any, ...],
+        nodes: tuple[Node, ...],
+        up: tuple[bool, ...],
+        groups: tuple[frozenset[int], ...],
+    ) -> tuple[tuple[Node, ...], tuple[int, ...], int, tuple[int, ...]]:
+        """(nodes, perm, perm_id, renamed node numbers in canonical order) for one
+        combination of node objects, up flags and partition."""
+        node_infos = self.node_infos
+        infos: list[list[Any]] = []
+        for node in nodes:
+            info = node_infos.get(id(node))
+            if info is None:
+                info = self._node_info(node)
+            infos.append(info)
+        ranks: list[tuple[int, ...]]
+        if groups:
+            sizes = {n: len(g) for g in groups for n in g}
+            ranks = [(sizes[i + 1], info[1], up[i]) for i, info in enumerate(infos)]
+        else:
+            ranks = [(info[1], flag) for info, flag in zip(infos, up, strict=True)]
+        order = tuple(sorted(range(len(nodes)), key=ranks.__getitem__))
+        perm, perm_id = self.orders.get(order) or self._order(order)
+        node_keys: list[int] = []
+        for old in order:
+            info = infos[old]
+            flag = up[old]
+            number = info[2].get(perm_id * 2 + flag)
+            if number is None:
+                number = self._renamed_node(info, flag, perm, perm_id, order)
+            node_keys.append(number)
+        combo = (nodes, perm, perm_id, tuple(node_keys))
+        self.combos[combo_key] = combo
+        return combo
+
+    def key(
+        self,
+        nodes: tuple[Node, ...],
+        up: tuple[bool, ...],
+        messages: tuple[Message, ...],
+        groups: tuple[frozenset[int], ...],
+        crashes: int,
+        ghost: Ghost,
+    ) -> tuple[Any, ...]:
+        """The canonical key (see the module docstring). Nodes are ordered by (partition
+        group size,) signature and up, as `canonical_order` orders them: ties are the
+        same, so the same states share a key; ties keep the given order."""
+        combo_key = (*[id(node) for node in nodes], up, groups)
+        combo = self.combos.get(combo_key)
+        if combo is None:
+            combo = self._combo(combo_key, nodes, up, groups)
+        _, perm, perm_id, node_keys = combo
+        message_infos = self.message_infos
+        renamed: list[int] = []
+        for message in messages:
+            minfo = message_infos.get(id(message))
+            if minfo is None:
+                minfo = self._message_info(message)
+            number = minfo[1].get(perm_id)
+            if number is None:
+                number = self._renamed_message(minfo, perm, perm_id)
+            renamed.append(number)
+        renamed.sort()
+        leaders: tuple[Any, ...] = ghost.leaders
+        if leaders:
+            leader_key = (leaders, perm_id)
+            hit = self.leaders.get(leader_key)
+            if hit is None:
+                hit = self.leaders[leader_key] = rename_leaders(leaders, perm)
+            leaders = hit
+        return (
+            node_keys,
+            tuple(renamed),
+            rename_groups(groups, perm) if groups else (),
+            crashes,
+            ghost.committed,
+            leaders,
+            ghost.violation,
+        )
+
+    # ------------------------------------------------------------------ invariants
+
+    def check(self, nodes: tuple[Node, ...], ghost: Ghost) -> None:
+        """Raft's invariants on (nodes, ghost) and the store's on each node's store, each
+        combination checked once; raises InvariantViolation as Cluster.check_invariants."""
+        key = (*[id(node) for node in nodes], ghost)
+        if key in self.checked:
+            return
+        check_raft(nodes, ghost)
+        for node in nodes:
+            store = node.store
+            if id(store) in self.stores_checked:
+                continue
+            try:
+                kv.check_invariants(store)
+            except InvariantViolation as violation:
+                raise InvariantViolation(
+                    violation.invariant, f"{node.name}: {violation.detail}"
+                ) from violation
+            self.stores_checked[id(store)] = store
+        self.checked[key] = nodes
