@@ -11,6 +11,10 @@ Contract:
 - Verdict: the checker's verdict merged with HashKV agreement (every member's
   HashKV at one revision, same compact revision, same hash). A timeout or a member
   that never catches up is UNKNOWN, never a pass.
+- A target that already holds data is read once before the workload and its state
+  recorded as the history's first operations (checker/conform_initial.py); the run
+  then reads and watches nothing from before that revision. Nobody else may write to
+  the target during the run.
 - An unreachable target raises TargetError (exit 5); every process and proxy the run
   started is stopped, whatever happens.
 - Progress (ops/s, faults as they happen) goes to `options.progress` (stderr in the CLI).
@@ -33,6 +37,7 @@ import grpc
 import grpc.aio
 from etcdspec.checker.check import CheckOptions, CheckReport, check_history
 from etcdspec.checker.conform_faults import FaultInjector
+from etcdspec.checker.conform_initial import InitialRecord, InitialStateError, capture
 from etcdspec.checker.conform_recorder import (
     Process,
     Recorder,
@@ -40,7 +45,7 @@ from etcdspec.checker.conform_recorder import (
     WatchRecorder,
 )
 from etcdspec.checker.conform_targets import LocalCluster, Target, TargetError, make_target
-from etcdspec.checker.conform_workloads import Worker, make_workload
+from etcdspec.checker.conform_workloads import Worker, make_workload, watch_floor
 from etcdspec.checker.history import build_history
 from etcdspec.checker.report import write_report
 from etcdspec.checker.results import CheckResult
@@ -94,6 +99,7 @@ class ConformResult:
     counts: dict[str, int]
     seconds: float
     notes: tuple[str, ...] = field(default=())
+    initial: InitialRecord | None = None
 
     def describe(self) -> str:
         lines = []
@@ -143,7 +149,10 @@ async def _run(options: ConformOptions) -> ConformResult:
     try:
         _say(options, f"starting {target.describe()}")
         await target.start()
-        await _require_fresh(target)
+        initial = await _capture_initial(target, recorder)
+        if initial.process is not None:
+            notes.append(f"initial state: {initial.describe()}")
+            _say(options, f"initial state: {initial.describe()}")
         injector = FaultInjector(
             target,
             recorder,
@@ -157,7 +166,7 @@ async def _run(options: ConformOptions) -> ConformResult:
             notes.append(
                 f"faults skipped, the target cannot take them: {', '.join(injector.skipped)}"
             )
-        await _drive(options, target, recorder, injector)
+        await _drive(options, target, recorder, injector, initial.revision)
         hashkv = await _hashkv(target)
     except BaseException:
         with contextlib.suppress(Exception):
@@ -183,6 +192,7 @@ async def _run(options: ConformOptions) -> ConformResult:
         counts=dict(recorder.counts),
         seconds=time.monotonic() - started,
         notes=tuple(notes),
+        initial=initial,
     )
     _augment_result(run_dir / "result.json", options, result, target)
     if isinstance(target, LocalCluster) and verdict is Verdict.TRUE:
@@ -198,26 +208,26 @@ def _link_latest(report_dir: Path, run_dir: Path) -> None:
     latest.symlink_to(run_dir.name)
 
 
-async def _require_fresh(target: Target) -> None:
-    """The model starts at revision 1: the run needs an empty store."""
-    client = RecordingClient(Recorder(), target.endpoints[0], 5.0)
+async def _capture_initial(target: Target, recorder: Recorder) -> InitialRecord:
+    """The store's state before the workload, recorded as the history's start (the
+    model starts empty at revision 1; see checker/conform_initial.py)."""
     try:
-        reply = await client.maintenance("Status", rpc_pb2.StatusRequest(), 5.0)
+        return await capture(recorder, target.endpoints[0])
     except grpc.aio.AioRpcError as error:
         raise TargetError(f"{target.endpoints[0]}: {error.details()}") from error
-    finally:
-        await client.close()
-    if reply.header.revision != 1:
-        raise TargetError(
-            f"{target.endpoints[0]} is at revision {reply.header.revision}: a conformance run "
-            "needs a fresh cluster (revision 1), since the model starts empty",
-            code=ExitCode.USAGE,
-        )
+    except InitialStateError as error:
+        raise TargetError(f"{target.endpoints[0]}: {error}", code=ExitCode.USAGE) from error
 
 
 async def _drive(
-    options: ConformOptions, target: Target, recorder: Recorder, injector: FaultInjector
+    options: ConformOptions,
+    target: Target,
+    recorder: Recorder,
+    injector: FaultInjector,
+    floor_revision: int = 1,
 ) -> None:
+    """Run the workload and faults for the run's duration. Nothing reads below
+    `floor_revision` (the initial state's revision) or watches from before it."""
     stop = asyncio.Event()
     tasks: list[asyncio.Task[None]] = []
     watchers: list[WatchRecorder] = []
@@ -225,7 +235,11 @@ async def _drive(
     urls = [target.client_url(n) for n in target.member_names()] or list(target.endpoints)
     for name, url in zip(names, urls, strict=True):
         watcher = WatchRecorder(
-            recorder, url, f"all@{name}", WatchRequest(b"\0", b"\0", 1, prev_kv=True), resume=True
+            recorder,
+            url,
+            f"all@{name}",
+            WatchRequest(b"\0", b"\0", watch_floor(floor_revision), prev_kv=True),
+            resume=True,
         )
         watchers.append(watcher)
         tasks.append(asyncio.create_task(watcher.run(stop)))
@@ -257,6 +271,8 @@ async def _drive(
             rng=random.Random(f"{options.seed}-{i}"),
             keys=options.keys,
             watch_starter=start_watch,
+            floor_revision=floor_revision,
+            last_revision=floor_revision,
         )
         for i in range(options.clients)
     ]
@@ -390,6 +406,7 @@ def _augment_result(
         "faults": list(result.faults),
         "counts": result.counts,
         "notes": list(result.notes),
+        "initial_state": result.initial.to_json() if result.initial is not None else None,
         "seconds": round(result.seconds, 3),
     }
     path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")

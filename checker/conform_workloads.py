@@ -76,6 +76,7 @@ class Worker:
     keys: int
     watch_starter: WatchStarter | None = None
     last_revision: int = 1  # the highest header.revision this worker has seen
+    floor_revision: int = 1  # the initial state's revision: nothing reads below it
     sequence: int = 0
     leases: list[int] = field(default_factory=list)
     watches: int = 0
@@ -132,7 +133,8 @@ class KvWorkload(Workload):
         elif kind == "range":
             await worker.call(RangeRequest(b"k", b"l", limit=rng.choice([0, 2, 5])))
         elif kind == "stale_read":
-            revision = rng.randint(1, max(1, worker.last_revision))
+            floor = worker.floor_revision
+            revision = rng.randint(floor, max(floor, worker.last_revision))
             await worker.call(RangeRequest(b"k", b"l", revision=revision))
         elif kind == "delete":
             await worker.call(DeleteRangeRequest(worker.key(), prev_kv=rng.random() < 0.5))
@@ -259,10 +261,11 @@ class WatchWorkload(KvWorkload):
     async def step(self, worker: Worker) -> None:
         if worker.rng.random() < 0.08:
             kind = worker.rng.choice(["past", "compacted", "future"])
+            floor = watch_floor(worker.floor_revision)
             if kind == "past":
-                start = worker.rng.randint(1, max(1, worker.last_revision))
+                start = worker.rng.randint(floor, max(floor, worker.last_revision))
             elif kind == "compacted":
-                start = 1
+                start = floor
             else:
                 start = worker.last_revision + worker.rng.randint(1, 20)
             request = WatchRequest(b"k", b"l", start, prev_kv=worker.rng.random() < 0.5)
@@ -286,6 +289,12 @@ def make_workload(name: str) -> Workload:
         raise WorkloadError(
             f"unknown workload {name!r}; choose one of {', '.join(WORKLOADS)}"
         ) from None
+
+
+def watch_floor(floor_revision: int) -> int:
+    """The first revision a recorded watch may start at: 1 on a fresh store, else the
+    one after the initial state (the history does not know the store's real past)."""
+    return 1 if floor_revision <= 1 else floor_revision + 1
 
 
 def _prefix_end(prefix: bytes) -> bytes:

@@ -21,9 +21,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--etcdspec-endpoints",
         default=None,
-        help="Comma-separated client URLs of a running etcd v3 cluster at revision 1 "
-        "(a fresh store: the model starts empty). Faults that need process control are "
-        "skipped.",
+        help="Comma-separated client URLs of a running etcd v3 cluster (its data is "
+        "recorded as the history's start; nobody else may write during the run). Faults "
+        "that need process control are skipped.",
     )
     group.addoption(
         "--etcdspec-target",

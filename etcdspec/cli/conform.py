@@ -40,7 +40,8 @@ def parse_duration(text: str) -> float:
 @click.option(
     "--endpoints",
     default=None,
-    help="Client URLs of an existing, fresh cluster (http://HOST:PORT,...); "
+    help="Client URLs of an existing cluster (http://HOST:PORT,...); its data is "
+    "recorded as the history's start, nobody else may write during the run; "
     "process and network faults are skipped.",
 )
 @click.option("--etcd-bin", default=None, help="The etcd binary for --target etcd.")
