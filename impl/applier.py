@@ -167,6 +167,9 @@ class Applier:
                     results[index] = result
                     if result.events:
                         notifications.append((result.revision, list(result.events)))
+                # One write of the consistent index for the batch, in its transaction.
+                last_index, last_term, _ = decoded[-1]
+                self.backend.set_applied(last_index, last_term)
         for revision, events in notifications:
             self.watch_hub.notify(revision, events)
         return [results[index] for index, _, _ in entries]
@@ -175,7 +178,6 @@ class Applier:
         self, index: int, term: int, req: raft_internal_pb2.InternalRaftRequest | None
     ) -> ApplyResult:
         if req is None:  # the leader's empty entry
-            self.backend.set_applied(index, term)
             return ApplyResult(index, term, revision=self.backend.current_revision())
         error: RpcError | None = None
         response: Message | None = None
@@ -186,7 +188,6 @@ class Applier:
                 response, _, events, after = self._dispatch(req, index)
         except RpcError as exc:
             error, events, after = exc, [], []
-        self.backend.set_applied(index, term)
         revision = self.backend.current_revision()
         if response is not None:
             header = getattr(response, "header", None)

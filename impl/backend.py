@@ -30,6 +30,10 @@ Contract:
   `restore()` replaces the file's contents with a snapshot.
 - Not thread-safe by itself: every call takes an internal lock, but a transaction must be
   opened and finished on one thread.
+- The meta values and the alarm list are cached in memory (they are read on every
+  applied request and every proposal): a write updates the cache with the statement
+  that changes the file, and any rollback, restore or reconnect drops the cache, so
+  it never shows what the file does not hold. The connection is the file's only writer.
 """
 
 from __future__ import annotations
@@ -141,11 +145,18 @@ class Backend:
         self.durable = durable
         self._lock = threading.RLock()
         self._in_txn = False
+        self._meta_cache: dict[str, int] = {}
+        self._alarm_cache: list[tuple[int, int]] | None = None
         self._conn = self._connect()
 
     # ---- lifecycle ----
 
+    def _drop_caches(self) -> None:
+        self._meta_cache = {}
+        self._alarm_cache = None
+
     def _connect(self) -> sqlite3.Connection:
+        self._drop_caches()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
@@ -204,6 +215,7 @@ class Backend:
             try:
                 yield self
             except BaseException:
+                self._drop_caches()
                 self._conn.execute("ROLLBACK")
                 raise
             else:
@@ -212,6 +224,7 @@ class Backend:
                 except sqlite3.Error:
                     # A failed commit (disk full, I/O error) may leave the transaction
                     # open: end it so the caller sees the error and nothing half-done.
+                    self._drop_caches()
                     if self._conn.in_transaction:
                         self._conn.execute("ROLLBACK")
                     raise
@@ -226,6 +239,7 @@ class Backend:
         try:
             yield
         except BaseException:
+            self._drop_caches()
             self._conn.execute(f"ROLLBACK TO {name}")
             self._conn.execute(f"RELEASE {name}")
             raise
@@ -241,13 +255,19 @@ class Backend:
     # ---- meta ----
 
     def _meta(self, name: str) -> int:
+        cached = self._meta_cache.get(name)
+        if cached is not None:
+            return cached
         with self._lock:
             row = self._conn.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
-        return int(row[0])
+            value = int(row[0])
+            self._meta_cache[name] = value
+        return value
 
     def _set_meta(self, name: str, value: int) -> None:
         self._require_txn()
         self._conn.execute("UPDATE meta SET value = ? WHERE name = ?", (value, name))
+        self._meta_cache[name] = value
 
     def consistent_index(self) -> int:
         """The index of the last Raft entry whose effects this file holds."""
@@ -257,8 +277,14 @@ class Backend:
         return self._meta("term")
 
     def set_applied(self, index: int, term: int) -> None:
-        self._set_meta("consistent_index", index)
-        self._set_meta("term", term)
+        self._require_txn()
+        self._conn.execute(
+            "UPDATE meta SET value = CASE name WHEN 'consistent_index' THEN ? ELSE ? END "
+            "WHERE name IN ('consistent_index', 'term')",
+            (index, term),
+        )
+        self._meta_cache["consistent_index"] = index
+        self._meta_cache["term"] = term
 
     def current_revision(self) -> int:
         return self._meta("current_revision")
@@ -429,22 +455,29 @@ class Backend:
         self._conn.execute(
             "INSERT OR IGNORE INTO alarm (member_id, alarm) VALUES (?, ?)", (member_id, alarm)
         )
+        self._alarm_cache = None
 
     def delete_alarm(self, member_id: int, alarm: int) -> None:
         self._require_txn()
         self._conn.execute(
             "DELETE FROM alarm WHERE member_id = ? AND alarm = ?", (member_id, alarm)
         )
+        self._alarm_cache = None
 
     def alarms(self) -> list[tuple[int, int]]:
         """(member_id, alarm type) of every raised alarm, sorted."""
+        cached = self._alarm_cache
+        if cached is not None:
+            return list(cached)
         with self._lock:
-            return [
+            found = [
                 (int(m), int(a))
                 for m, a in self._conn.execute(
                     "SELECT member_id, alarm FROM alarm ORDER BY member_id, alarm"
                 )
             ]
+            self._alarm_cache = found
+        return list(found)
 
     # ---- size, defragmentation, hashing ----
 

@@ -5,8 +5,10 @@ it): the Raft driver (etcdspec.impl.raft_driver), the WAL and snapshot files, th
 applier over the SQLite backend, the lessor and the watch hub, the peer transport, the
 gRPC server and the metrics endpoint.
 
-The loop (`_drain`) follows the driver's Ready contract, in this order:
-1. persist the Ready's snapshot, entries and hard state in the WAL, one fsync;
+The loop (`_loop`) follows the driver's Ready contract, in this order:
+1. persist the Ready's snapshot, entries and hard state in the WAL, one fsync (in a
+   worker thread; while it runs, the committed entries that earlier Readies persisted
+   are applied as in step 3: committed means durable on a quorum already);
 2. only then send its messages to the peers;
 3. restore a received snapshot, apply committed entries through the applier (the
    backend stores the applied index in the same SQLite transaction), answer the client
@@ -23,6 +25,9 @@ once in `run_member`) plant known bugs at marked spots: ack_before_fsync (persis
 send and apply, no fsync) and stale_leader_lease_revoke (revoke outside the log) here;
 the others in the server, the watch hub and the member's storage.
 
+Profiling (performance work): with ETCDSPEC_PROFILE=PREFIX in its environment,
+`run_member` runs cProfile over the loop thread and writes PREFIX.<name> on stopping.
+
 Time: a task ticks the driver every --heartbeat-interval; the election timeout is
 counted in ticks. Lease expiry uses time.monotonic() here, the I/O layer.
 """
@@ -31,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import cProfile
 import hashlib
 import json
 import logging
@@ -70,6 +76,20 @@ REQUEST_TIMEOUT_S = 7.0
 AUTO_COMPACTION_CHECK_S = 1.0  # etcd's revision mode checks every 5 min; we check often
 WATCH_PROGRESS_S = 600.0  # etcd's default progress notify interval (10 minutes)
 _ID_MASK = (1 << 48) - 1
+# Profiling (performance work only): cProfile the event-loop thread; the stats go to
+# "<value>.<member name>" when the member stops (SIGTERM).
+PROFILE_ENV = "ETCDSPEC_PROFILE"
+
+
+def committed_already_persisted(ready: Ready) -> bool:
+    """Whether `ready` has committed entries, all persisted by earlier Readies: no
+    snapshot to restore first, and none at or after the first index of the entries this
+    Ready persists (which may replace a conflicting suffix). Those may be applied while
+    this Ready's own persist runs."""
+    committed = ready.committed_entries
+    if not committed or ready.snapshot is not None:
+        return False
+    return not ready.entries or committed[-1].index < ready.entries[0].index
 
 
 class MemberStartError(Exception):
@@ -354,31 +374,48 @@ class Member:
         # driver allows step/propose between ready() and advance()); they go out in
         # the next Ready, which is how writes get batched under load.
         late_persist = ready.must_sync and failpoints.on("ack_before_fsync")
+        persisting: asyncio.Future[None] | None = None
         if ready.must_sync and not late_persist:
             if self._needs_fsync(ready):
-                await asyncio.to_thread(
-                    self.storage.persist, ready.hard_state, ready.entries, ready.snapshot
+                persisting = asyncio.ensure_future(
+                    asyncio.to_thread(
+                        self.storage.persist, ready.hard_state, ready.entries, ready.snapshot
+                    )
                 )
-                self.metrics.wal_fsyncs += 1
             else:
                 self.storage.persist(ready.hard_state, ready.entries, ready.snapshot, sync=False)
-            if ready.hard_state is not None:
-                self._persisted_hard_state = ready.hard_state
-            self._trace("persist", entries=ready.entries)
-        # 2. Send.
-        for message in ready.messages:
-            self.transport.send(message.to, self.storage.encode_message(message))
-            self._trace("send", message=message)
-        # 3. Apply.
+                self._persisted(ready)
         if ready.soft_state is not None:
             self._on_soft_state(ready.soft_state.leader_id, ready.soft_state.role)
+        # While the fsync runs, apply the committed entries this member persisted in an
+        # earlier Ready (all of them but those this Ready's entries replace): committed
+        # means durable on a quorum, so their clients may be answered now rather than
+        # after the fsync of the entries that came in since (etcd applies in parallel
+        # with the WAL write too).
+        applied_early = persisting is not None and committed_already_persisted(ready)
+        try:
+            if applied_early:
+                self._apply(ready.committed_entries)
+        finally:
+            if persisting is not None:
+                await persisting  # even when applying failed: the WAL is not left mid-write
+        if persisting is not None:
+            self.metrics.wal_fsyncs += 1
+            self._persisted(ready)
+        # 2. Send.
+        encode = self.storage.encode_message
+        for message in ready.messages:
+            self.transport.send(message.to, encode(message))
+            if self.tracer is not None:
+                self._trace("send", message=message)
+        # 3. Apply.
         if ready.snapshot is not None:
             log.info("snapshot received", extra={"snapshot": ready.snapshot.describe()})
             self._trace("restore", index=ready.snapshot.meta.index)
             self.storage.restore_snapshot(ready.snapshot)
             self._applied_index = ready.snapshot.meta.index
             self._last_snapshot_index = ready.snapshot.meta.index
-        if ready.committed_entries:
+        if ready.committed_entries and not applied_early:
             self._apply(ready.committed_entries)
         for read_state in ready.read_states:
             batch = self._read_inflight.pop(read_state.context, None)
@@ -388,13 +425,16 @@ class Member:
         self._release_reads()
         if late_persist:
             self.storage.persist(ready.hard_state, ready.entries, ready.snapshot, sync=False)
-            if ready.hard_state is not None:
-                self._persisted_hard_state = ready.hard_state
-            self._trace("persist", entries=ready.entries)
+            self._persisted(ready)
         self.driver.advance(ready)
         self._maybe_snapshot()
         if self.tracer is not None:
             self.tracer.flush()
+
+    def _persisted(self, ready: Ready) -> None:
+        if ready.hard_state is not None:
+            self._persisted_hard_state = ready.hard_state
+        self._trace("persist", entries=ready.entries)
 
     def _needs_fsync(self, ready: Ready) -> bool:
         """Whether persisting `ready` needs an fsync before its messages may leave.
@@ -633,7 +673,10 @@ class Member:
         self.metrics.proposals_pending = len(self._waiters)
         self._wake.set()
         try:
-            response = await asyncio.wait_for(asyncio.shield(future), REQUEST_TIMEOUT_S)
+            # A plain await under a deadline: no extra task or shield, so the answer
+            # reaches the caller in the loop iteration after `_apply` sets it.
+            async with asyncio.timeout(REQUEST_TIMEOUT_S):
+                response = await future
         except TimeoutError as error:
             self.metrics.proposals_failed += 1
             raise RpcError(
@@ -660,7 +703,8 @@ class Member:
         self._read_pending.append(future)
         self._wake.set()
         try:
-            await asyncio.wait_for(asyncio.shield(future), REQUEST_TIMEOUT_S)
+            async with asyncio.timeout(REQUEST_TIMEOUT_S):
+                await future
         except TimeoutError as error:
             future.cancel()  # done: no later ReadIndex carries it
             raise RpcError(
@@ -873,12 +917,20 @@ def run_member(config: MemberConfig) -> int:
         log.warning("failpoints active", extra={"failpoints": failpoints.describe()})
     else:
         log.info("failpoints active", extra={"failpoints": failpoints.describe()})
+    profile_path = os.environ.get(PROFILE_ENV)
+    profiler = cProfile.Profile() if profile_path else None
     try:
+        if profiler is not None:
+            profiler.enable()
         failure = asyncio.run(serve_member(config))
     except MemberStartError as error:
         log.error("cannot serve", extra={"error": str(error)})
         print(f"etcdspec: {error}", file=sys.stderr)
         return int(ExitCode.USAGE)
+    finally:
+        if profiler is not None and profile_path:
+            profiler.disable()
+            profiler.dump_stats(f"{profile_path}.{config.name}")
     if failure is not None:
         print(f"etcdspec: member stopped on an internal error: {failure}", file=sys.stderr)
         return int(ExitCode.INTERNAL_ERROR)
