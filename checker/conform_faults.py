@@ -13,7 +13,11 @@ Contract:
 - `FaultInjector.run(stop)` injects one fault every `interval_s`, going round the
   asked-for faults in a seeded order (so a short run still sees each of them),
   holds it for `hold_s`, heals it, and at the end heals everything (resumes, restarts,
-  heals the network), so the final consistency check sees a whole cluster.
+  heals the network), so the final consistency check sees a whole cluster. A killed
+  or paused member counts as healed once it serves again (Status with a leader, up to
+  `ready_timeout_s`): the next fault's interval starts only then, so two faults never
+  overlap (a slow restart under load would otherwise leave the next fault's member
+  and the restarting one both out, and the run without a quorum).
 - Faults a target cannot take are skipped and listed in `skipped`.
 """
 
@@ -82,6 +86,7 @@ class FaultInjector:
     interval_s: float = 3.0
     hold_s: float = 1.5
     progress: Callable[[str], None] = lambda text: None
+    ready_timeout_s: float = 20.0  # how long a restarted member gets to serve again
     records: list[FaultRecord] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     _killed: set[str] = field(default_factory=set)
@@ -150,7 +155,7 @@ class FaultInjector:
             await self._hold(stop)
             await self.target.restart(target)
             self._killed.discard(target)
-            detail += ", restarted"
+            detail += ", restarted" + await self._back(target)
         elif fault == "pause":
             target, role = await self._pick_member()
             await self.target.pause(target)
@@ -160,7 +165,7 @@ class FaultInjector:
             await self._hold(stop)
             await self.target.resume(target)
             self._paused.discard(target)
-            detail += ", SIGCONT"
+            detail += ", SIGCONT" + await self._back(target)
         elif fault in ("partition", "delay", "drop"):
             network = self.target.network
             assert network is not None
@@ -193,6 +198,27 @@ class FaultInjector:
         self.records.append(
             FaultRecord(len(self.records), fault, target, detail, start, self.recorder.now())
         )
+
+    async def _back(self, name: str) -> str:
+        """Wait until a restarted or resumed member serves again (answers Status and
+        knows a leader), so one fault is healed before the next begins and the run never
+        loses its quorum by two faults overlapping; says how long it took."""
+        started = self.recorder.now()
+        deadline = started + int(self.ready_timeout_s * 1e9)
+        url = self.target.client_url(name)
+        while True:
+            client = RecordingClient(self.recorder, url, 1.0)
+            try:
+                status = await client.maintenance("Status", rpc_pb2.StatusRequest(), 1.0)
+                if status.leader != 0:
+                    return f" (serving after {(self.recorder.now() - started) / 1e9:.1f} s)"
+            except grpc.aio.AioRpcError:
+                pass
+            finally:
+                await client.close()
+            if self.recorder.now() > deadline:
+                return f" (not serving within {self.ready_timeout_s:g} s)"
+            await asyncio.sleep(0.1)
 
     async def _hold(self, stop: asyncio.Event) -> None:
         with contextlib.suppress(TimeoutError):
@@ -234,6 +260,8 @@ class FaultInjector:
             await self.target.resume(name)
         for name in list(self._killed):
             await self.target.restart(name)
+        for name in sorted(self._paused | self._killed):
+            await self._back(name)
         self._paused.clear()
         self._killed.clear()
 

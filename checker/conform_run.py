@@ -228,7 +228,8 @@ async def _drive(
 ) -> None:
     """Run the workload and faults for the run's duration. Nothing reads below
     `floor_revision` (the initial state's revision) or watches from before it."""
-    stop = asyncio.Event()
+    stop = asyncio.Event()  # the workers and faults
+    watch_stop = asyncio.Event()  # the watches: a little later, to deliver what is committed
     tasks: list[asyncio.Task[None]] = []
     watchers: list[WatchRecorder] = []
     names = target.member_names() or [f"e{i}" for i in range(len(target.endpoints))]
@@ -242,7 +243,7 @@ async def _drive(
             resume=True,
         )
         watchers.append(watcher)
-        tasks.append(asyncio.create_task(watcher.run(stop)))
+        tasks.append(asyncio.create_task(watcher.run(watch_stop)))
 
     def start_watch(name: str, request: WatchRequest, seconds: float) -> None:
         url = urls[len(watchers) % len(urls)]
@@ -252,7 +253,7 @@ async def _drive(
 
         async def timed() -> None:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), seconds)
+                await asyncio.wait_for(watch_stop.wait(), seconds)
             own_stop.set()
 
         tasks.append(asyncio.create_task(watcher.run(own_stop)))
@@ -313,6 +314,7 @@ async def _drive(
         stop.set()
         await asyncio.gather(*worker_tasks, fault_task, progress_task, return_exceptions=True)
         await asyncio.sleep(0.5)  # let the watches deliver what is committed
+        watch_stop.set()
         await asyncio.gather(*tasks, return_exceptions=True)
         for client in clients:
             await client.close()

@@ -56,6 +56,8 @@ def test_short_run_with_kill_and_partition_holds(tmp_path: Path, target: str) ->
     assert result.hashkv.verdict is Verdict.TRUE
     kinds = {line.split()[2] for line in result.faults}
     assert {"kill", "partition"} <= kinds, result.faults
+    kills = [line for line in result.faults if " kill " in line]
+    assert all("restarted (serving after" in line for line in kills), kills  # healed first
     partitions = [line for line in result.faults if " partition " in line]
     assert all("(0 connections cut)" not in line for line in partitions), partitions
     assert result.counts["ok"] > 100 and result.counts["watch"] > 50
