@@ -16,10 +16,14 @@ Contract:
   by mod_revision; compaction as a txn on the compact_rev_key, then Compact.
 - `watch`: etcd-kv traffic plus watches of its own starting in the past, at a possibly
   compacted revision, and in the future.
+- `etcd-kv-writes`: etcd-kv with writes weighted up (WRITE_WEIGHTS): most calls change
+  the store, for faults that strike while writes are being applied (kill -9 under
+  write load).
 """
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -52,6 +56,8 @@ KV_WEIGHTS = {
     "txn": 10,
     "cas": 18,
 }
+UNAVAILABLE_PAUSE_S = 0.1  # after a call that could not reach its member
+WRITE_WEIGHTS = {"put": 50, "get": 8, "delete": 10, "txn": 22, "cas": 10}
 # Lease TTLs (s): one short enough to expire within a short run, the others not, so
 # the checker has few expiries to place (each widens its search).
 LEASE_TTLS = (3, 15, 60)
@@ -89,9 +95,14 @@ class Worker:
         return f"k{self.rng.randrange(self.keys)}".encode()
 
     async def call(self, request: Request) -> Outcome:
+        """One recorded call. A call that could not be sent (its member is down) is
+        followed by a short pause, so a client of a killed member does not spin through
+        thousands of failed calls until it is back."""
         outcome = await self.client.call(self.process, request)
         if outcome.response is not None:
             self.last_revision = max(self.last_revision, outcome.response.header.revision)
+        elif outcome.type == "fail" and outcome.code == "UNAVAILABLE":
+            await asyncio.sleep(UNAVAILABLE_PAUSE_S)
         return outcome
 
     def watch(self, request: WatchRequest, seconds: float) -> None:
@@ -274,8 +285,16 @@ class WatchWorkload(KvWorkload):
         await super().step(worker)
 
 
+class WriteHeavyWorkload(KvWorkload):
+    name = "etcd-kv-writes"
+
+    def __init__(self) -> None:
+        super().__init__(WRITE_WEIGHTS)
+
+
 WORKLOADS: dict[str, Callable[[], Workload]] = {
     "etcd-kv": KvWorkload,
+    "etcd-kv-writes": WriteHeavyWorkload,
     "leases": LeaseWorkload,
     "kubernetes": KubernetesWorkload,
     "watch": WatchWorkload,

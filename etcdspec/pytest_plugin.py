@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-WORKLOADS = ("etcd-kv", "kubernetes", "watch", "leases")
+WORKLOADS = ("etcd-kv", "etcd-kv-writes", "kubernetes", "watch", "leases")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
