@@ -64,6 +64,8 @@ def bench(
             "duration_s": duration_s,
             "operations": operations,
             "ops_per_s": round(operations / duration_s, 1),
+            "ok_per_s": round(result.counts["ok"] / duration_s, 1),
+            "fail": result.counts["fail"],
             "info": result.counts["info"],
             "watch_events": result.counts["watch"],
             "check_s": round(check_s, 2),
@@ -116,7 +118,8 @@ def _line(row: dict[str, object]) -> str:
     return (
         f"{row['target']:<10} {row['workload']:<10} faults {row['faults']} "
         f"({row['fault_count']}) {row['clients']} clients {row['operations']:>6} ops in "
-        f"{row['duration_s']:g} s = {row['ops_per_s']:>7} ops/s ({row['info']} info), "
+        f"{row['duration_s']:g} s = {row['ops_per_s']:>7} ops/s ({row['ok_per_s']} ok/s, "
+        f"{row['fail']} fail, {row['info']} info), "
         f"{row['watch_events']} watch events, check {row['check_s']} s{slow}, "
         f"HashKV {row['hashkv']}, {row['verdict']}; checks {row['checks']}"
     )

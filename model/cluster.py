@@ -442,7 +442,7 @@ class Cluster:
         """Every enabled action with the state it leads to, in a deterministic order.
         With `cache` (one search's memo tables) node transitions are computed once and
         nodes and messages are interned: the same actions and states come out."""
-        for action in self._candidate_actions():
+        for action in self._candidate_actions(cache):
             result = self._try(action, cache)
             if result is not None:
                 yield action, result
@@ -471,74 +471,79 @@ class Cluster:
             return Action(action.kind, (self.network.messages[index],))
         return action
 
-    def _candidate_actions(self) -> Iterator[Action]:
+    def _candidate_actions(self, cache: SearchCache | None = None) -> Iterator[Action]:
         """The actions whose preconditions hold, in a fixed order; the ones that surely
-        leave the bounds are left out early (the bounds are checked again on the result)."""
+        leave the bounds are left out early (the bounds are checked again on the result).
+        With `cache`, each node's action list and each message's actions are made once."""
         config = self.config
-        free = config.timeouts == "free"
-        explicit = config.persist == "explicit"
-        max_term, max_log = config.max_term, config.max_log
-
-        def term_room(node: Node) -> bool:
-            return max_term is None or node.term < max_term
-
-        def log_room(node: Node) -> bool:
-            return max_log is None or node.log.last_index < max_log
-
+        up = self.up
         for node in self.nodes:
-            i = node.id
-            if not self.up[i - 1]:
-                continue
-            if explicit and rn.needs_persist(node):
-                yield persist(i)
-            leader = node.role == Role.LEADER
-            if free:
-                # (a real campaign past max_term would leave the bounds: not offered)
-                if (leader and config.check_quorum) or (
-                    not leader and (config.prevote or term_room(node))
-                ):
-                    yield timeout(i)
-                if leader and config.allow_heartbeat:
-                    yield heartbeat(i)
+            if up[node.id - 1]:
+                if cache is None:
+                    yield from self._node_actions(node)
+                else:
+                    yield from cache.node_actions(node, self._node_actions)
+        network = self.network
+        messages = network.messages
+        for index, message in enumerate(messages):
+            if index and message in messages[:index]:
+                continue  # one copy of each message in flight
+            if cache is None:
+                deliver_it, drop_it, duplicate_it = _message_actions(message)
             else:
-                yield tick(i)
-            if leader:
-                if log_room(node):
-                    for request in config.proposals:
-                        yield propose(i, request)
-                if rn.can_read_index(node):
-                    for request in config.reads:
-                        yield read_index(i, request)
-                for lease_id, remaining in node.leases:
-                    if remaining > 0:
-                        yield keepalive(i, lease_id)
-            if config.allow_compaction and self._can_compact(node):
-                yield compact_log(i)
-        seen: set[Message] = set()
-        for message in self.network.messages:
-            if message in seen:
-                continue
-            seen.add(message)
-            if self.up[message.dst - 1] and self.network.connected(message.src, message.dst):
-                yield deliver(message)
+                deliver_it, drop_it, duplicate_it = cache.message_actions(message, _message_actions)
+            if up[message.dst - 1] and network.connected(message.src, message.dst):
+                yield deliver_it
             if config.allow_drop:
-                yield drop(message)
+                yield drop_it
             if config.allow_duplicate:
-                yield duplicate(message)
+                yield duplicate_it
         for node in self.nodes:
-            if self.up[node.id - 1]:
+            if up[node.id - 1]:
                 if config.max_crashes is None or self.crashes < config.max_crashes:
                     yield crash(node.id)
             else:
                 yield restart(node.id)
         if config.allow_partition and config.nodes > 1:
-            if self.network.groups:
+            if network.groups:
                 yield heal()
             else:
                 everyone = frozenset(range(1, config.nodes + 1))
                 for size in range(1, (config.nodes - 1) // 2 + 1):
                     for minority in itertools.combinations(range(1, config.nodes + 1), size):
                         yield partition((frozenset(minority), everyone - set(minority)))
+
+    def _node_actions(self, node: Node) -> Iterator[Action]:
+        """The enabled inputs of one node that is up: a function of the config and the
+        node only."""
+        config = self.config
+        max_term, max_log = config.max_term, config.max_log
+        i = node.id
+        if config.persist == "explicit" and rn.needs_persist(node):
+            yield persist(i)
+        leader = node.role == Role.LEADER
+        if config.timeouts == "free":
+            # (a real campaign past max_term would leave the bounds: not offered)
+            if (leader and config.check_quorum) or (
+                not leader and (config.prevote or max_term is None or node.term < max_term)
+            ):
+                yield timeout(i)
+            if leader and config.allow_heartbeat:
+                yield heartbeat(i)
+        else:
+            yield tick(i)
+        if leader:
+            if max_log is None or node.log.last_index < max_log:
+                for request in config.proposals:
+                    yield propose(i, request)
+            if rn.can_read_index(node):
+                for request in config.reads:
+                    yield read_index(i, request)
+            for lease_id, remaining in node.leases:
+                if remaining > 0:
+                    yield keepalive(i, lease_id)
+        if config.allow_compaction and self._can_compact(node):
+            yield compact_log(i)
 
     def _can_compact(self, node: Node) -> bool:
         lag = node.applied_index - node.log.snapshot.last_index
@@ -702,15 +707,22 @@ class Cluster:
         config = self.config
         if cache is None:
             after, out, outputs = self._transition(before, action)
+            if not self._fits(after):
+                return None
         else:
-            after, out, outputs = cache.transition(before, action, self._transition, config)
-        max_term, max_log = config.max_term, config.max_log
-        if (max_term is not None and after.term > max_term) or (
-            max_log is not None and after.log.last_index > max_log
-        ):
-            return None
+            after, out, outputs, fits = cache.transition(
+                before, action, self._transition, self._fits, config
+            )
+            if not fits:
+                return None
         max_messages = config.max_messages
-        if max_messages is not None and config.lossy_overflow and (out or after.outbox):
+        # outboxes hold messages only with explicit persistence (see rn.finish)
+        explicit = self.params.explicit_persist
+        if (
+            max_messages is not None
+            and config.lossy_overflow
+            and (explicit or len(out) > max_messages - len(network.messages))
+        ):
             kept, out = self._lose_overflow(node_id, after, out, network)
             if kept is not after and cache is not None:
                 kept = cache.node(kept)
@@ -718,18 +730,29 @@ class Cluster:
         nodes = list(self.nodes)
         nodes[node_id - 1] = after
         new_nodes = tuple(nodes)
-        network = network.send(out)
+        if out:
+            network = network.send(out)
         if max_messages is not None:
             held = len(network.messages)
-            for node in new_nodes:
-                held += len(node.outbox)
+            if explicit:
+                for node in new_nodes:
+                    held += len(node.outbox)
             if held > max_messages:
                 return None
         ghost = self.ghost
         if after.role == Role.LEADER or after.commit_index > len(ghost.committed):
             ghost = update_ghost(ghost, (before,), (after,))  # else it cannot change
+            if cache is not None and ghost is not self.ghost:
+                ghost = cache.ghost(ghost)
         return Cluster(
             config, self.params, new_nodes, self.up, network, self.crashes, ghost, outputs
+        )
+
+    def _fits(self, node: Node) -> bool:
+        """Whether one node is within the term and log bounds."""
+        max_term, max_log = self.config.max_term, self.config.max_log
+        return (max_term is None or node.term <= max_term) and (
+            max_log is None or node.log.last_index <= max_log
         )
 
     def _lose_overflow(
@@ -789,6 +812,10 @@ class Cluster:
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def _message_actions(message: Message) -> tuple[Action, ...]:
+    return (deliver(message), drop(message), duplicate(message))
 
 
 def _is_split(groups: Any, nodes: int) -> bool:

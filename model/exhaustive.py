@@ -17,6 +17,7 @@ out first. No I/O except calling `progress` (if given) about once a second.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -151,6 +152,28 @@ def explore_exhaustive(
     max_states: int | None = None,
     time_budget_s: float | None = None,
     progress: Callable[[ExploreProgress], None] | None = None,
+) -> ExhaustiveResult:
+    """Search the bounded space of `config` (see the module docstring).
+
+    Python's cyclic garbage collector is paused while the search runs and put back as it
+    was after: the search allocates millions of small acyclic tuples, which reference
+    counting frees at once, and the collector's repeated passes over the growing set of
+    visited states only cost time (about a fifth of it)."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _search(config, max_depth, max_states, time_budget_s, progress)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _search(
+    config: ClusterConfig,
+    max_depth: int | None,
+    max_states: int | None,
+    time_budget_s: float | None,
+    progress: Callable[[ExploreProgress], None] | None,
 ) -> ExhaustiveResult:
     config = finite_config(config)
     started = time.monotonic()

@@ -59,6 +59,7 @@ def update_ghost(ghost: Ghost, before: Sequence[Node], after: Sequence[Node]) ->
                 violation is None
                 and old.role == Role.LEADER
                 and old.term == new.term
+                and new.log is not old.log
                 and not _extends(new.log, old.log)
             ):
                 violation = (

@@ -8,7 +8,7 @@ of a pure function of the values it is keyed by, so using it never changes an an
   object, so equal values reached along different paths become the same object and the
   identity-keyed tables below hit. Equal nodes are interchangeable because every model
   function reads nodes by content.
-- `transition(before, action, compute)`: the node-level part of one step (the Raft
+- `transition(before, action, ...)`: the node-level part of one step (the Raft
   transition, durability, lease clocks, applying committed entries) is a pure function
   of the node before and the action, so it is computed once per (node, action).
 - `key(...)`: the canonical key of a cluster (see Cluster.canonical_fingerprint): nodes
@@ -24,7 +24,7 @@ No I/O.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from etcdspec.model import store as kv
@@ -156,14 +156,16 @@ class SearchCache:
     """The memo tables of one search; see the module docstring."""
 
     __slots__ = (
+        "actions",
         "checked",
         "combos",
         "config",
-        "leaders",
+        "contents",
+        "ghost_values",
+        "ghosts",
         "message_contents",
         "message_infos",
         "messages",
-        "node_contents",
         "node_infos",
         "nodes",
         "orders",
@@ -175,15 +177,17 @@ class SearchCache:
         self.config: object = None
         self.nodes: dict[Node, Node] = {}
         self.messages: dict[Message, Message] = {}
-        self.steps: dict[tuple[int, Any], tuple[Node, Any, Transition]] = {}
+        self.steps: dict[tuple[int, int], tuple[Node, Any, Any]] = {}
         self.node_infos: dict[int, list[Any]] = {}
-        self.node_contents: dict[tuple[Any, ...], int] = {}
+        self.contents: dict[tuple[Any, ...], int] = {}
         self.message_infos: dict[int, list[Any]] = {}
         self.message_contents: dict[tuple[Any, ...], int] = {}
         self.orders: dict[tuple[int, ...], tuple[tuple[int, ...], int]] = {}
-        self.leaders: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        self.ghosts: dict[tuple[int, int], tuple[Ghost, int]] = {}
+        self.ghost_values: dict[Ghost, Ghost] = {}
         self.combos: dict[tuple[Any, ...], Any] = {}
-        self.checked: dict[tuple[Any, ...], tuple[Node, ...]] = {}
+        self.actions: dict[int, tuple[Any, tuple[Any, ...]]] = {}
+        self.checked: dict[tuple[int, ...], tuple[tuple[Node, ...], Ghost]] = {}
         self.stores_checked: dict[int, Any] = {}
 
     # ------------------------------------------------------------------ interning
@@ -191,6 +195,10 @@ class SearchCache:
     def node(self, node: Node) -> Node:
         """The first node seen equal to `node`."""
         return self.nodes.setdefault(node, node)
+
+    def ghost(self, ghost: Ghost) -> Ghost:
+        """The first history seen equal to `ghost`."""
+        return self.ghost_values.setdefault(ghost, ghost)
 
     def message(self, message: Message) -> Message:
         """The first message seen equal to `message`."""
@@ -203,33 +211,53 @@ class SearchCache:
         before: Node,
         action: Any,
         compute: Callable[[Node, Any], Transition],
+        fits: Callable[[Node], bool],
         config: object,
-    ) -> Transition:
-        """`compute(before, action)`, computed once per (node, action); the node and the
-        messages it returns are interned. A deliver action is keyed by its message's
-        identity (messages in flight are interned, so this hits), others by value.
-        `config` is the cluster config the transitions depend on: a cache serves one
-        config, and a second one is a ValueError (a search bug, not a user error)."""
+    ) -> tuple[Node, tuple[Message, ...], tuple[Any, ...], bool]:
+        """`compute(before, action)` and whether its node `fits` the bounds, computed once
+        per (node, action object); the node and the messages are interned. Actions are
+        keyed by identity: the ones `node_actions` and `message_actions` hand out come
+        again and again. `config` is the cluster config the transitions depend on: a
+        cache serves one config, and a second one is a ValueError (a search bug)."""
         if config is not self.config:
             if self.config is not None:
                 raise ValueError("a SearchCache serves the states of one cluster config")
             self.config = config
-        target = action.args[0] if action.kind == "deliver" else action
-        key = (id(before), id(target) if target is not action else action)
+        key = (id(before), id(action))
         hit = self.steps.get(key)
         if hit is not None:
             return hit[2]
         after, out, outputs = compute(before, action)
-        result = (self.node(after), tuple([self.message(m) for m in out]), outputs)
-        self.steps[key] = (before, target, result)
+        after = self.node(after)
+        result = (after, tuple([self.message(m) for m in out]), outputs, fits(after))
+        self.steps[key] = (before, action, result)
         return result
+
+    # ------------------------------------------------------------------ actions
+
+    def node_actions(self, node: Node, compute: Callable[[Node], Iterable[Any]]) -> tuple[Any, ...]:
+        """`compute(node)` (a node's enabled inputs), made once per node."""
+        hit = self.actions.get(id(node))
+        if hit is None:
+            hit = self.actions[id(node)] = (node, tuple(compute(node)))
+        return hit[1]
+
+    def message_actions(
+        self, message: Message, compute: Callable[[Message], tuple[Any, ...]]
+    ) -> tuple[Any, ...]:
+        """`compute(message)` (the actions on one message in flight), made once per
+        message."""
+        hit = self.actions.get(id(message))
+        if hit is None:
+            hit = self.actions[id(message)] = (message, compute(message))
+        return hit[1]
 
     # ------------------------------------------------------------------ canonical keys
 
     def _node_info(self, node: Node) -> list[Any]:
         """[node, its signature's number, {perm_id * 2 + up: its renamed key's number}]."""
         content = ("signature", signature(node, True))
-        number = self.node_contents.setdefault(content, len(self.node_contents))
+        number = self.contents.setdefault(content, len(self.contents))
         info: list[Any] = [node, number, {}]
         self.node_infos[id(node)] = info
         return info
@@ -238,7 +266,7 @@ class SearchCache:
         self, info: list[Any], up: bool, perm: tuple[int, ...], perm_id: int, order: tuple[int, ...]
     ) -> int:
         content = node_key(info[0], up, perm, order)
-        number = self.node_contents.setdefault(content, len(self.node_contents))
+        number = self.contents.setdefault(content, len(self.contents))
         info[2][perm_id * 2 + up] = number
         return number
 
@@ -265,9 +293,9 @@ class SearchCache:
         nodes: tuple[Node, ...],
         up: tuple[bool, ...],
         groups: tuple[frozenset[int], ...],
-    ) -> tuple[tuple[Node, ...], tuple[int, ...], int, tuple[int, ...]]:
-        """(nodes, perm, perm_id, renamed node numbers in canonical order) for one
-        combination of node objects, up flags and partition."""
+    ) -> tuple[tuple[Node, ...], tuple[int, ...], int, int]:
+        """(nodes, perm, perm_id, number of the renamed nodes in canonical order) for
+        one combination of node objects, up flags and partition."""
         node_infos = self.node_infos
         infos: list[list[Any]] = []
         for node in nodes:
@@ -291,7 +319,9 @@ class SearchCache:
             if number is None:
                 number = self._renamed_node(info, flag, perm, perm_id, order)
             node_keys.append(number)
-        combo = (nodes, perm, perm_id, tuple(node_keys))
+        content = ("nodes", tuple(node_keys))
+        number = self.contents.setdefault(content, len(self.contents))
+        combo = (nodes, perm, perm_id, number)
         self.combos[combo_key] = combo
         return combo
 
@@ -307,11 +337,11 @@ class SearchCache:
         """The canonical key (see the module docstring). Nodes are ordered by (partition
         group size,) signature and up, as `canonical_order` orders them: ties are the
         same, so the same states share a key; ties keep the given order."""
-        combo_key = (*[id(node) for node in nodes], up, groups)
+        combo_key = (*map(id, nodes), up, groups)
         combo = self.combos.get(combo_key)
         if combo is None:
             combo = self._combo(combo_key, nodes, up, groups)
-        _, perm, perm_id, node_keys = combo
+        _, perm, perm_id, nodes_number = combo
         message_infos = self.message_infos
         renamed: list[int] = []
         for message in messages:
@@ -323,29 +353,34 @@ class SearchCache:
                 number = self._renamed_message(minfo, perm, perm_id)
             renamed.append(number)
         renamed.sort()
-        leaders: tuple[Any, ...] = ghost.leaders
-        if leaders:
-            leader_key = (leaders, perm_id)
-            hit = self.leaders.get(leader_key)
-            if hit is None:
-                hit = self.leaders[leader_key] = rename_leaders(leaders, perm)
-            leaders = hit
+        ghost_hit = self.ghosts.get((id(ghost), perm_id))
+        if ghost_hit is None:
+            ghost_hit = self._ghost_number(ghost, perm, perm_id)
         return (
-            node_keys,
+            nodes_number,
+            ghost_hit[1],
             tuple(renamed),
             rename_groups(groups, perm) if groups else (),
             crashes,
+        )
+
+    def _ghost_number(self, ghost: Ghost, perm: tuple[int, ...], perm_id: int) -> tuple[Ghost, int]:
+        content = (
+            "ghost",
             ghost.committed,
-            leaders,
+            rename_leaders(ghost.leaders, perm),
             ghost.violation,
         )
+        number = self.contents.setdefault(content, len(self.contents))
+        hit = self.ghosts[(id(ghost), perm_id)] = (ghost, number)
+        return hit
 
     # ------------------------------------------------------------------ invariants
 
     def check(self, nodes: tuple[Node, ...], ghost: Ghost) -> None:
         """Raft's invariants on (nodes, ghost) and the store's on each node's store, each
         combination checked once; raises InvariantViolation as Cluster.check_invariants."""
-        key = (*[id(node) for node in nodes], ghost)
+        key = (*map(id, nodes), id(ghost))
         if key in self.checked:
             return
         check_raft(nodes, ghost)
@@ -360,4 +395,4 @@ class SearchCache:
                     violation.invariant, f"{node.name}: {violation.detail}"
                 ) from violation
             self.stores_checked[id(store)] = store
-        self.checked[key] = nodes
+        self.checked[key] = (nodes, ghost)
