@@ -7,7 +7,15 @@ runs async gRPC clients for --duration seconds, each client issuing one request 
 time with 256-byte values, spread over the three members. Prints throughput and p50/p99
 latency side by side, with ratios ours/etcd. Clusters are always stopped.
 
+With --memory, instead: loads --memory-keys keys (256-byte values, in Txns of
+MEMORY_TXN_PUTS puts) into each target's cluster and prints each member's resident
+memory (VmRSS from /proc/PID/status, and its peak VmHWM) side by side.
+
+With --profile PREFIX, our members run under cProfile (ETCDSPEC_PROFILE) and write
+PREFIX.m1, PREFIX.m2, PREFIX.m3 when they stop (read them with `python -m pstats`).
+
 Usage: python -m bench.server_bench [--duration 3] [--clients 1,16,64] [--json FILE]
+       python -m bench.server_bench --memory [--memory-keys 100000]
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import shutil
 import statistics
@@ -30,6 +39,11 @@ from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
 
 WORKLOADS = ("put", "range-linearizable", "range-serializable")
 KEYSPACE = 1000
+VALUE_BYTES = 256
+MEMORY_TXN_PUTS = 100  # below etcd's default --max-txn-ops (128)
+MEMORY_TXNS_IN_FLIGHT = 8
+MEMORY_SNAPSHOT_COUNT = 500
+MIB = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -144,6 +158,130 @@ async def _populate(endpoints: list[str]) -> None:
             )
 
 
+@dataclass(frozen=True)
+class MemberMemory:
+    """One member's resident memory after the load (bytes)."""
+
+    target: str
+    member: str
+    rss_bytes: int
+    peak_rss_bytes: int
+    keys: int
+    load_seconds: float
+
+    def describe(self) -> str:
+        return (
+            f"{self.target} {self.member}: RSS {self.rss_bytes / MIB:.1f} MiB "
+            f"(peak {self.peak_rss_bytes / MIB:.1f} MiB) at {self.keys} keys"
+        )
+
+
+def read_rss(pid: int) -> tuple[int, int]:
+    """(VmRSS, VmHWM) of a live process in bytes, from /proc/PID/status."""
+    fields: dict[str, int] = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        name, _, rest = line.partition(":")
+        if name in ("VmRSS", "VmHWM"):
+            value, unit = rest.split()
+            if unit != "kB":
+                raise ValueError(f"/proc/{pid}/status: {name} in {unit!r}, expected kB")
+            fields[name] = int(value) * 1024
+    return fields["VmRSS"], fields["VmHWM"]
+
+
+async def _load_keys(endpoints: list[str], keys: int, seed: int) -> None:
+    """Put `keys` distinct keys, MEMORY_TXN_PUTS per Txn, spread over the members."""
+    channels = [grpc.aio.insecure_channel(e.removeprefix("http://")) for e in endpoints]
+    try:
+        stubs = [rpc_pb2_grpc.KVStub(channel) for channel in channels]
+        value = bytes(random.Random(seed).randbytes(VALUE_BYTES))
+        starts = list(range(0, keys, MEMORY_TXN_PUTS))
+        cursor = 0
+
+        async def worker(stub: rpc_pb2_grpc.KVStub) -> None:
+            nonlocal cursor
+            while cursor < len(starts):
+                start = starts[cursor]
+                cursor += 1
+                puts = [
+                    rpc_pb2.RequestOp(
+                        request_put=rpc_pb2.PutRequest(key=f"mem/{i:08d}".encode(), value=value)
+                    )
+                    for i in range(start, min(keys, start + MEMORY_TXN_PUTS))
+                ]
+                await stub.Txn(rpc_pb2.TxnRequest(success=puts), timeout=30)
+
+        await asyncio.gather(*(worker(stubs[i % len(stubs)]) for i in range(MEMORY_TXNS_IN_FLIGHT)))
+    finally:
+        for channel in channels:
+            await channel.close()
+
+
+def memory_target(
+    target: str, keys: int, seed: int, snapshot_count: int = MEMORY_SNAPSHOT_COUNT
+) -> list[MemberMemory]:
+    """Load `keys` keys into a fresh cluster; each member's memory afterwards. With the
+    default `snapshot_count`, the load (one entry per Txn) crosses snapshots, the last
+    taken of nearly all the keys, as a long-running member would."""
+    directory = Path(tempfile.mkdtemp(prefix=f"etcdspec-bench-mem-{target}-"))
+    plan = launcher.plan_cluster(directory, 3, snapshot_count=snapshot_count)
+    members = launcher.start_cluster(plan, program_for(target))
+    try:
+        launcher.wait_ready(plan.endpoints, timeout_s=60)
+        started = time.perf_counter()
+        asyncio.run(_load_keys(plan.endpoints, keys, seed))
+        seconds = time.perf_counter() - started
+        # Every member has applied the load once all report the same revision.
+        deadline = time.monotonic() + 60
+        while True:
+            revisions = {launcher.probe_status(e)["revision"] for e in plan.endpoints}
+            if len(revisions) == 1 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        out = []
+        for member in members:
+            rss, peak = read_rss(member.pid)
+            report = MemberMemory(target, member.plan.name, rss, peak, keys, seconds)
+            print(report.describe(), file=sys.stderr)
+            out.append(report)
+        return out
+    finally:
+        launcher.stop_members(members)
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def format_memory_table(rows: list[MemberMemory]) -> str:
+    by_key = {(r.target, r.member): r for r in rows}
+    names = sorted({r.member for r in rows})
+    header = (
+        f"{'member':<8} | {'ours RSS':>9} {'etcd RSS':>9} {'ratio':>6} | "
+        f"{'ours peak':>9} {'etcd peak':>9}"
+    )
+    lines = [header, "-" * len(header)]
+
+    def mib(row: MemberMemory | None, attr: str) -> str:
+        return f"{getattr(row, attr) / MIB:9.1f}" if row else f"{'-':>9}"
+
+    for name in names:
+        ours, etcd = by_key.get(("ours", name)), by_key.get(("etcd", name))
+        ratio = (
+            f"{ours.rss_bytes / etcd.rss_bytes:6.2f}"
+            if ours and etcd and etcd.rss_bytes
+            else f"{'-':>6}"
+        )
+        lines.append(
+            f"{name:<8} | {mib(ours, 'rss_bytes')} {mib(etcd, 'rss_bytes')} {ratio} | "
+            f"{mib(ours, 'peak_rss_bytes')} {mib(etcd, 'peak_rss_bytes')}"
+        )
+    loads = ", ".join(
+        f"{t} {rows_[0].keys / rows_[0].load_seconds:.0f} keys/s"
+        for t in ("ours", "etcd")
+        if (rows_ := [r for r in rows if r.target == t])
+    )
+    lines.append(f"MiB after loading {rows[0].keys if rows else 0} keys ({loads})")
+    return "\n".join(lines)
+
+
 def program_for(target: str) -> list[str]:
     if target == "ours":
         return launcher.ours_program()
@@ -215,10 +353,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--targets", default="ours,etcd")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", dest="json_path", default=None)
+    parser.add_argument("--memory", action="store_true", help="report RSS after a load")
+    parser.add_argument("--memory-keys", type=int, default=100_000)
+    parser.add_argument("--profile", default=None, help="cProfile our members to PREFIX.mN")
     args = parser.parse_args(argv)
+    targets = [t for t in args.targets.split(",") if t]
+    if args.profile:
+        os.environ["ETCDSPEC_PROFILE"] = str(Path(args.profile).resolve())
+    if args.memory:
+        rows: list[MemberMemory] = []
+        for target in targets:
+            rows.extend(memory_target(target, args.memory_keys, args.seed))
+        print(format_memory_table(rows))
+        if args.json_path:
+            Path(args.json_path).write_text(json.dumps([r.__dict__ for r in rows], indent=2) + "\n")
+        return 0
     client_counts = [int(c) for c in args.clients.split(",") if c]
     cells: list[Cell] = []
-    for target in [t for t in args.targets.split(",") if t]:
+    for target in targets:
         cells.extend(bench_target(target, client_counts, args.duration, args.seed))
     print(format_table(cells))
     if args.json_path:

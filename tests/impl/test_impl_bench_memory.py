@@ -1,0 +1,36 @@
+"""bench/server_bench.py --memory: the RSS it reads and the table it prints."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+# bench/ is a folder of scripts, not an installed package: load the module from its file.
+_PATH = Path(__file__).resolve().parents[2] / "bench" / "server_bench.py"
+_SPEC = importlib.util.spec_from_file_location("server_bench", _PATH)
+assert _SPEC is not None and _SPEC.loader is not None
+server_bench = importlib.util.module_from_spec(_SPEC)
+sys.modules.setdefault("server_bench", server_bench)  # dataclasses look their module up
+_SPEC.loader.exec_module(server_bench)
+MIB = server_bench.MIB
+MemberMemory = server_bench.MemberMemory
+format_memory_table = server_bench.format_memory_table
+read_rss = server_bench.read_rss
+
+
+def test_read_rss_gives_the_resident_and_peak_bytes_of_a_live_process() -> None:
+    rss, peak = read_rss(os.getpid())
+    assert 0 < rss <= peak
+    assert rss % 1024 == 0
+
+
+def test_memory_table_puts_both_targets_side_by_side_with_their_ratio() -> None:
+    rows = [
+        MemberMemory("ours", "m1", 80 * MIB, 120 * MIB, 100_000, 25.0),
+        MemberMemory("etcd", "m1", 160 * MIB, 161 * MIB, 100_000, 4.0),
+    ]
+    table = format_memory_table(rows).splitlines()
+    assert table[2].split() == ["m1", "|", "80.0", "160.0", "0.50", "|", "120.0", "161.0"]
+    assert table[-1] == "MiB after loading 100000 keys (ours 4000 keys/s, etcd 25000 keys/s)"
