@@ -21,9 +21,11 @@ Contract:
   info writes are tried only where no ok operation claims the next revision (only
   those matching a write a response observed there, when one did; newest invoke first
   otherwise), and the model may rule out an info write from what responses show
-  (`info_possible`, `info_state_possible`). An info operation (a synthetic lease
-  expiry too) that takes a revision where writes were observed must have written them
-  (`writes_match`), so the revision each expiry takes follows what watches saw. Every cut is sound: it drops only branches
+  (`info_possible`, `info_state_possible`). An operation (a synthetic lease expiry
+  too) that takes a revision where writes were observed must have written them
+  (`writes_match`), so the revision each expiry takes follows what watches saw; an
+  info write that alone can explain a write observed at revision r is tried only at r
+  (`pinned_revisions`). Every cut is sound: it drops only branches
   that could never place every ok operation (tests/checker/test_checker_differential.py
   compares with the plain search). A history whose responses carry revisions is then
   checked in near-linear time; many info writes nobody observed still cost backtracking.
@@ -380,6 +382,9 @@ class _Search:
                 by_signature.setdefault(signature, []).append(i)
         self.observed = observed
         self.observed_revisions = set(observed)
+        self.pinned: list[int | None] = [None] * len(self.items)
+        for i, revision in self.model.pinned_revisions(self.items, observed).items():
+            self.pinned[i] = revision
         self.info_wildcards = [i for i in self.info_gap if self.items[i].wildcard]
         self.gap_first: dict[int, list[int]] = {}
         for rev, signatures in observed.items():
@@ -455,31 +460,43 @@ class _Search:
             if not placed[i] and (lazy is None or gap or lazy in tags):
                 yield i
         if gap:
-            first = self.gap_first.get(revision + 1, [])
+            after = revision + 1
+            pinned = self.pinned
+            first = self.gap_first.get(after, [])
             for i in first:
-                if call[i] < boundary and not placed[i]:
+                if call[i] < boundary and not placed[i] and pinned[i] in (None, after):
                     yield i
-            if revision + 1 in self.observed_revisions:
+            if after in self.observed_revisions:
                 # A response saw what was written there: only a match can fit.
                 for i in self.info_wildcards:
-                    if call[i] < boundary and not placed[i]:
+                    if call[i] < boundary and not placed[i] and pinned[i] in (None, after):
                         yield i
                 return
             tried = set(first)
             # The info write that took revision+1 was most likely invoked shortly before
             # the first operation that ran at revision+1 returned: newest first from there.
-            limit = min(boundary, self.gap_time.get(revision + 1, boundary))
+            limit = min(boundary, self.gap_time.get(after, boundary))
             split = bisect.bisect_left(self.info_gap_calls, limit)
             possible = self.model.info_possible
             for k in range(split - 1, -1, -1):
                 i = self.info_gap[k]
-                if not placed[i] and i not in tried and possible(self.items[i], revision + 1):
+                if (
+                    not placed[i]
+                    and pinned[i] is None
+                    and i not in tried
+                    and possible(self.items[i], after)
+                ):
                     yield i
             for k in range(split, len(self.info_gap)):
                 i = self.info_gap[k]
                 if call[i] >= boundary:
                     break
-                if not placed[i] and i not in tried and possible(self.items[i], revision + 1):
+                if (
+                    not placed[i]
+                    and pinned[i] is None
+                    and i not in tried
+                    and possible(self.items[i], after)
+                ):
                     yield i
 
     def _successors(self, frame: _Frame) -> Iterator[tuple[int, Any]]:
@@ -512,12 +529,10 @@ class _Search:
                         self.placed[i] = 0
                         if not allowed:
                             continue
-                        # What was seen written at the revision this info op takes must
-                        # be what it wrote (one revision is one write).
-                        if (
-                            not self.is_ok[i]
-                            and after in self.observed_revisions
-                            and not model.writes_match(state, self.observed[after])
+                        # What was seen written at the revision this op takes must be
+                        # what it wrote (one revision is one write).
+                        if after in self.observed_revisions and not model.writes_match(
+                            state, self.observed[after]
                         ):
                             continue
                 key = (frame.zobrist ^ self.zob[i], state)

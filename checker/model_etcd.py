@@ -25,12 +25,14 @@ Contract:
   r; a revoke at r-1 or r. info puts, deletes and txns either advance the revision or
   change nothing.
 - Observations cut the info writes further: a response that shows key k = v with
-  mod_revision m says some write put k = v at m (only an info write that may do so is
-  placed there); a current read at revision r that shows k with mod_revision m says
-  nothing wrote k in (m, r]. An info write (or a lease expiry) that takes a revision at
-  which ("put", key, value) or ("delete", key) was observed (by a response, or by a
-  watch when the caller passes watch events) must have made that write
-  (`writes_match`): one revision is one write.
+  mod_revision m and create_revision c says some write put k = v at m and a put
+  created k at c (only an info write that may do so is placed there, and an info write
+  that no other operation could match is placed nowhere else); a current read at
+  revision r that shows k with mod_revision m says nothing wrote k in (m, r], and
+  nothing deleted it in (c, r]. An operation (a lease expiry too) that takes a
+  revision at which ("put", key, value), ("create", key) or ("delete", key) was
+  observed (by a response, or by a watch when the caller passes watch events) must
+  have made that write (`writes_match`): one revision is one write.
 - No per-key partitions: revisions are global, so keys interact through them; the
   revision cuts take the place of partitioning.
 """
@@ -38,7 +40,7 @@ Contract:
 from __future__ import annotations
 
 import bisect
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 from etcdspec.checker.etcd_json import (
@@ -77,6 +79,7 @@ from etcdspec.model.requests import (
 from etcdspec.model.store import StoreState, apply, initial_state, lease_ttl
 
 EXPIRY_PROCESS = "lease-expiry"
+_KINDS = ("put", "create", "delete")  # the signatures `writes_match` judges
 
 
 class EtcdModel(CheckModel):
@@ -263,12 +266,15 @@ class EtcdModel(CheckModel):
 
     # -- observations -------------------------------------------------------------------
     def observed_writes(self, ops: Sequence[PreparedOp]) -> dict[int, set[Hashable]]:
-        """Writes responses saw, and (kept for `info_possible`) per key the revisions in
-        which a response proves the key was not written: a kv read at revision r with
-        mod_revision m means no write to that key in (m, r]; a put or delete at r whose
-        prev_kv has mod_revision m means none in (m, r-1]."""
+        """Writes responses saw: a kv with mod_revision m and value v says ("put", k, v)
+        at m; with create_revision c, ("create", k) at c (a put that created k). Kept for
+        `info_possible`, per key the revisions in which a response proves the key was not
+        written: a kv read at revision r with mod_revision m means no write to that key in
+        (m, r]; a put or delete at r whose prev_kv has mod_revision m means none in
+        (m, r-1]; and those in which it was not deleted: (c, r] and (c, r-1] likewise."""
         observed: dict[int, set[Hashable]] = {}
         quiet: dict[bytes, list[tuple[int, int]]] = {}
+        alive: dict[bytes, list[tuple[int, int]]] = {}
         for prepared in ops:
             request, response = prepared.payload
             if response is None:
@@ -279,18 +285,23 @@ class EtcdModel(CheckModel):
             for kv in _response_kvs(response):
                 if not keys_only:
                     observed.setdefault(kv.mod_revision, set()).add(("put", kv.key, kv.value))
+                if kv.create_revision > 0:
+                    observed.setdefault(kv.create_revision, set()).add(("create", kv.key))
+            seen_at: list[tuple[KeyValue, int]] = []
             if reads_now and isinstance(response, RangeResponse):
-                for kv in response.kvs:
-                    if kv.mod_revision < at:
-                        quiet.setdefault(kv.key, []).append((kv.mod_revision, at))
+                seen_at += [(kv, at) for kv in response.kvs]
             # A write's prev_kv(s) show each key as it was just before the write (at-1).
             if isinstance(response, PutResponse) and response.prev_kv is not None:
-                prev = response.prev_kv
-                quiet.setdefault(prev.key, []).append((prev.mod_revision, at - 1))
+                seen_at.append((response.prev_kv, at - 1))
             if isinstance(response, DeleteRangeResponse) and response.deleted:
-                for prev in response.prev_kvs:
-                    quiet.setdefault(prev.key, []).append((prev.mod_revision, at - 1))
+                seen_at += [(prev, at - 1) for prev in response.prev_kvs]
+            for kv, upto in seen_at:
+                if kv.mod_revision < upto:
+                    quiet.setdefault(kv.key, []).append((kv.mod_revision, upto))
+                if 0 < kv.create_revision < upto:
+                    alive.setdefault(kv.key, []).append((kv.create_revision, upto))
         self._quiet = {key: _merge(spans) for key, spans in quiet.items()}
+        self._alive = {key: _merge(spans) for key, spans in alive.items()}
         # Versions: a current read at r showing key k (create c, version v) bounds the
         # puts to k from any revision g <= r in that incarnation: version at g plus the
         # ok puts to k in (g, r] is at most v.
@@ -339,24 +350,49 @@ class EtcdModel(CheckModel):
                 return False
         return True
 
+    def pinned_revisions(
+        self, ops: Sequence[PreparedOp], observed: Mapping[int, set[Hashable]]
+    ) -> dict[int, int]:
+        """An info write whose ("put", key, value) was observed at exactly one revision,
+        and which no other operation (ok or info) may write, takes that revision. Keys
+        that a put with ignore_value writes are left out: it writes a value again."""
+        owners: dict[Hashable, list[int]] = {}
+        blind: set[bytes] = set()
+        for i, prepared in enumerate(ops):
+            request = prepared.payload[0]
+            for signature in _write_signatures(request):
+                if isinstance(signature, tuple) and signature[0] == "put":
+                    owners.setdefault(signature, []).append(i)
+            blind |= _blind_put_keys(request)
+        seen_at: dict[Hashable, list[int]] = {}
+        for revision, signatures in observed.items():
+            for signature in signatures:
+                if signature in owners:
+                    seen_at.setdefault(signature, []).append(revision)
+        pins: dict[int, int] = {}
+        for signature, revisions in seen_at.items():
+            assert isinstance(signature, tuple)
+            who = owners[signature]
+            alone = len(revisions) == 1 and len(who) == 1 and signature[1] not in blind
+            if alone and ops[who[0]].op.type == "info":
+                pins[who[0]] = revisions[0]
+        return pins
+
     def writes_match(self, state: Any, signatures: set[Hashable]) -> bool:
         written = state.history
         if written is None or written.revision != state.revision:
             return True
-        made = {event_signature(event) for event in written.events}
-        return all(
-            s in made for s in signatures if isinstance(s, tuple) and s[0] in ("put", "delete")
-        )
+        made = {s for event in written.events for s in event_signatures(event)}
+        return all(s in made for s in signatures if isinstance(s, tuple) and s[0] in _KINDS)
 
     def info_possible(self, prepared: PreparedOp, revision: int) -> bool:
         request = prepared.payload[0]
-        if not isinstance(request, PutRequest):
-            return True
-        spans = getattr(self, "_quiet", {}).get(request.key)
-        if not spans:
-            return True
-        k = bisect.bisect_left(spans, (revision, revision)) - 1
-        return not (k >= 0 and spans[k][0] < revision <= spans[k][1])
+        if isinstance(request, PutRequest):
+            return not _within(getattr(self, "_quiet", {}).get(request.key), revision)
+        if isinstance(request, DeleteRangeRequest) and not request.range_end:
+            # A delete that takes a revision deletes the key: not while it is seen alive.
+            return not _within(getattr(self, "_alive", {}).get(request.key), revision)
+        return True
 
     # -- presentation -------------------------------------------------------------------
     def _all_keys(self, state: StoreState) -> tuple[KeyValue, ...]:
@@ -425,7 +461,8 @@ def _write_signatures(request: Request | TxnOp) -> tuple[Hashable, ...]:
     """("put", key, value) for every put and ("delete", key) for every single-key delete
     the request may make (either txn branch)."""
     if isinstance(request, PutRequest):
-        return () if request.ignore_value else (("put", request.key, request.value),)
+        create = ("create", request.key)
+        return (create,) if request.ignore_value else (("put", request.key, request.value), create)
     if isinstance(request, DeleteRangeRequest) and not request.range_end:
         return (("delete", request.key),)
     if isinstance(request, TxnRequest):
@@ -445,12 +482,24 @@ def _blind_write(request: Request | TxnOp) -> bool:
     return False
 
 
-def event_signature(event: Event) -> Hashable:
-    """The signature of one store event, as observations name writes: ("put", key,
-    value) or ("delete", key)."""
-    if event.type is EventType.PUT:
-        return ("put", event.kv.key, event.kv.value)
-    return ("delete", event.kv.key)
+def _blind_put_keys(request: Request | TxnOp) -> set[bytes]:
+    """The keys the request may put with ignore_value (either txn branch)."""
+    if isinstance(request, PutRequest):
+        return {request.key} if request.ignore_value else set()
+    if isinstance(request, TxnRequest):
+        return {k for op in request.success + request.failure for k in _blind_put_keys(op)}
+    return set()
+
+
+def event_signatures(event: Event) -> tuple[Hashable, ...]:
+    """The signatures of one store event, as observations name writes: ("put", key,
+    value), with ("create", key) for a put that created the key, or ("delete", key)."""
+    kv = event.kv
+    if event.type is EventType.DELETE:
+        return (("delete", kv.key),)
+    if kv.version == 1:
+        return (("put", kv.key, kv.value), ("create", kv.key))
+    return (("put", kv.key, kv.value),)
 
 
 def _lease_ids_used(request: Request | TxnOp) -> set[int]:
@@ -466,6 +515,14 @@ def _lease_ids_used(request: Request | TxnOp) -> set[int]:
             found |= _lease_ids_used(op)
         return found
     return set()
+
+
+def _within(spans: list[tuple[int, int]] | None, revision: int) -> bool:
+    """Whether `revision` lies in one of the merged spans (low, high]."""
+    if not spans:
+        return False
+    k = bisect.bisect_left(spans, (revision, revision)) - 1
+    return k >= 0 and spans[k][0] < revision <= spans[k][1]
 
 
 def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:

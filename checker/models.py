@@ -20,7 +20,7 @@ Contract:
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -124,6 +124,15 @@ class CheckModel:
         `signatures` (those observed at that revision). False cuts the branch; it must be
         sound: one revision is one write, so an observation it did not make is refuted."""
         return True
+
+    def pinned_revisions(
+        self, ops: Sequence[PreparedOp], observed: Mapping[int, set[Hashable]]
+    ) -> dict[int, int]:
+        """Index in `ops` -> the only revision that info operation can take: it is the one
+        operation that can make a write observed there (observations as in
+        `observed_writes`). The search places it nowhere else (sound: every operation
+        takes effect at most once, and the observation needs it)."""
+        return {}
 
     def synthetic_ops(self, ops: Sequence[PreparedOp], next_id: int) -> list[PreparedOp]:
         """Extra info operations the environment may perform (e.g. lease expiry)."""

@@ -37,7 +37,7 @@ from etcdspec.checker.etcd_json import (
 )
 from etcdspec.checker.history import History, HistoryError, Operation, encode_bytes
 from etcdspec.checker.linearizability import LinearizabilityResult
-from etcdspec.checker.model_etcd import event_signature
+from etcdspec.checker.model_etcd import event_signatures
 from etcdspec.checker.results import CheckResult
 from etcdspec.model.errors import StoreError
 from etcdspec.model.requests import (
@@ -83,7 +83,7 @@ def observed_writes(watches: list[ObservedWatch]) -> dict[int, set[Hashable]]:
     for watch in watches:
         for response in watch.responses:
             for event in response.events:
-                observed.setdefault(event.kv.mod_revision, set()).add(event_signature(event))
+                observed.setdefault(event.kv.mod_revision, set()).update(event_signatures(event))
     return observed
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from etcdspec.checker.history import build_history
+from etcdspec.checker.history import HistoryEvent, build_history
 from etcdspec.checker.linearizability import check_linearizable
 from etcdspec.checker.model_etcd import EtcdModel
 from etcdspec.checker.models import PreparedOp
@@ -42,6 +42,37 @@ def test_cut_search_agrees_with_plain_search(seed: int, fault: str | None) -> No
 @pytest.mark.parametrize("seed", range(8))
 def test_cut_search_agrees_with_plain_search_with_leases(seed: int) -> None:
     events = simulate_etcd(seed, ops=30, processes=4, info_rate=0.2, keys=3, leases=True)
+    history = build_history(events)
+    cut = check_linearizable(EtcdModel(), history.operations)
+    plain = check_linearizable(PlainEtcdModel(), history.operations)
+    assert plain.verdict is not Verdict.UNKNOWN
+    assert cut.verdict is plain.verdict, (cut.describe(), plain.describe())
+
+
+def _lease_history(seed: int, fault: str | None) -> list[HistoryEvent] | None:
+    try:
+        return simulate_etcd(
+            seed, ops=30, processes=4, info_rate=0.3, keys=3, fault=fault, leases=True
+        )
+    except ValueError:  # the fault found nothing to corrupt in so short a history
+        return None
+
+
+LEASE_FAULT_CASES = [
+    (seed, fault)
+    for seed in range(10)
+    for fault in (None, *ETCD_FAULTS)
+    if _lease_history(seed, fault) is not None
+]
+
+
+@pytest.mark.parametrize(("seed", "fault"), LEASE_FAULT_CASES)
+def test_cut_search_agrees_with_plain_search_with_leases_faults_and_many_infos(
+    seed: int, fault: str | None
+) -> None:
+    """Observed writes (put, create), pinned info writes and lease expiries together."""
+    events = _lease_history(seed, fault)
+    assert events is not None
     history = build_history(events)
     cut = check_linearizable(EtcdModel(), history.operations)
     plain = check_linearizable(PlainEtcdModel(), history.operations)
