@@ -8,6 +8,9 @@ leaves as etcd's gRPC status code and message (`etcdspec.impl.errors.RpcError`, 
 the store raises too); anything else is an internal error (UNKNOWN). Nothing of a
 rejected request is applied: validation happens before the proposal.
 
+Every unary method is one `@unary` handler `(self, request) -> response`; the decorator
+does the error mapping. Proposals go through `_propose(member, field, request, answer)`.
+
 Ownership: servicers hold no state of their own except per-stream state (watch ids and
 lease keep-alive loops), which ends with the stream.
 """
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -25,13 +29,13 @@ from etcdspec.impl import errors, failpoints, mvcc
 from etcdspec.impl.errors import RpcError
 from etcdspec.impl.pb import raft_internal_pb2 as internal_pb2
 from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
+from google.protobuf.message import Message
 
 if TYPE_CHECKING:
     from etcdspec.impl.member import Member
 
 log = logging.getLogger("etcdspec.impl.server")
 
-T = TypeVar("T")
 GRPC_OVERHEAD_BYTES = 512 * 1024  # etcd lets gRPC frames exceed --max-request-bytes by this
 
 
@@ -42,112 +46,92 @@ def status_of(error: BaseException) -> tuple[grpc.StatusCode, str] | None:
     return None
 
 
-async def _call(context: grpc.aio.ServicerContext, work: Awaitable[T]) -> T:
-    """Await `work`; an etcd error aborts the call with etcd's code and message."""
-    try:
-        return await work
-    except asyncio.CancelledError:
-        raise
-    except Exception as error:
-        mapped = status_of(error)
-        if mapped is None:
-            log.exception("internal error serving a request")
-            await context.abort(grpc.StatusCode.UNKNOWN, f"etcdserver: internal error: {error}")
-            raise
+async def _abort_with(context: grpc.aio.ServicerContext, error: Exception) -> None:
+    """Abort the call as etcd would for `error`: its code and message, or UNKNOWN."""
+    mapped = status_of(error)
+    if mapped is None:
+        log.exception("internal error serving a request")
+        await context.abort(grpc.StatusCode.UNKNOWN, f"etcdserver: internal error: {error}")
+    else:
         await context.abort(mapped[0], mapped[1])
-        raise
+
+
+Req = TypeVar("Req", bound=Message)
+Resp = TypeVar("Resp", bound=Message)
+S = TypeVar("S")
+Handler = Callable[[S, Req], Awaitable[Resp]]
+Method = Callable[[S, Req, grpc.aio.ServicerContext], Awaitable[Resp]]
+
+
+def unary(handler: Handler[S, Req, Resp]) -> Method[S, Req, Resp]:
+    """The gRPC unary method serving `handler(self, request)`: its answer, or an abort
+    with etcd's code and message when it raises an etcd error (UNKNOWN otherwise)."""
+
+    @functools.wraps(handler)
+    async def method(self: S, request: Req, context: grpc.aio.ServicerContext) -> Resp:
+        try:
+            return await handler(self, request)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            await _abort_with(context, error)
+            raise  # abort raises; this is not reached
+
+    return method
+
+
+async def _propose(member: Member, field: str, request: Message, answer: type[Resp]) -> Resp:
+    """Propose `request` as the InternalRaftRequest field `field`; the applied answer."""
+    internal = internal_pb2.InternalRaftRequest()
+    getattr(internal, field).CopyFrom(request)
+    response = await member.propose(internal)
+    if not isinstance(response, answer):
+        raise TypeError(f"{field} was answered with {type(response).__name__}")
+    return response
 
 
 class KVServicer(rpc_pb2_grpc.KVServicer):
     def __init__(self, member: Member) -> None:
         self.member = member
 
-    async def Range(
-        self, request: rpc_pb2.RangeRequest, context: grpc.aio.ServicerContext
-    ) -> rpc_pb2.RangeResponse:
-        return await _call(context, self._range(request))
-
-    async def _range(self, request: rpc_pb2.RangeRequest) -> rpc_pb2.RangeResponse:
+    @unary
+    async def Range(self, request: rpc_pb2.RangeRequest) -> rpc_pb2.RangeResponse:
         mvcc.check_range(request)
         if not request.serializable and not failpoints.on("local_linearizable_read"):
             await self.member.linearizable_barrier()
         return self.member.local_range(request)
 
-    async def Put(
-        self, request: rpc_pb2.PutRequest, context: grpc.aio.ServicerContext
-    ) -> rpc_pb2.PutResponse:
-        async def work() -> rpc_pb2.PutResponse:
-            mvcc.check_put(request)
-            response = await self.member.propose(internal_pb2.InternalRaftRequest(put=request))
-            assert isinstance(response, rpc_pb2.PutResponse)
-            return response
+    @unary
+    async def Put(self, request: rpc_pb2.PutRequest) -> rpc_pb2.PutResponse:
+        mvcc.check_put(request)
+        return await _propose(self.member, "put", request, rpc_pb2.PutResponse)
 
-        return await _call(context, work())
+    @unary
+    async def DeleteRange(self, request: rpc_pb2.DeleteRangeRequest) -> rpc_pb2.DeleteRangeResponse:
+        mvcc.check_delete(request)
+        return await _propose(self.member, "delete_range", request, rpc_pb2.DeleteRangeResponse)
 
-    async def DeleteRange(
-        self, request: rpc_pb2.DeleteRangeRequest, context: grpc.aio.ServicerContext
-    ) -> rpc_pb2.DeleteRangeResponse:
-        async def work() -> rpc_pb2.DeleteRangeResponse:
-            mvcc.check_delete(request)
-            response = await self.member.propose(
-                internal_pb2.InternalRaftRequest(delete_range=request)
-            )
-            assert isinstance(response, rpc_pb2.DeleteRangeResponse)
-            return response
+    @unary
+    async def Txn(self, request: rpc_pb2.TxnRequest) -> rpc_pb2.TxnResponse:
+        mvcc.check_txn(request)
+        return await _propose(self.member, "txn", request, rpc_pb2.TxnResponse)
 
-        return await _call(context, work())
-
-    async def Txn(
-        self, request: rpc_pb2.TxnRequest, context: grpc.aio.ServicerContext
-    ) -> rpc_pb2.TxnResponse:
-        async def work() -> rpc_pb2.TxnResponse:
-            mvcc.check_txn(request)
-            response = await self.member.propose(internal_pb2.InternalRaftRequest(txn=request))
-            assert isinstance(response, rpc_pb2.TxnResponse)
-            return response
-
-        return await _call(context, work())
-
-    async def Compact(
-        self, request: rpc_pb2.CompactionRequest, context: grpc.aio.ServicerContext
-    ) -> rpc_pb2.CompactionResponse:
-        async def work() -> rpc_pb2.CompactionResponse:
-            response = await self.member.propose(
-                internal_pb2.InternalRaftRequest(compaction=request)
-            )
-            assert isinstance(response, rpc_pb2.CompactionResponse)
-            return response
-
-        return await _call(context, work())
+    @unary
+    async def Compact(self, request: rpc_pb2.CompactionRequest) -> rpc_pb2.CompactionResponse:
+        return await _propose(self.member, "compaction", request, rpc_pb2.CompactionResponse)
 
 
 class LeaseServicer(rpc_pb2_grpc.LeaseServicer):
     def __init__(self, member: Member) -> None:
         self.member = member
 
-    async def LeaseGrant(
-        self, request: rpc_pb2.LeaseGrantRequest, context: grpc.aio.ServicerContext
-    ) -> rpc_pb2.LeaseGrantResponse:
-        async def work() -> rpc_pb2.LeaseGrantResponse:
-            response = await self.member.propose(
-                internal_pb2.InternalRaftRequest(lease_grant=request)
-            )
-            assert isinstance(response, rpc_pb2.LeaseGrantResponse)
-            return response
+    @unary
+    async def LeaseGrant(self, request: rpc_pb2.LeaseGrantRequest) -> rpc_pb2.LeaseGrantResponse:
+        return await _propose(self.member, "lease_grant", request, rpc_pb2.LeaseGrantResponse)
 
-        return await _call(context, work())
-
-    async def LeaseRevoke(
-        self, request: rpc_pb2.LeaseRevokeRequest, context: grpc.aio.ServicerContext
-    ) -> rpc_pb2.LeaseRevokeResponse:
-        async def work() -> rpc_pb2.LeaseRevokeResponse:
-            response = await self.member.propose(
-                internal_pb2.InternalRaftRequest(lease_revoke=request)
-            )
-            assert isinstance(response, rpc_pb2.LeaseRevokeResponse)
-            return response
-
-        return await _call(context, work())
+    @unary
+    async def LeaseRevoke(self, request: rpc_pb2.LeaseRevokeRequest) -> rpc_pb2.LeaseRevokeResponse:
+        return await _propose(self.member, "lease_revoke", request, rpc_pb2.LeaseRevokeResponse)
 
     async def LeaseKeepAlive(
         self,
@@ -173,68 +157,53 @@ class LeaseServicer(rpc_pb2_grpc.LeaseServicer):
                 header=self.member.header(), ID=request.ID, TTL=ttl
             )
 
+    @unary
     async def LeaseTimeToLive(
-        self, request: rpc_pb2.LeaseTimeToLiveRequest, context: grpc.aio.ServicerContext
+        self, request: rpc_pb2.LeaseTimeToLiveRequest
     ) -> rpc_pb2.LeaseTimeToLiveResponse:
-        return await _call(context, self.member.lease_time_to_live(request))
+        return await self.member.lease_time_to_live(request)
 
-    async def LeaseLeases(
-        self, request: rpc_pb2.LeaseLeasesRequest, context: grpc.aio.ServicerContext
-    ) -> rpc_pb2.LeaseLeasesResponse:
-        return await _call(context, self.member.lease_leases())
+    @unary
+    async def LeaseLeases(self, request: rpc_pb2.LeaseLeasesRequest) -> rpc_pb2.LeaseLeasesResponse:
+        return await self.member.lease_leases()
 
 
 class ClusterServicer(rpc_pb2_grpc.ClusterServicer):
     def __init__(self, member: Member) -> None:
         self.member = member
 
-    async def MemberList(
-        self, request: rpc_pb2.MemberListRequest, context: grpc.aio.ServicerContext
-    ) -> rpc_pb2.MemberListResponse:
-        async def work() -> rpc_pb2.MemberListResponse:
-            if not request.linearizable:
-                return self.member.member_list()
+    @unary
+    async def MemberList(self, request: rpc_pb2.MemberListRequest) -> rpc_pb2.MemberListResponse:
+        if request.linearizable:
             await self.member.linearizable_barrier()
-            return self.member.member_list()
-
-        return await _call(context, work())
+        return self.member.member_list()
 
 
 class MaintenanceServicer(rpc_pb2_grpc.MaintenanceServicer):
     def __init__(self, member: Member) -> None:
         self.member = member
 
-    async def Status(
-        self, request: rpc_pb2.StatusRequest, context: grpc.aio.ServicerContext
-    ) -> rpc_pb2.StatusResponse:
-        return await _call(context, self._sync(self.member.status))
+    @unary
+    async def Status(self, request: rpc_pb2.StatusRequest) -> rpc_pb2.StatusResponse:
+        return self.member.status()
 
-    async def Defragment(
-        self, request: rpc_pb2.DefragmentRequest, context: grpc.aio.ServicerContext
-    ) -> rpc_pb2.DefragmentResponse:
-        return await _call(context, self.member.defragment())
+    @unary
+    async def Defragment(self, request: rpc_pb2.DefragmentRequest) -> rpc_pb2.DefragmentResponse:
+        return await self.member.defragment()
 
-    async def Alarm(
-        self, request: rpc_pb2.AlarmRequest, context: grpc.aio.ServicerContext
-    ) -> rpc_pb2.AlarmResponse:
-        async def work() -> rpc_pb2.AlarmResponse:
-            if request.action == rpc_pb2.AlarmRequest.GET:
-                return self.member.alarm_list()
-            response = await self.member.propose(internal_pb2.InternalRaftRequest(alarm=request))
-            assert isinstance(response, rpc_pb2.AlarmResponse)
-            return response
+    @unary
+    async def Alarm(self, request: rpc_pb2.AlarmRequest) -> rpc_pb2.AlarmResponse:
+        if request.action == rpc_pb2.AlarmRequest.GET:
+            return self.member.alarm_list()
+        return await _propose(self.member, "alarm", request, rpc_pb2.AlarmResponse)
 
-        return await _call(context, work())
+    @unary
+    async def Hash(self, request: rpc_pb2.HashRequest) -> rpc_pb2.HashResponse:
+        return self.member.hash()
 
-    async def Hash(
-        self, request: rpc_pb2.HashRequest, context: grpc.aio.ServicerContext
-    ) -> rpc_pb2.HashResponse:
-        return await _call(context, self._sync(self.member.hash))
-
-    async def HashKV(
-        self, request: rpc_pb2.HashKVRequest, context: grpc.aio.ServicerContext
-    ) -> rpc_pb2.HashKVResponse:
-        return await _call(context, self._sync(lambda: self.member.hash_kv(request.revision)))
+    @unary
+    async def HashKV(self, request: rpc_pb2.HashKVRequest) -> rpc_pb2.HashKVResponse:
+        return self.member.hash_kv(request.revision)
 
     async def Snapshot(
         self, request: rpc_pb2.SnapshotRequest, context: grpc.aio.ServicerContext
@@ -256,14 +225,9 @@ class MaintenanceServicer(rpc_pb2_grpc.MaintenanceServicer):
                 version=self.member.storage_version,
             )
 
-    async def MoveLeader(
-        self, request: rpc_pb2.MoveLeaderRequest, context: grpc.aio.ServicerContext
-    ) -> rpc_pb2.MoveLeaderResponse:
-        return await _call(context, self.member.move_leader(request.targetID))
-
-    @staticmethod
-    async def _sync(function: Callable[[], T]) -> T:
-        return function()
+    @unary
+    async def MoveLeader(self, request: rpc_pb2.MoveLeaderRequest) -> rpc_pb2.MoveLeaderResponse:
+        return await self.member.move_leader(request.targetID)
 
 
 class WatchServicer(rpc_pb2_grpc.WatchServicer):
