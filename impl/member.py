@@ -377,10 +377,13 @@ class Member:
         persisting: asyncio.Future[None] | None = None
         if ready.must_sync and not late_persist:
             if self._needs_fsync(ready):
+                # Encoded here; the worker only writes and fsyncs, so it hardly needs
+                # the GIL that the loop wants back after each of its own system calls.
+                prepared = self.storage.prepare_persist(
+                    ready.hard_state, ready.entries, ready.snapshot
+                )
                 persisting = asyncio.ensure_future(
-                    asyncio.to_thread(
-                        self.storage.persist, ready.hard_state, ready.entries, ready.snapshot
-                    )
+                    asyncio.to_thread(self.storage.write_persist, prepared)
                 )
             else:
                 self.storage.persist(ready.hard_state, ready.entries, ready.snapshot, sync=False)

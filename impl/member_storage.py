@@ -13,7 +13,9 @@ already holds).
 
 `persist()` is step 1 of the Ready contract: a received snapshot's file first, then one
 WAL batch (entries + hard state + snapshot metadata) with one fsync (the member skips the
-fsync for a batch that only moves the commit index, as etcd does). `save_snapshot()`
+fsync for a batch that only moves the commit index, as etcd does). It is
+`prepare_persist()` (encoding, on the event loop) then `write_persist()` (the files and
+the fsync, which the member runs in a worker thread). `save_snapshot()`
 records a local snapshot (file, then WAL record) and releases WAL segments and snapshot
 files it makes obsolete.
 
@@ -39,7 +41,7 @@ from etcdspec.impl.pb import rpc_pb2
 from etcdspec.impl.quota import BackendQuota, consumes_space
 from etcdspec.impl.raft_core import PersistedState
 from etcdspec.impl.raft_messages import NONE, Entry, HardState, Message, Snapshot
-from etcdspec.impl.wal import Wal, recorded_snapshots
+from etcdspec.impl.wal import PendingBatch, Wal, recorded_snapshots
 from etcdspec.impl.watch_hub import WatchHub
 from google.protobuf.message import Message as PbMessage
 
@@ -69,6 +71,18 @@ class AppliedEntry:
     def describe(self) -> str:
         what = self.error.describe() if self.error else type(self.response).__name__
         return f"request {self.request_id}: {what}"
+
+
+@dataclass(frozen=True)
+class PreparedPersist:
+    """What `prepare_persist` encoded, for `write_persist` to write."""
+
+    snapshot: Snapshot | None
+    batch: PendingBatch | None
+
+    def describe(self) -> str:
+        what = self.batch.describe() if self.batch is not None else "no batch"
+        return what + (f", {self.snapshot.describe()}" if self.snapshot is not None else "")
 
 
 class MemberBackend(Backend):
@@ -162,12 +176,26 @@ class MemberStorage:
         snapshot: Snapshot | None,
         sync: bool = True,
     ) -> None:
+        self.write_persist(self.prepare_persist(hard_state, entries, snapshot), sync)
+
+    def prepare_persist(
+        self, hard_state: HardState | None, entries: tuple[Entry, ...], snapshot: Snapshot | None
+    ) -> PreparedPersist:
+        """The CPU half of `persist` (checks and encoding), for the event loop's thread."""
         assert self._wal is not None
         if hard_state is not None and failpoints.on("forget_vote_on_restart"):
             hard_state = replace(hard_state, vote=NONE)
-        if snapshot is not None:
-            snapfile.save(self.snap_dir, snapshot)
-        self._wal.save(hard_state, entries, snapshot.meta if snapshot else None, sync=sync)
+        batch = self._wal.prepare_save(hard_state, entries, snapshot.meta if snapshot else None)
+        return PreparedPersist(snapshot, batch)
+
+    def write_persist(self, prepared: PreparedPersist, sync: bool = True) -> None:
+        """The I/O half of `persist`: snapshot file, WAL batch, one fsync (any thread, one
+        at a time, after the `prepare_persist` that gave `prepared`)."""
+        assert self._wal is not None
+        if prepared.snapshot is not None:
+            snapfile.save(self.snap_dir, prepared.snapshot)
+        if prepared.batch is not None:
+            self._wal.write_batch(prepared.batch, sync)
 
     def save_snapshot(self, snapshot: Snapshot) -> None:
         assert self._wal is not None

@@ -31,7 +31,7 @@ from __future__ import annotations
 import enum
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from etcdspec.impl.raft_log import RaftLog
@@ -422,7 +422,13 @@ class RaftCore:
                 raise ProposalDropped("no leader to forward the proposal to", NONE)
             if not self.config.forward_proposals:
                 raise NotLeader(self.lead)
-            self._send(Message(MT.PROP, to=self.lead, from_=self.id, entries=m.entries))
+            last = self.msgs[-1] if self.msgs else None
+            if last is not None and last.type is MT.PROP and last.to == self.lead:
+                # Proposals made since the last message go out as one MsgProp (one frame
+                # and one step at the leader, which appends its entries in order).
+                self.msgs[-1] = replace(last, entries=(*last.entries, *m.entries))
+            else:
+                self._send(Message(MT.PROP, to=self.lead, from_=self.id, entries=m.entries))
         elif m.type in (MT.APP, MT.HEARTBEAT, MT.SNAP):
             self.election_elapsed = 0
             self.lead = m.from_

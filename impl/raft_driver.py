@@ -46,7 +46,8 @@ The Ready contract, field by field, in the order the caller must act:
 state-machine snapshot `blob`; it returns the Snapshot to write with snapfile and to
 record in the WAL (after which WAL segments before it may be released).
 
-Proposals made on a follower are forwarded to the leader (etcd raft's behaviour; the
+Proposals made on a follower are forwarded to the leader (etcd raft's behaviour; those
+made one after another, with no other message between, go in one MsgProp; the
 follower cannot tell whether they commit, so the server matches applied entries to
 its waiting requests by an id inside `data`). With RaftConfig(forward_proposals=False)
 a follower raises NotLeader(leader_id) instead. Without a known leader, or while

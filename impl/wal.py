@@ -21,7 +21,10 @@ and payload_crc32 covers the payload (CRC-32, zlib). Record types:
 
 Contract: `save(...)`/`save_ready(ready)` return only after the record is written and
 the injected `fsync` returned (group commit: one fsync per Ready); only then may the
-Ready's messages be sent. `Wal.open` replays everything: a torn final record of the last
+Ready's messages be sent. `save` is `prepare_save` (check and encode the batch: CPU
+only) then `write_batch` (write, fsync, and only then take it as the WAL's state): a
+server encodes on its event loop and hands only the write and fsync to a worker thread.
+One batch is prepared and written at a time. `Wal.open` replays everything: a torn final record of the last
 segment (the file ends inside it, or its checksum fails and nothing follows) is
 truncated away and reported as a warning naming the file and offset; a damaged record
 anywhere else raises WalCorruption naming the file and offset, and the server must not
@@ -72,6 +75,19 @@ _F_TRUNCATE = 2
 _F_HARD_STATE = 4
 
 Fsync = Callable[[int], None]
+
+
+@dataclass(frozen=True)
+class PendingBatch:
+    """A BATCH record that `Wal.prepare_save` encoded and `Wal.write_batch` writes."""
+
+    record: bytes
+    last_index: int
+    hard_state: HardState | None
+    snapshot: SnapshotMeta | None
+
+    def describe(self) -> str:
+        return f"batch of {len(self.record)} bytes up to index {self.last_index}"
 
 
 class WalError(Exception):
@@ -322,8 +338,19 @@ class Wal:
         sync: bool = True,
     ) -> None:
         """Append one batch (received snapshot, entries, hard state) and fsync once."""
+        batch = self.prepare_save(hard_state, entries, snapshot)
+        if batch is not None:
+            self.write_batch(batch, sync)
+
+    def prepare_save(
+        self,
+        hard_state: HardState | None,
+        entries: Sequence[Entry],
+        snapshot: SnapshotMeta | None = None,
+    ) -> PendingBatch | None:
+        """Check and encode one batch, writing nothing; None when there is nothing to save."""
         if snapshot is None and not entries and hard_state is None:
-            return
+            return None
         last_index = snapshot.index if snapshot is not None else self._last_index
         truncate_from = None
         if entries:
@@ -333,12 +360,17 @@ class Wal:
             if first <= last_index:
                 truncate_from = first
             last_index = entries[-1].index
-        self._write(REC_BATCH, _encode_batch(snapshot, truncate_from, entries, hard_state), sync)
-        self._last_index = last_index
-        if hard_state is not None:
-            self._hard_state = hard_state
-        if snapshot is not None:
-            self._snapshot = snapshot
+        record = _frame(REC_BATCH, _encode_batch(snapshot, truncate_from, entries, hard_state))
+        return PendingBatch(record, last_index, hard_state, snapshot)
+
+    def write_batch(self, batch: PendingBatch, sync: bool = True) -> None:
+        """Write the batch `prepare_save` gave (the last one prepared) and fsync once."""
+        self._write_record(batch.record, sync)
+        self._last_index = batch.last_index
+        if batch.hard_state is not None:
+            self._hard_state = batch.hard_state
+        if batch.snapshot is not None:
+            self._snapshot = batch.snapshot
             self._snapshot_seq = self._segments[-1].seq
 
     def save_ready(self, ready: Ready) -> None:
@@ -354,9 +386,11 @@ class Wal:
             self._snapshot_seq = self._segments[-1].seq
 
     def _write(self, rec_type: int, payload: bytes, sync: bool) -> None:
+        self._write_record(_frame(rec_type, payload), sync)
+
+    def _write_record(self, record: bytes, sync: bool) -> None:
         if self._size >= self.segment_bytes:
             self._roll()
-        record = _frame(rec_type, payload)
         view = memoryview(record)
         while view:
             written = os.write(self._fd, view)

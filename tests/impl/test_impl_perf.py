@@ -1,10 +1,12 @@
 """What the performance work may not change: the backend's in-memory caches never show
 what the file does not hold, a batch writes its consistent index once and in its
 transaction, and the member applies committed entries during a Ready's fsync only when
-an earlier Ready persisted every one of them."""
+an earlier Ready persisted every one of them; a follower forwards the proposals made
+between two Readies in one message, in order."""
 
 from __future__ import annotations
 
+import random
 import sqlite3
 from pathlib import Path
 
@@ -15,8 +17,16 @@ from etcdspec.impl.lessor import Lessor
 from etcdspec.impl.member import committed_already_persisted
 from etcdspec.impl.pb import rpc_pb2 as pb
 from etcdspec.impl.quota import BackendQuota
-from etcdspec.impl.raft_driver import Ready
-from etcdspec.impl.raft_messages import Entry, HardState, Snapshot, SnapshotMeta
+from etcdspec.impl.raft_core import RaftConfig
+from etcdspec.impl.raft_driver import RaftDriver, Ready
+from etcdspec.impl.raft_messages import (
+    Entry,
+    HardState,
+    Message,
+    MessageType,
+    Snapshot,
+    SnapshotMeta,
+)
 from etcdspec.impl.watch_hub import WatchHub
 
 
@@ -129,3 +139,32 @@ def test_only_entries_persisted_by_earlier_readies_are_applied_during_the_fsync(
     entries: tuple[int, ...], committed: tuple[int, ...], snapshot: bool, early: bool
 ) -> None:
     assert committed_already_persisted(_ready(entries, committed, snapshot)) is early
+
+
+def _follower_of(leader: int) -> RaftDriver:
+    follower = RaftDriver(RaftConfig(id=2, voters=(1, 2, 3)), random.Random(0))
+    follower.step(Message(MessageType.HEARTBEAT, to=2, from_=leader, term=1))
+    while follower.has_ready():
+        follower.advance(follower.ready())
+    return follower
+
+
+def test_a_follower_forwards_the_proposals_between_two_readies_as_one_message() -> None:
+    follower = _follower_of(1)
+    for data in (b"a", b"b", b"c"):
+        follower.propose(data)
+    sent = [(m.type, m.to, [e.data for e in m.entries]) for m in follower.ready().messages]
+    assert sent == [(MessageType.PROP, 1, [b"a", b"b", b"c"])]
+
+
+def test_a_forwarded_proposal_is_not_merged_across_another_message() -> None:
+    follower = _follower_of(1)
+    follower.propose(b"a")
+    follower.step(Message(MessageType.HEARTBEAT, to=2, from_=1, term=1))
+    follower.propose(b"b")
+    sent = [(m.type, [e.data for e in m.entries]) for m in follower.ready().messages]
+    assert sent == [
+        (MessageType.PROP, [b"a"]),
+        (MessageType.HEARTBEAT_RESP, []),
+        (MessageType.PROP, [b"b"]),
+    ]
