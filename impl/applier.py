@@ -41,7 +41,8 @@ from google.protobuf.message import DecodeError, Message
 
 
 class ApplyError(RuntimeError):
-    """An entry could not be decoded: the log holds data this program did not write.
+    """An entry could not be decoded (the log holds data this program did not write), or
+    a put refused after writing (a bug here: puts must refuse before their first write).
 
     Nothing was applied and the consistent index did not move; the member must stop
     rather than diverge from its peers.
@@ -142,9 +143,11 @@ class Applier:
         """Apply consecutive committed entries (index, term, data) in ONE backend transaction.
 
         One commit (one fsync) for the whole batch; each entry still succeeds or fails on
-        its own (a savepoint each), and the consistent index ends at the last entry.
-        Entries at or below the consistent index are skipped. Every entry is decoded
-        before anything is applied, so an ApplyError leaves the state untouched. Any other
+        its own (a savepoint each; a put, which refuses before it writes, needs none), and
+        the consistent index ends at the last entry. Entries at or below the consistent
+        index are skipped. Every entry is decoded before anything is applied, and a put
+        that refused after writing rolls the whole batch back, so an ApplyError leaves
+        the state untouched. Any other
         exception (a failing disk) leaves the in-memory lessor ahead of the file: the
         member must stop and recover from disk.
         """
@@ -183,11 +186,25 @@ class Applier:
         response: Message | None = None
         events: list[Event] = []
         after: list[Callable[[], None]] = []
-        try:
-            with self.backend.savepoint():
+        if req.WhichOneof("request") == "put":
+            # A put refuses (quota, key not found, lease not found) before it writes, so
+            # it needs no savepoint; that it wrote nothing when it refused is checked.
+            written = self.backend.changes()
+            try:
                 response, _, events, after = self._dispatch(req, index)
-        except RpcError as exc:
-            error, events, after = exc, [], []
+            except RpcError as exc:
+                if self.backend.changes() != written:
+                    raise ApplyError(
+                        f"entry {index}@{term}: a put refused ({exc.kind.describe()}) after "
+                        "writing; nothing of the batch is applied"
+                    ) from exc
+                error, events, after = exc, [], []
+        else:
+            try:
+                with self.backend.savepoint():
+                    response, _, events, after = self._dispatch(req, index)
+            except RpcError as exc:
+                error, events, after = exc, [], []
         revision = self.backend.current_revision()
         if response is not None:
             header = getattr(response, "header", None)

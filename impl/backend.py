@@ -132,6 +132,13 @@ def key_range_clause(
     return f"{column} >= ? AND {column} < ?", (key, range_end)
 
 
+_LATEST_SELECT = (
+    "SELECT "
+    + ", ".join(f"kv.{c.strip()}" for c in _KV_COLUMNS.split(","))
+    + " FROM key_newest AS latest JOIN kv ON kv.main = latest.main AND kv.sub = latest.sub"
+)
+
+
 class Backend:
     """A SQLite database file holding one member's applied state."""
 
@@ -246,6 +253,10 @@ class Backend:
         else:
             self._conn.execute(f"RELEASE {name}")
 
+    def changes(self) -> int:
+        """How many rows this connection has inserted, updated or deleted so far."""
+        return self._conn.total_changes
+
     def _require_txn(self) -> None:
         if not self._in_txn:
             raise BackendError(
@@ -329,12 +340,7 @@ class Backend:
         if revision < self.current_revision():
             return self._latest_scan(key, range_end, revision)
         clause, params = key_range_clause(key, range_end, column="latest.key")
-        columns = ", ".join(f"kv.{c.strip()}" for c in _KV_COLUMNS.split(","))
-        sql = (
-            f"SELECT {columns} FROM key_newest AS latest "
-            "JOIN kv ON kv.main = latest.main AND kv.sub = latest.sub "
-            f"WHERE {clause} ORDER BY latest.key"
-        )
+        sql = f"{_LATEST_SELECT} WHERE {clause} ORDER BY latest.key"
         with self._lock:
             rows = [_row(r) for r in self._conn.execute(sql, params).fetchall()]
         if all(r.main <= revision for r in rows):

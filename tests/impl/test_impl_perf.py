@@ -1,8 +1,9 @@
 """What the performance work may not change: the backend's in-memory caches never show
-what the file does not hold, a batch writes its consistent index once and in its
-transaction, and the member applies committed entries during a Ready's fsync only when
-an earlier Ready persisted every one of them; a follower forwards the proposals made
-between two Readies in one message, in order."""
+what the file does not hold; a batch writes its consistent index once, in its
+transaction (a put, which has no savepoint, refuses only before it writes); the member
+applies committed entries during a Ready's fsync only when earlier Readies persisted
+every one of them; a follower forwards the proposals made between two Readies in one
+message, in order."""
 
 from __future__ import annotations
 
@@ -11,10 +12,13 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from etcdspec.impl.applier import Applier, encode_request
+from etcdspec.impl import errors
+from etcdspec.impl.applier import Applier, ApplyError, encode_request
 from etcdspec.impl.backend import Backend
+from etcdspec.impl.errors import RpcError
 from etcdspec.impl.lessor import Lessor
 from etcdspec.impl.member import committed_already_persisted
+from etcdspec.impl.mvcc import WriteTxn
 from etcdspec.impl.pb import rpc_pb2 as pb
 from etcdspec.impl.quota import BackendQuota
 from etcdspec.impl.raft_core import RaftConfig
@@ -109,6 +113,29 @@ def test_a_batch_ends_at_its_last_entry_in_one_transaction(tmp_path: Path) -> No
     assert backend.current_revision() == 3 == _file_meta(backend.path, "current_revision")
     replayed = applier.apply_batch(entries[2:])
     assert all(r.skipped for r in replayed)
+
+
+def test_a_put_that_refuses_after_writing_applies_nothing_of_its_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    backend = Backend(tmp_path / "m.db", durable=False)
+    applier = Applier(backend, Lessor(), WatchHub(backend), BackendQuota(backend))
+    applier.apply_batch([(1, 1, encode_request(pb.PutRequest(key=b"a", value=b"1"), 10, 1))])
+    original_put = WriteTxn.put
+
+    def put_then_refuse(self: WriteTxn, req: pb.PutRequest) -> pb.PutResponse:
+        original_put(self, req)
+        raise RpcError(errors.LEASE_NOT_FOUND)
+
+    monkeypatch.setattr(WriteTxn, "put", put_then_refuse)
+    batch = [
+        (2, 1, encode_request(pb.DeleteRangeRequest(key=b"a"), 11, 1)),
+        (3, 1, encode_request(pb.PutRequest(key=b"b", value=b"2"), 12, 1)),
+    ]
+    with pytest.raises(ApplyError, match="entry 3@1: a put refused"):
+        applier.apply_batch(batch)
+    assert (backend.consistent_index(), backend.current_revision()) == (1, 2)
+    assert [r.key for r in backend.live(b"\x00", b"\x00", 2)] == [b"a"]
 
 
 def _ready(entries: tuple[int, ...], committed: tuple[int, ...], snapshot: bool = False) -> Ready:
