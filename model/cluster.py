@@ -387,15 +387,7 @@ class Cluster:
         made with the same cache (they are built from its interned numbers)."""
         if cache is None:
             return _canonical_key(self)
-        network = self.network
-        return cache.key(
-            self.nodes,
-            self.up,
-            network.messages,
-            network.groups,
-            self.bounded_crashes(),
-            self.ghost,
-        )
+        return cache.key(self.nodes, self.up, self.network, self.bounded_crashes(), self.ghost)
 
     def bounded_crashes(self) -> int:
         """The crash count as the state's identity sees it: it matters only as a bound
@@ -408,13 +400,17 @@ class Cluster:
         self, previous: Cluster | None = None, cache: SearchCache | None = None
     ) -> None:
         """Raft's invariants and the store's on each node's applied state. With
-        `previous` (the state this one was reached from), stores that did not change
-        are not checked again; with `cache`, no combination of nodes and history that
-        passed before is checked again (the checks are pure functions of them)."""
+        `previous`, a state that PASSED this check (usually the one this state was
+        reached from), only what differs from it is checked (see raft_invariants.
+        check_raft; stores that did not change are not checked again); with `cache`, no
+        combination of nodes and history that passed before is checked again (the
+        checks are pure functions of them)."""
         if cache is not None:
             cache.check(self.nodes, self.ghost)
             return
-        check_raft(self.nodes, self.ghost)
+        check_raft(
+            self.nodes, self.ghost, None if previous is None else (previous.nodes, previous.ghost)
+        )
         for position, node in enumerate(self.nodes):
             if previous is not None and previous.nodes[position].store is node.store:
                 continue
@@ -608,7 +604,10 @@ class Cluster:
         kind = action.kind
         if kind == "deliver":
             message: Message = action.args[0]
-            network = self.network.remove(self.network.index_of(message))
+            if cache is None:
+                network = self.network.remove(self.network.index_of(message))
+            else:
+                network = cache.network_without(self.network, message)
             return self._node_step(message.dst, action, network, cache)
         if kind in NODE_INPUT_KINDS:
             return self._node_step(action.args[0], action, self.network, cache)
@@ -718,20 +717,21 @@ class Cluster:
         max_messages = config.max_messages
         # outboxes hold messages only with explicit persistence (see rn.finish)
         explicit = self.params.explicit_persist
-        if (
-            max_messages is not None
-            and config.lossy_overflow
-            and (explicit or len(out) > max_messages - len(network.messages))
-        ):
-            kept, out = self._lose_overflow(node_id, after, out, network)
-            if kept is not after and cache is not None:
-                kept = cache.node(kept)
-            after = kept
+        if max_messages is not None and config.lossy_overflow:
+            if explicit:
+                kept, out = self._lose_overflow(node_id, after, out, network)
+                if kept is not after and cache is not None:
+                    kept = cache.node(kept)
+                after = kept
+            else:  # _lose_overflow with empty outboxes
+                room = max_messages - len(network.messages)
+                if len(out) > room:
+                    out = out[: max(room, 0)]
         nodes = list(self.nodes)
         nodes[node_id - 1] = after
         new_nodes = tuple(nodes)
         if out:
-            network = network.send(out)
+            network = network.send(out) if cache is None else cache.network_with(network, out)
         if max_messages is not None:
             held = len(network.messages)
             if explicit:
@@ -741,9 +741,11 @@ class Cluster:
                 return None
         ghost = self.ghost
         if after.role == Role.LEADER or after.commit_index > len(ghost.committed):
-            ghost = update_ghost(ghost, (before,), (after,))  # else it cannot change
-            if cache is not None and ghost is not self.ghost:
-                ghost = cache.ghost(ghost)
+            # (else the history cannot change)
+            if cache is None:
+                ghost = update_ghost(ghost, (before,), (after,))
+            else:
+                ghost = cache.ghost_after(ghost, before, after)
         return Cluster(
             config, self.params, new_nodes, self.up, network, self.crashes, ghost, outputs
         )

@@ -79,17 +79,43 @@ def _extends(new: RaftLog, old: RaftLog) -> bool:
     return new.slice(lo, old.last_index) == old.slice(lo, old.last_index)
 
 
-def check_raft(nodes: Sequence[Node], ghost: Ghost) -> None:
+def check_raft(
+    nodes: Sequence[Node],
+    ghost: Ghost,
+    previous: tuple[Sequence[Node], Ghost] | None = None,
+) -> None:
+    """Raise InvariantViolation for the first broken invariant (in the order of the
+    module docstring).
+
+    With `previous` = (nodes, ghost) of a state that PASSED this check, only what the
+    step from it could have changed is checked, with the same answer as the full check:
+    each invariant is a conjunction of facts about one node (CommitWithinLog,
+    LeaderCompleteness, StateMachineSafety), about a pair of nodes (LogMatching,
+    UpToDateLogsHoldCommitted, AppliedStatesAgree) — each with the committed log — or
+    about the leaders (ElectionSafety). Every fact is a function of its inputs' values,
+    so a fact whose inputs are the very objects it had before held before and holds now;
+    only facts with a new node (or a new committed log, or new leaders) are evaluated,
+    invariant by invariant in the full check's order, so the same violation is
+    reported first."""
     if ghost.violation is not None:
         raise InvariantViolation(*ghost.violation)
-    _election_safety(ghost)
-    for node in nodes:
-        _commit_within_log(node)
-    _log_matching(nodes)
-    _leader_completeness(nodes, ghost)
-    _up_to_date_logs_hold_committed(nodes, ghost)
-    _state_machine_safety(nodes, ghost)
-    _applied_states_agree(nodes)
+    fresh: tuple[bool, ...] | None = None
+    if previous is not None:
+        old_nodes, old_ghost = previous
+        if ghost.committed is old_ghost.committed and len(old_nodes) == len(nodes):
+            fresh = tuple([new is not old for new, old in zip(nodes, old_nodes, strict=True)])
+        if ghost.leaders is not old_ghost.leaders:
+            _election_safety(ghost)
+    else:
+        _election_safety(ghost)
+    for position, node in enumerate(nodes):
+        if fresh is None or fresh[position]:
+            _commit_within_log(node)
+    _log_matching(nodes, fresh)
+    _leader_completeness(nodes, ghost, fresh)
+    _up_to_date_logs_hold_committed(nodes, ghost, fresh)
+    _state_machine_safety(nodes, ghost, fresh)
+    _applied_states_agree(nodes, fresh)
 
 
 def _election_safety(ghost: Ghost) -> None:
@@ -116,9 +142,13 @@ def _commit_within_log(node: Node) -> None:
         )
 
 
-def _log_matching(nodes: Sequence[Node]) -> None:
+def _log_matching(nodes: Sequence[Node], fresh: Sequence[bool] | None = None) -> None:
     for position, a in enumerate(nodes):
-        for b in nodes[position + 1 :]:
+        for other, b in enumerate(nodes[position + 1 :], start=position + 1):
+            if fresh is not None and not (fresh[position] or fresh[other]):
+                continue
+            if a.log is b.log:
+                continue  # one log agrees with itself
             lo = max(a.log.snapshot.last_index, b.log.snapshot.last_index) + 1
             hi = min(a.log.last_index, b.log.last_index)
             for index in range(hi, lo - 1, -1):
@@ -133,13 +163,15 @@ def _log_matching(nodes: Sequence[Node]) -> None:
                     break
 
 
-def _leader_completeness(nodes: Sequence[Node], ghost: Ghost) -> None:
-    for node in nodes:
-        if node.role != Role.LEADER:
+def _leader_completeness(
+    nodes: Sequence[Node], ghost: Ghost, fresh: Sequence[bool] | None = None
+) -> None:
+    for position, node in enumerate(nodes):
+        if node.role != Role.LEADER or (fresh is not None and not fresh[position]):
             continue
         log = node.log
-        for position, (term, key, commit_term) in enumerate(ghost.committed):
-            index = position + 1
+        for offset, (term, key, commit_term) in enumerate(ghost.committed):
+            index = offset + 1
             if commit_term > node.term or index <= log.snapshot.last_index:
                 continue
             held = log.entry(index) if index <= log.last_index else None
@@ -160,7 +192,25 @@ def _holds(log: RaftLog, index: int, term: int, key: str) -> bool:
     return entry.term == term and entry.key == key
 
 
-def _up_to_date_logs_hold_committed(nodes: Sequence[Node], ghost: Ghost) -> None:
+def _first_missing(log: RaftLog, committed: tuple[tuple[int, str, int], ...]) -> int | None:
+    """The position (index - 1) of the first committed entry `log` does not hold, or
+    None; a compacted index counts as held (see `_holds`)."""
+    snapshot_index = log.snapshot.last_index
+    entries = log.entries
+    for offset in range(snapshot_index, len(committed)):
+        position = offset - snapshot_index
+        if position >= len(entries):
+            return offset
+        entry = entries[position]
+        term, key, _ = committed[offset]
+        if entry.term != term or entry.key != key:
+            return offset
+    return None
+
+
+def _up_to_date_logs_hold_committed(
+    nodes: Sequence[Node], ghost: Ghost, fresh: Sequence[bool] | None = None
+) -> None:
     """The lemma behind Leader Completeness (Raft §5.4.3): a log at least as up to date as
     a log holding a committed entry holds that entry too — else its owner could win an
     election with that voter's vote and lose the entry. It breaks at the moment an unsafe
@@ -168,21 +218,21 @@ def _up_to_date_logs_hold_committed(nodes: Sequence[Node], ghost: Ghost) -> None
     committed = ghost.committed
     if not committed:
         return
-    for candidate in nodes:
+    for position, candidate in enumerate(nodes):
         log = candidate.log
-        missing = next(
-            (
-                position
-                for position, (term, key, _) in enumerate(committed)
-                if not _holds(log, position + 1, term, key)
-            ),
-            None,
-        )
+        voters = [
+            voter
+            for other, voter in enumerate(nodes)
+            if voter is not candidate and (fresh is None or fresh[position] or fresh[other])
+        ]
+        if not voters:
+            continue
+        missing = _first_missing(log, committed)
         if missing is None:
             continue
         term, key, commit_term = committed[missing]
-        for voter in nodes:
-            if voter is candidate or not _holds(voter.log, missing + 1, term, key):
+        for voter in voters:
+            if not _holds(voter.log, missing + 1, term, key):
                 continue
             if voter.log.is_up_to_date(log.last_index, log.last_term):
                 raise InvariantViolation(
@@ -194,9 +244,13 @@ def _up_to_date_logs_hold_committed(nodes: Sequence[Node], ghost: Ghost) -> None
                 )
 
 
-def _state_machine_safety(nodes: Sequence[Node], ghost: Ghost) -> None:
+def _state_machine_safety(
+    nodes: Sequence[Node], ghost: Ghost, fresh: Sequence[bool] | None = None
+) -> None:
     committed = ghost.committed
-    for node in nodes:
+    for position, node in enumerate(nodes):
+        if fresh is not None and not fresh[position]:
+            continue
         log = node.log
         for index in range(log.snapshot.last_index + 1, min(node.commit_index, len(committed)) + 1):
             term, key, _ = committed[index - 1]
@@ -209,11 +263,13 @@ def _state_machine_safety(nodes: Sequence[Node], ghost: Ghost) -> None:
                 )
 
 
-def _applied_states_agree(nodes: Sequence[Node]) -> None:
-    by_index: dict[int, Node] = {}
-    for node in nodes:
-        other = by_index.setdefault(node.applied_index, node)
-        if other is not node and other.store != node.store:
+def _applied_states_agree(nodes: Sequence[Node], fresh: Sequence[bool] | None = None) -> None:
+    by_index: dict[int, tuple[int, Node]] = {}
+    for position, node in enumerate(nodes):
+        first, other = by_index.setdefault(node.applied_index, (position, node))
+        if other is node or (fresh is not None and not (fresh[position] or fresh[first])):
+            continue
+        if other.store != node.store:
             raise InvariantViolation(
                 "AppliedStatesAgree",
                 f"{other.name} and {node.name} both applied {node.applied_index} entries but "

@@ -4,17 +4,20 @@ node transitions, canonical keys built from small ints, memoised invariant check
 Contract: a `SearchCache` belongs to one search over clusters of ONE config (the memoised
 transitions are functions of the config's params). Everything it stores is the result
 of a pure function of the values it is keyed by, so using it never changes an answer:
-- Interning: a node or message equal to one seen before is replaced by that first
+- Interning: a node, message or history equal to one seen before is replaced by the first
   object, so equal values reached along different paths become the same object and the
   identity-keyed tables below hit. Equal nodes are interchangeable because every model
   function reads nodes by content.
 - `transition(before, action, ...)`: the node-level part of one step (the Raft
   transition, durability, lease clocks, applying committed entries) is a pure function
-  of the node before and the action, so it is computed once per (node, action).
-- `key(...)`: the canonical key of a cluster (see Cluster.canonical_fingerprint): nodes
-  in canonical order, each renamed node as an interned int, the network as the sorted
-  ints of its renamed messages. Two keys from one cache are equal exactly when the
-  renamed states are equal, as with the plain tuple keys.
+  of the node before and the action, so it is computed once per (node, action); so are
+  a node's action list, a message's actions, the history after a step (`ghost_after`)
+  and the network after a delivery or a send (`network_without`, `network_with`;
+  networks are interned too).
+- `key(...)`: the canonical key of a cluster (see Cluster.canonical_fingerprint): the
+  renamed nodes in canonical order and the renamed history, each as one interned int,
+  the network as the sorted ints of its renamed messages. Two keys from one cache are
+  equal exactly when the renamed states are equal, as with the plain tuple keys.
 - `check(...)`: Raft's invariants are a pure function of (nodes, ghost), the store's of
   one store, so a combination that passed once passes again and is not rechecked.
 Identity-keyed tables hold a reference to every object whose id they use, so while the
@@ -29,7 +32,8 @@ from typing import Any
 
 from etcdspec.model import store as kv
 from etcdspec.model.invariants import InvariantViolation
-from etcdspec.model.raft_invariants import Ghost, check_raft
+from etcdspec.model.network import Network
+from etcdspec.model.raft_invariants import Ghost, check_raft, update_ghost
 from etcdspec.model.raft_messages import Message
 from etcdspec.model.raft_node import HardState, Node
 
@@ -161,11 +165,15 @@ class SearchCache:
         "combos",
         "config",
         "contents",
+        "ghost_steps",
         "ghost_values",
         "ghosts",
         "message_contents",
         "message_infos",
         "messages",
+        "network_keys",
+        "network_steps",
+        "networks",
         "node_infos",
         "nodes",
         "orders",
@@ -185,6 +193,10 @@ class SearchCache:
         self.orders: dict[tuple[int, ...], tuple[tuple[int, ...], int]] = {}
         self.ghosts: dict[tuple[int, int], tuple[Ghost, int]] = {}
         self.ghost_values: dict[Ghost, Ghost] = {}
+        self.networks: dict[Network, Network] = {}
+        self.network_steps: dict[tuple[int, int], tuple[Network, Any, Network]] = {}
+        self.network_keys: dict[tuple[int, int], tuple[Network, tuple[int, ...]]] = {}
+        self.ghost_steps: dict[tuple[int, int, int], tuple[Ghost, Node, Node, Ghost]] = {}
         self.combos: dict[tuple[Any, ...], Any] = {}
         self.actions: dict[int, tuple[Any, tuple[Any, ...]]] = {}
         self.checked: dict[tuple[int, ...], tuple[tuple[Node, ...], Ghost]] = {}
@@ -199,6 +211,16 @@ class SearchCache:
     def ghost(self, ghost: Ghost) -> Ghost:
         """The first history seen equal to `ghost`."""
         return self.ghost_values.setdefault(ghost, ghost)
+
+    def ghost_after(self, ghost: Ghost, before: Node, after: Node) -> Ghost:
+        """`update_ghost(ghost, (before,), (after,))`, interned, computed once."""
+        key = (id(ghost), id(before), id(after))
+        hit = self.ghost_steps.get(key)
+        if hit is None:
+            result = update_ghost(ghost, (before,), (after,))
+            hit = (ghost, before, after, self.ghost(result))
+            self.ghost_steps[key] = hit
+        return hit[3]
 
     def message(self, message: Message) -> Message:
         """The first message seen equal to `message`."""
@@ -232,6 +254,30 @@ class SearchCache:
         result = (after, tuple([self.message(m) for m in out]), outputs, fits(after))
         self.steps[key] = (before, action, result)
         return result
+
+    # ------------------------------------------------------------------ networks
+
+    def network_without(self, network: Network, message: Message) -> Network:
+        """`network` with one copy of `message` delivered (taken out), interned,
+        computed once per (network, message)."""
+        key = (id(network), id(message))
+        hit = self.network_steps.get(key)
+        if hit is None:
+            result = network.remove(network.index_of(message))
+            hit = (network, message, self.networks.setdefault(result, result))
+            self.network_steps[key] = hit
+        return hit[2]
+
+    def network_with(self, network: Network, out: tuple[Message, ...]) -> Network:
+        """`network` with the messages `out` sent, interned, computed once per (network,
+        out tuple)."""
+        key = (id(network), id(out))
+        hit = self.network_steps.get(key)
+        if hit is None:
+            result = network.send(out)
+            hit = (network, out, self.networks.setdefault(result, result))
+            self.network_steps[key] = hit
+        return hit[2]
 
     # ------------------------------------------------------------------ actions
 
@@ -329,22 +375,43 @@ class SearchCache:
         self,
         nodes: tuple[Node, ...],
         up: tuple[bool, ...],
-        messages: tuple[Message, ...],
-        groups: tuple[frozenset[int], ...],
+        network: Network,
         crashes: int,
         ghost: Ghost,
     ) -> tuple[Any, ...]:
         """The canonical key (see the module docstring). Nodes are ordered by (partition
         group size,) signature and up, as `canonical_order` orders them: ties are the
         same, so the same states share a key; ties keep the given order."""
+        groups = network.groups
         combo_key = (*map(id, nodes), up, groups)
         combo = self.combos.get(combo_key)
         if combo is None:
             combo = self._combo(combo_key, nodes, up, groups)
         _, perm, perm_id, nodes_number = combo
+        network_key = (id(network), perm_id)
+        known = self.network_keys.get(network_key)
+        if known is None:
+            known = (network, self._renamed_network(network, perm, perm_id))
+            self.network_keys[network_key] = known
+        renamed = known[1]
+        ghost_hit = self.ghosts.get((id(ghost), perm_id))
+        if ghost_hit is None:
+            ghost_hit = self._ghost_number(ghost, perm, perm_id)
+        return (
+            nodes_number,
+            ghost_hit[1],
+            renamed,
+            rename_groups(groups, perm) if groups else (),
+            crashes,
+        )
+
+    def _renamed_network(
+        self, network: Network, perm: tuple[int, ...], perm_id: int
+    ) -> tuple[Any, ...]:
+        """The sorted numbers of the network's renamed messages (a multiset's key)."""
         message_infos = self.message_infos
         renamed: list[int] = []
-        for message in messages:
+        for message in network.messages:
             minfo = message_infos.get(id(message))
             if minfo is None:
                 minfo = self._message_info(message)
@@ -353,16 +420,7 @@ class SearchCache:
                 number = self._renamed_message(minfo, perm, perm_id)
             renamed.append(number)
         renamed.sort()
-        ghost_hit = self.ghosts.get((id(ghost), perm_id))
-        if ghost_hit is None:
-            ghost_hit = self._ghost_number(ghost, perm, perm_id)
-        return (
-            nodes_number,
-            ghost_hit[1],
-            tuple(renamed),
-            rename_groups(groups, perm) if groups else (),
-            crashes,
-        )
+        return tuple(renamed)
 
     def _ghost_number(self, ghost: Ghost, perm: tuple[int, ...], perm_id: int) -> tuple[Ghost, int]:
         content = (
