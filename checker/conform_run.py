@@ -36,6 +36,7 @@ from typing import Any
 import grpc
 import grpc.aio
 from etcdspec.checker.check import CheckOptions, CheckReport, check_history
+from etcdspec.checker.conform_consistency import hashkv_agreement
 from etcdspec.checker.conform_faults import FaultInjector
 from etcdspec.checker.conform_initial import InitialRecord, InitialStateError, capture
 from etcdspec.checker.conform_recorder import (
@@ -49,8 +50,6 @@ from etcdspec.checker.conform_workloads import Worker, make_workload, watch_floo
 from etcdspec.checker.history import build_history
 from etcdspec.checker.report import write_report
 from etcdspec.checker.results import CheckResult
-from etcdspec.impl.pb import rpc_pb2
-from etcdspec.model.requests import RangeRequest, RangeResponse
 from etcdspec.model.watch import WatchRequest
 
 from etcdspec.exitcodes import ExitCode
@@ -167,7 +166,7 @@ async def _run(options: ConformOptions) -> ConformResult:
                 f"faults skipped, the target cannot take them: {', '.join(injector.skipped)}"
             )
         await _drive(options, target, recorder, injector, initial.revision)
-        hashkv = await _hashkv(target)
+        hashkv = await hashkv_agreement(_client_urls(target))
     except BaseException:
         with contextlib.suppress(Exception):
             recorder.write(run_dir / "history.jsonl")
@@ -324,70 +323,8 @@ async def _drive(
             raise error
 
 
-async def _hashkv(target: Target, timeout_s: float = 30.0) -> CheckResult:
-    """Every member's HashKV at one revision agrees (UNKNOWN if they never catch up)."""
-    started = time.monotonic()
-    urls = [target.client_url(n) for n in target.member_names()] or list(target.endpoints)
-    deadline = started + timeout_s
-    last_problem = ""
-    while time.monotonic() < deadline:
-        try:
-            revision = await _linearizable_revision(urls[0])
-            results = []
-            for url in urls:
-                client = RecordingClient(Recorder(), url, 3.0)
-                try:
-                    reply = await client.maintenance(
-                        "HashKV", rpc_pb2.HashKVRequest(revision=revision), 5.0
-                    )
-                finally:
-                    await client.close()
-                results.append((url, int(reply.hash), int(reply.compact_revision)))
-        except (grpc.aio.AioRpcError, TargetError) as error:
-            last_problem = (
-                error.details() if isinstance(error, grpc.aio.AioRpcError) else str(error)
-            )
-            await asyncio.sleep(0.5)
-            continue
-        compacts = {c for _, _, c in results}
-        if len(compacts) > 1:
-            last_problem = f"compact revisions differ: {results}"
-            await asyncio.sleep(0.5)
-            continue
-        hashes = {h for _, h, _ in results}
-        seconds = time.monotonic() - started
-        shown = ", ".join(f"{u.rsplit(':', 1)[-1]}={h}" for u, h, _ in results)
-        if len(hashes) == 1:
-            return CheckResult(
-                "HashKV",
-                Verdict.TRUE,
-                f"{len(results)} members agree at revision {revision}",
-                seconds,
-            )
-        return CheckResult(
-            "HashKV",
-            Verdict.FALSE,
-            f"members disagree at revision {revision} (compact {compacts.pop()})",
-            seconds,
-            (shown,),
-        )
-    return CheckResult(
-        "HashKV",
-        Verdict.UNKNOWN,
-        f"members did not reach one revision within {timeout_s:.0f} s: {last_problem}",
-        time.monotonic() - started,
-    )
-
-
-async def _linearizable_revision(url: str) -> int:
-    client = RecordingClient(Recorder(), url, 3.0)
-    try:
-        outcome = await client.call(Process(0), RangeRequest(b"hashkv-probe"))
-    finally:
-        await client.close()
-    if not isinstance(outcome.response, RangeResponse):
-        raise TargetError(f"{url}: revision probe {outcome.describe()}")
-    return outcome.response.header.revision
+def _client_urls(target: Target) -> list[str]:
+    return [target.client_url(n) for n in target.member_names()] or list(target.endpoints)
 
 
 def _augment_result(

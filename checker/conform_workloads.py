@@ -7,7 +7,9 @@ Contract:
   `random.Random` seeded from the run's seed and the worker's number.
 - Written values are unique in the whole run (`Worker.unique_value`), so every
   observed value names the write that made it.
-- `etcd-kv`: puts, gets, prefix ranges with limits, stale reads at past revisions,
+- `etcd-kv`: puts, gets, prefix ranges with limits, stale reads at past revisions
+  (`stale_revision`: 3 in 4 within the last RECENT_REVISIONS, as a watch cache or a
+  resumed list reads; else anywhere back to the start),
   deletes, multi-op txns, CAS on mod_revision (weights in KV_WEIGHTS).
 - `leases`: grant, put with a lease, keep-alive, revoke, reads; short TTLs so leases
   also expire during the run.
@@ -56,6 +58,7 @@ KV_WEIGHTS = {
     "txn": 10,
     "cas": 18,
 }
+RECENT_REVISIONS = 100  # how far back most stale reads go
 UNAVAILABLE_PAUSE_S = 0.1  # after a call that could not reach its member
 WRITE_WEIGHTS = {"put": 50, "get": 8, "delete": 10, "txn": 22, "cas": 10}
 # Lease TTLs (s): one short enough to expire within a short run, the others not, so
@@ -144,9 +147,7 @@ class KvWorkload(Workload):
         elif kind == "range":
             await worker.call(RangeRequest(b"k", b"l", limit=rng.choice([0, 2, 5])))
         elif kind == "stale_read":
-            floor = worker.floor_revision
-            revision = rng.randint(floor, max(floor, worker.last_revision))
-            await worker.call(RangeRequest(b"k", b"l", revision=revision))
+            await worker.call(RangeRequest(b"k", b"l", revision=stale_revision(worker)))
         elif kind == "delete":
             await worker.call(DeleteRangeRequest(worker.key(), prev_kv=rng.random() < 0.5))
         elif kind == "txn":
@@ -160,6 +161,16 @@ class KvWorkload(Workload):
             )
         else:
             await cas(worker, worker.key())
+
+
+def stale_revision(worker: Worker) -> int:
+    """A past revision to read at: mostly recent ones, now and then any (the checker's
+    model answers a read at revision r by walking back from the newest revision, so
+    uniformly old reads cost it time quadratic in the run's length)."""
+    floor, last = worker.floor_revision, max(worker.floor_revision, worker.last_revision)
+    if worker.rng.random() < 0.75:
+        floor = max(floor, last - RECENT_REVISIONS)
+    return worker.rng.randint(floor, last)
 
 
 async def cas(worker: Worker, key: bytes) -> None:

@@ -10,8 +10,8 @@ What finds what (workload, faults; measured over seeds 1-5 before committing):
   kills (watches resumed at a past revision) -> Resumable fails (5 of 5 seeds).
 - stale_leader_lease_revoke: the leases workload at a low rate over 20 keys, so that
   keys are still attached when their lease expires; the leader deletes them outside
-  the log -> Linearizable fails, and HashKV (members disagree, or UNKNOWN when the
-  probe asks the leader, whose revision the others never reach) (4 of 5 seeds; a run
+  the log -> Linearizable fails, and HashKV (members disagree, or applied the same
+  log yet stand at different revisions) (4 of 5 seeds; a run
   with no expiry that has keys attached finds nothing, hence a budget of seeds).
   The clean run is held to the checks that find the bug (Linearizable, HashKV): on
   this workload the watch checks (Reliable, PrevKV, IsCreate, Valid) also fail on the
