@@ -271,10 +271,20 @@ class EtcdModel(CheckModel):
         `info_possible`, per key the revisions in which a response proves the key was not
         written: a kv read at revision r with mod_revision m means no write to that key in
         (m, r]; a put or delete at r whose prev_kv has mod_revision m means none in
-        (m, r-1]; and those in which it was not deleted: (c, r] and (c, r-1] likewise."""
+        (m, r-1]; and those in which it was not deleted: (c, r] and (c, r-1] likewise.
+        A kv at version v with create c and mod m had v puts in [c, m]: when the ok
+        operations surely made all v, nothing else wrote the key in [c, m] either."""
         observed: dict[int, set[Hashable]] = {}
         quiet: dict[bytes, list[tuple[int, int]]] = {}
         alive: dict[bytes, list[tuple[int, int]]] = {}
+        # Revisions at which an ok operation surely put each key.
+        puts: dict[bytes, list[int]] = {}
+        for prepared in ops:
+            request, response = prepared.payload
+            if response is not None and prepared.bumps_to is not None:
+                for key in _sure_put_keys(request, response):
+                    puts.setdefault(key, []).append(prepared.bumps_to)
+        self._ok_puts = ok_puts = {key: sorted(revisions) for key, revisions in puts.items()}
         for prepared in ops:
             request, response = prepared.payload
             if response is None:
@@ -287,6 +297,14 @@ class EtcdModel(CheckModel):
                     observed.setdefault(kv.mod_revision, set()).add(("put", kv.key, kv.value))
                 if kv.create_revision > 0:
                     observed.setdefault(kv.create_revision, set()).add(("create", kv.key))
+                    # Version v at m: v puts to the key in [c, m]; when ok operations
+                    # surely made all of them, no info write put it there.
+                    made = ok_puts.get(kv.key, [])
+                    low = bisect.bisect_left(made, kv.create_revision)
+                    if bisect.bisect_right(made, kv.mod_revision) - low == kv.version:
+                        quiet.setdefault(kv.key, []).append(
+                            (kv.create_revision - 1, kv.mod_revision)
+                        )
             seen_at: list[tuple[KeyValue, int]] = []
             if reads_now and isinstance(response, RangeResponse):
                 seen_at += [(kv, at) for kv in response.kvs]
@@ -306,24 +324,22 @@ class EtcdModel(CheckModel):
         # puts to k from any revision g <= r in that incarnation: version at g plus the
         # ok puts to k in (g, r] is at most v.
         seen: dict[bytes, list[tuple[int, int, int]]] = {}
-        puts: dict[bytes, list[int]] = {}
         for prepared in ops:
             request, response = prepared.payload
-            if response is None:
-                continue
-            if isinstance(request, RangeRequest) and request.revision <= 0:
-                if isinstance(response, RangeResponse) and not request.count_only:
-                    for kv in response.kvs:
-                        seen.setdefault(kv.key, []).append(
-                            (response.header.revision, kv.create_revision, kv.version)
-                        )
-            elif isinstance(request, PutRequest) and prepared.bumps_to is not None:
-                puts.setdefault(request.key, []).append(prepared.bumps_to)
+            if (
+                isinstance(request, RangeRequest)
+                and request.revision <= 0
+                and not request.count_only
+                and isinstance(response, RangeResponse)
+            ):
+                for kv in response.kvs:
+                    seen.setdefault(kv.key, []).append(
+                        (response.header.revision, kv.create_revision, kv.version)
+                    )
         self._versions = {key: sorted(items) for key, items in seen.items()}
         self._version_revisions = {
             key: [r for r, _, _ in items] for key, items in self._versions.items()
         }
-        self._ok_puts = {key: sorted(revisions) for key, revisions in puts.items()}
         return observed
 
     def info_state_possible(self, prepared: PreparedOp, state: Any) -> bool:
@@ -480,6 +496,16 @@ def _blind_write(request: Request | TxnOp) -> bool:
     if isinstance(request, TxnRequest):
         return any(_blind_write(op) for op in request.success + request.failure)
     return False
+
+
+def _sure_put_keys(request: Request | TxnOp, response: Response) -> set[bytes]:
+    """The keys an ok request surely put (a txn: the puts of the branch that ran)."""
+    if isinstance(request, PutRequest):
+        return {request.key}
+    if isinstance(request, TxnRequest) and isinstance(response, TxnResponse):
+        branch = request.success if response.succeeded else request.failure
+        return {op.key for op in branch if isinstance(op, PutRequest)}
+    return set()
 
 
 def _blind_put_keys(request: Request | TxnOp) -> set[bytes]:

@@ -10,6 +10,7 @@ import pytest
 from etcdspec.checker.history import HistoryBuilder, Operation, build_history
 from etcdspec.checker.linearizability import Budget, check_linearizable
 from etcdspec.checker.model_etcd import EtcdModel
+from etcdspec.checker.models import PreparedOp
 from etcdspec.checker.simulate import simulate_etcd
 from etcdspec.model.requests import DeleteRangeRequest, PutRequest
 from etcdspec.model.store import apply, initial_state
@@ -115,3 +116,34 @@ def test_fifty_processes_with_many_info_writes_are_decided() -> None:
     assert sum(op.type == "info" for op in history.operations) > 400
     result = check_linearizable(EtcdModel(), history.operations, Budget(timeout_s=90))
     assert result.verdict is Verdict.TRUE, result.describe()
+
+
+def _versions_case(version: int) -> tuple[EtcdModel, PreparedOp]:
+    """Two ok puts to k (revisions 2 and 4), an info put to k, a read at 4 showing k at
+    `version`: 2 means the ok puts made every version, 3 that one more put happened."""
+    builder = HistoryBuilder()
+    builder.add(1, "invoke", "put", {"key": "k", "value": "z"})
+    builder.add(2, "invoke", "put", {"key": "k", "value": "a"})
+    builder.add(2, "ok", "put", {"header": {"revision": 2}})
+    builder.add(2, "invoke", "put", {"key": "k", "value": "b"})
+    builder.add(2, "ok", "put", {"header": {"revision": 4}})
+    builder.add(1, "info", "put", {"error": "lost", "code": "UNAVAILABLE"})
+    builder.add(3, "invoke", "range", {"key": "k"})
+    kv = _kv("k", "b", 2, 4, version)
+    builder.add(3, "ok", "range", {"header": {"revision": 4}, "kvs": [kv], "count": 1})
+    model = EtcdModel(lease_expiry=False)
+    ops = build_history(builder.events).operations
+    prepared = [p for p in (model.prepare(op) for op in ops) if p is not None]
+    model.observed_writes(prepared)
+    return model, next(p for p in prepared if p.op.type == "info")
+
+
+@pytest.mark.parametrize(
+    ("version", "revision", "possible"),
+    [(2, 3, False), (2, 5, True), (3, 3, True)],
+)
+def test_info_put_excluded_where_ok_puts_made_every_version(
+    version: int, revision: int, possible: bool
+) -> None:
+    model, info_put = _versions_case(version)
+    assert model.info_possible(info_put, revision) is possible
