@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -30,6 +31,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -223,11 +225,7 @@ def memory_target(
     """Load `keys` keys into a fresh cluster; each member's memory afterwards. With the
     default `snapshot_count`, the load (one entry per Txn) crosses snapshots, the last
     taken of nearly all the keys, as a long-running member would."""
-    directory = Path(tempfile.mkdtemp(prefix=f"etcdspec-bench-mem-{target}-"))
-    plan = launcher.plan_cluster(directory, 3, snapshot_count=snapshot_count)
-    members = launcher.start_cluster(plan, program_for(target))
-    try:
-        launcher.wait_ready(plan.endpoints, timeout_s=60)
+    with running_cluster(target, snapshot_count) as (plan, members):
         started = time.perf_counter()
         asyncio.run(_load_keys(plan.endpoints, keys, seed))
         seconds = time.perf_counter() - started
@@ -245,9 +243,6 @@ def memory_target(
             print(report.describe(), file=sys.stderr)
             out.append(report)
         return out
-    finally:
-        launcher.stop_members(members)
-        shutil.rmtree(directory, ignore_errors=True)
 
 
 def format_memory_table(rows: list[MemberMemory]) -> str:
@@ -292,12 +287,24 @@ def program_for(target: str) -> list[str]:
     return [found]
 
 
-def bench_target(target: str, client_counts: list[int], duration: float, seed: int) -> list[Cell]:
+@contextlib.contextmanager
+def running_cluster(
+    target: str, snapshot_count: int
+) -> Iterator[tuple[launcher.ClusterPlan, list[launcher.RunningMember]]]:
+    """A fresh 3-member cluster of `target`, ready (it has a leader); always stopped."""
     directory = Path(tempfile.mkdtemp(prefix=f"etcdspec-bench-{target}-"))
-    plan = launcher.plan_cluster(directory, 3, snapshot_count=10_000)
+    plan = launcher.plan_cluster(directory, 3, snapshot_count=snapshot_count)
     members = launcher.start_cluster(plan, program_for(target))
     try:
         launcher.wait_ready(plan.endpoints, timeout_s=60)
+        yield plan, members
+    finally:
+        launcher.stop_members(members)
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def bench_target(target: str, client_counts: list[int], duration: float, seed: int) -> list[Cell]:
+    with running_cluster(target, snapshot_count=10_000) as (plan, _):
         asyncio.run(_populate(plan.endpoints))
         cells = []
         for workload in WORKLOADS:
@@ -308,9 +315,6 @@ def bench_target(target: str, client_counts: list[int], duration: float, seed: i
                 print(cell.describe(), file=sys.stderr)
                 cells.append(cell)
         return cells
-    finally:
-        launcher.stop_members(members)
-        shutil.rmtree(directory, ignore_errors=True)
 
 
 def format_table(cells: list[Cell]) -> str:
