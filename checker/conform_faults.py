@@ -15,9 +15,10 @@ Contract:
   holds it for `hold_s`, heals it, and at the end heals everything (resumes, restarts,
   heals the network), so the final consistency check sees a whole cluster. A killed
   or paused member counts as healed once it serves again (Status with a leader, up to
-  `ready_timeout_s`): the next fault's interval starts only then, so two faults never
-  overlap (a slow restart under load would otherwise leave the next fault's member
-  and the restarting one both out, and the run without a quorum).
+  `ready_timeout_s`): the next fault comes only then (the wait is taken off its
+  interval, down to MIN_GAP_S), so two faults never overlap (a slow restart under
+  load would otherwise leave the next fault's member and the restarting one both out,
+  and the run without a quorum).
 - Faults a target cannot take are skipped and listed in `skipped`.
 """
 
@@ -39,6 +40,7 @@ from etcdspec.checker.conform_targets import Target
 from etcdspec.impl.pb import rpc_pb2
 from etcdspec.model.requests import CompactionRequest
 
+MIN_GAP_S = 0.2  # the least time between one fault's heal and the next fault
 FAULTS = ("kill", "pause", "partition", "delay", "drop", "compact", "defrag")
 
 
@@ -92,6 +94,7 @@ class FaultInjector:
     _killed: set[str] = field(default_factory=set)
     _paused: set[str] = field(default_factory=set)
     _process: Process | None = None
+    _owed_s: float = 0.0  # time spent waiting for members to serve, off the next interval
 
     def __post_init__(self) -> None:
         usable = []
@@ -109,8 +112,12 @@ class FaultInjector:
         self.rng.shuffle(order)
         turn = 0
         while not stop.is_set():
+            # The wait for a member to serve again counts as part of the interval, so
+            # the schedule stays as asked when restarts are quick.
+            wait = max(MIN_GAP_S, self.interval_s - self._owed_s)
+            self._owed_s = 0.0
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), self.interval_s)
+                await asyncio.wait_for(stop.wait(), wait)
             if stop.is_set():
                 break
             await self.inject(order[turn % len(order)], stop)
@@ -206,6 +213,12 @@ class FaultInjector:
         started = self.recorder.now()
         deadline = started + int(self.ready_timeout_s * 1e9)
         url = self.target.client_url(name)
+        try:
+            return await self._wait_serving(url, started, deadline)
+        finally:
+            self._owed_s += (self.recorder.now() - started) / 1e9
+
+    async def _wait_serving(self, url: str, started: int, deadline: int) -> str:
         while True:
             client = RecordingClient(self.recorder, url, 1.0)
             try:
