@@ -285,6 +285,12 @@ class EtcdModel(CheckModel):
                 for key in _sure_put_keys(request, response):
                     puts.setdefault(key, []).append(prepared.bumps_to)
         self._ok_puts = ok_puts = {key: sorted(revisions) for key, revisions in puts.items()}
+        self._claimed = sorted(p.bumps_to for p in ops if p.bumps_to is not None)
+        uncertain: set[bytes] = set()  # keys an ok op may put at a revision not known
+        for prepared in ops:
+            if prepared.op.type == "ok" and prepared.bumps_to is None:
+                uncertain |= _put_keys(prepared.payload[0])
+        needs: dict[bytes, list[tuple[int, int, int]]] = {}
         for prepared in ops:
             request, response = prepared.payload
             if response is None:
@@ -301,9 +307,14 @@ class EtcdModel(CheckModel):
                     # surely made all of them, no info write put it there.
                     made = ok_puts.get(kv.key, [])
                     low = bisect.bisect_left(made, kv.create_revision)
-                    if bisect.bisect_right(made, kv.mod_revision) - low == kv.version:
+                    missing = kv.version - (bisect.bisect_right(made, kv.mod_revision) - low)
+                    if missing == 0:
                         quiet.setdefault(kv.key, []).append(
                             (kv.create_revision - 1, kv.mod_revision)
+                        )
+                    elif missing > 0 and kv.key not in uncertain:
+                        needs.setdefault(kv.key, []).append(
+                            (kv.mod_revision, kv.create_revision, kv.version)
                         )
             seen_at: list[tuple[KeyValue, int]] = []
             if reads_now and isinstance(response, RangeResponse):
@@ -319,6 +330,8 @@ class EtcdModel(CheckModel):
                 if 0 < kv.create_revision < upto:
                     alive.setdefault(kv.key, []).append((kv.create_revision, upto))
         self._quiet = {key: _merge(spans) for key, spans in quiet.items()}
+        self._needs = {key: sorted(set(items)) for key, items in needs.items()}
+        self._needs_at = {key: [m for m, _, _ in items] for key, items in self._needs.items()}
         self._alive = {key: _merge(spans) for key, spans in alive.items()}
         # Versions: a current read at r showing key k (create c, version v) bounds the
         # puts to k from any revision g <= r in that incarnation: version at g plus the
@@ -344,11 +357,11 @@ class EtcdModel(CheckModel):
 
     def info_state_possible(self, prepared: PreparedOp, state: Any) -> bool:
         revision = state.revision
-        if revision <= 1 or not getattr(self, "_versions", None):
+        if revision <= 1 or not hasattr(self, "_versions"):
             return True
         written = state.history
         if written is None or written.revision != revision:
-            return True
+            return self._puts_fit(state)
         for event in written.events:
             kv = event.kv
             if event.type is not EventType.PUT or kv.key not in self._versions:
@@ -363,6 +376,32 @@ class EtcdModel(CheckModel):
             ok_puts = self._ok_puts.get(kv.key, [])
             later = bisect.bisect_right(ok_puts, at) - bisect.bisect_right(ok_puts, revision)
             if kv.version + later > version:
+                return False
+        return self._puts_fit(state)
+
+    def _puts_fit(self, state: StoreState) -> bool:
+        """A kv seen at version v (create c, mod m) needs v puts in [c, m]; those that ok
+        operations did not surely make must be info writes, each taking a revision no ok
+        operation claims. False when, at this state, more are needed than such revisions
+        are left before m (or fewer than none)."""
+        revision = state.revision
+        for key, seen_at in self._needs_at.items():
+            j = bisect.bisect_right(seen_at, revision)
+            if j == len(seen_at):
+                continue
+            mod_revision, create_revision, version = self._needs[key][j]
+            kv = state.get(key)
+            if create_revision > revision or kv is None or kv.create_revision != create_revision:
+                continue
+            ok_puts = self._ok_puts.get(key, [])
+            later = bisect.bisect_right(ok_puts, mod_revision) - bisect.bisect_right(
+                ok_puts, revision
+            )
+            need = version - kv.version - later
+            claimed = bisect.bisect_right(self._claimed, mod_revision) - bisect.bisect_right(
+                self._claimed, revision
+            )
+            if need < 0 or need > mod_revision - revision - claimed:
                 return False
         return True
 
@@ -496,6 +535,15 @@ def _blind_write(request: Request | TxnOp) -> bool:
     if isinstance(request, TxnRequest):
         return any(_blind_write(op) for op in request.success + request.failure)
     return False
+
+
+def _put_keys(request: Request | TxnOp) -> set[bytes]:
+    """The keys the request may put (either txn branch)."""
+    if isinstance(request, PutRequest):
+        return {request.key}
+    if isinstance(request, TxnRequest):
+        return {k for op in request.success + request.failure for k in _put_keys(op)}
+    return set()
 
 
 def _sure_put_keys(request: Request | TxnOp, response: Response) -> set[bytes]:

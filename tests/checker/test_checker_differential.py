@@ -25,6 +25,9 @@ class PlainEtcdModel(EtcdModel):
     def info_possible(self, prepared: PreparedOp, revision: int) -> bool:
         return True
 
+    def info_state_possible(self, prepared: PreparedOp, state: Any) -> bool:
+        return True
+
 
 CASES = [(seed, fault) for seed in range(12) for fault in (None, *ETCD_FAULTS)]
 

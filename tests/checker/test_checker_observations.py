@@ -147,3 +147,43 @@ def test_info_put_excluded_where_ok_puts_made_every_version(
 ) -> None:
     model, info_put = _versions_case(version)
     assert model.info_possible(info_put, revision) is possible
+
+
+def _two_info_puts_needed() -> tuple[EtcdModel, PreparedOp]:
+    """k created at 2 by an ok put, read at 5 with version 3 and mod_revision 4: the
+    two missing puts are info puts, at 3 and 4 (5 is an ok put's)."""
+    builder = HistoryBuilder()
+    for process, value in ((4, "b"), (5, "c")):
+        builder.add(process, "invoke", "put", {"key": "k", "value": value})
+    builder.add(6, "invoke", "put", {"key": "y", "value": "z"})
+    builder.add(1, "invoke", "put", {"key": "k", "value": "a"})
+    builder.add(1, "ok", "put", {"header": {"revision": 2}})
+    for process in (4, 5, 6):
+        builder.add(process, "info", "put", {"error": "lost", "code": "UNAVAILABLE"})
+    builder.add(2, "invoke", "put", {"key": "x", "value": "1"})
+    builder.add(2, "ok", "put", {"header": {"revision": 5}})
+    builder.add(3, "invoke", "range", {"key": "k"})
+    kv = _kv("k", "c", 2, 4, 3)
+    builder.add(3, "ok", "range", {"header": {"revision": 5}, "kvs": [kv], "count": 1})
+    model = EtcdModel(lease_expiry=False)
+    ops = build_history(builder.events).operations
+    prepared = [p for p in (model.prepare(op) for op in ops) if p is not None]
+    model.observed_writes(prepared)
+    return model, next(p for p in prepared if p.op.type == "info")
+
+
+@pytest.mark.parametrize(
+    ("case", "writes", "possible"),
+    [
+        ("y at 3 leaves one revision for two puts to k", [(b"k", b"a"), (b"y", b"z")], False),
+        ("k at 3 leaves one revision for one put to k", [(b"k", b"a"), (b"k", b"b")], True),
+    ],
+)
+def test_info_writes_must_leave_room_for_the_puts_a_version_needs(
+    case: str, writes: list[tuple[bytes, bytes]], possible: bool
+) -> None:
+    model, info_put = _two_info_puts_needed()
+    state = initial_state()
+    for key, value in writes:
+        state, _ = apply(state, PutRequest(key, value))
+    assert model.info_state_possible(info_put, state) is possible, case
