@@ -30,10 +30,11 @@ Contract:
   `restore()` replaces the file's contents with a snapshot.
 - Not thread-safe by itself: every call takes an internal lock, but a transaction must be
   opened and finished on one thread.
-- The meta values and the alarm list are cached in memory (they are read on every
-  applied request and every proposal): a write updates the cache with the statement
-  that changes the file, and any rollback, restore or reconnect drops the cache, so
-  it never shows what the file does not hold. The connection is the file's only writer.
+- The meta values, the alarm list and `size()` are cached in memory (they are read on
+  every applied request and every proposal): a write updates the cache with the
+  statement that changes the file (the size is read again after each transaction),
+  and any rollback, restore, defragmentation or reconnect drops the cache, so it never
+  shows what the file does not hold. The connection is the file's only writer.
 """
 
 from __future__ import annotations
@@ -154,6 +155,7 @@ class Backend:
         self._in_txn = False
         self._meta_cache: dict[str, int] = {}
         self._alarm_cache: list[tuple[int, int]] | None = None
+        self._size_cache: int | None = None
         self._conn = self._connect()
 
     # ---- lifecycle ----
@@ -161,6 +163,7 @@ class Backend:
     def _drop_caches(self) -> None:
         self._meta_cache = {}
         self._alarm_cache = None
+        self._size_cache = None
 
     def _connect(self) -> sqlite3.Connection:
         self._drop_caches()
@@ -237,6 +240,7 @@ class Backend:
                     raise
             finally:
                 self._in_txn = False
+                self._size_cache = None  # the transaction's writes may have grown the file
 
     @contextlib.contextmanager
     def savepoint(self, name: str = "request") -> Iterator[None]:
@@ -489,10 +493,16 @@ class Backend:
 
     def size(self) -> int:
         """Bytes the database file occupies (etcd's dbSize)."""
+        cached = self._size_cache
+        if cached is not None:
+            return cached
         with self._lock:
             pages = self._conn.execute("PRAGMA page_count").fetchone()[0]
             page_size = self._conn.execute("PRAGMA page_size").fetchone()[0]
-        return int(pages) * int(page_size)
+            size = int(pages) * int(page_size)
+            if not self._in_txn:
+                self._size_cache = size
+        return size
 
     def size_in_use(self) -> int:
         """Bytes of the file holding data, excluding free pages (etcd's dbSizeInUse)."""
@@ -507,6 +517,7 @@ class Backend:
         with self._lock:
             if self._in_txn:
                 raise BackendError("defragment inside a transaction: finish it first")
+            self._size_cache = None
             self._conn.execute("VACUUM")
             self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 

@@ -1,9 +1,9 @@
-"""What the performance work may not change: the backend's in-memory caches never show
-what the file does not hold; a batch writes its consistent index once, in its
-transaction (a put, which has no savepoint, refuses only before it writes); the member
-applies committed entries during a Ready's fsync only when earlier Readies persisted
-every one of them; a follower forwards the proposals made between two Readies in one
-message, in order."""
+"""What the performance work may not change: the backend's in-memory caches (meta,
+alarms, size) never show what the file does not hold; a batch writes its consistent
+index once, in its transaction (a put, which has no savepoint, refuses only before it
+writes); the member applies committed entries during a Ready's fsync only when earlier
+Readies persisted every one of them; a follower forwards the proposals made between two
+Readies in one message, in order."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from etcdspec.impl.backend import Backend
 from etcdspec.impl.errors import RpcError
 from etcdspec.impl.lessor import Lessor
 from etcdspec.impl.member import committed_already_persisted
-from etcdspec.impl.mvcc import WriteTxn
+from etcdspec.impl.mvcc import KVStore, WriteTxn
 from etcdspec.impl.pb import rpc_pb2 as pb
 from etcdspec.impl.quota import BackendQuota
 from etcdspec.impl.raft_core import RaftConfig
@@ -95,6 +95,33 @@ def test_restore_drops_the_cached_meta(tmp_path: Path) -> None:
     assert (target.current_revision(), target.consistent_index()) == (1, 0)
     target.restore(source.snapshot_bytes())
     assert (target.current_revision(), target.consistent_index()) == (11, 20)
+
+
+def _file_size(path: Path) -> int:
+    conn = sqlite3.connect(path)
+    try:
+        pages = conn.execute("PRAGMA page_count").fetchone()[0]
+        return int(pages) * int(conn.execute("PRAGMA page_size").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def test_the_cached_size_follows_every_transaction_and_defragmentation(tmp_path: Path) -> None:
+    backend = Backend(tmp_path / "m.db", durable=False)
+    store = KVStore(backend)
+    empty = backend.size()
+    for round_ in range(2):
+        with backend.transaction():
+            wtx = store.write(lambda lease: False)
+            for index in range(200):
+                wtx.put(pb.PutRequest(key=b"k%d" % index, value=bytes(500)))
+            wtx.finish()
+        assert backend.size() == _file_size(backend.path) > empty, round_
+    grown = backend.size()
+    with backend.transaction():
+        store.compact(backend.current_revision())
+    backend.defragment()
+    assert backend.size() == _file_size(backend.path) < grown
 
 
 def test_a_batch_ends_at_its_last_entry_in_one_transaction(tmp_path: Path) -> None:
