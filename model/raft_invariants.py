@@ -106,6 +106,8 @@ def check_raft(
             fresh = tuple([new is not old for new, old in zip(nodes, old_nodes, strict=True)])
         if ghost.leaders is not old_ghost.leaders:
             _election_safety(ghost)
+        if fresh is not None and True not in fresh:
+            return  # no node and no committed entry changed: every fact held before
     else:
         _election_safety(ghost)
     for position, node in enumerate(nodes):
