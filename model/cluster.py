@@ -20,6 +20,9 @@ Contract
   every node's applied state, raising InvariantViolation.
 - `fingerprint()` identifies the state; `canonical_fingerprint()` identifies it up to
   renaming nodes (symmetry reduction for the exhaustive explorer).
+- The exhaustive explorer passes one `SearchCache` (model/search_cache.py) to
+  `successors`, `canonical_fingerprint` and `check_invariants`: memo tables that give
+  the same answers as the plain calls, computed once per distinct node, message, etc.
 """
 
 from __future__ import annotations
