@@ -224,7 +224,9 @@ class RunRecorder:
 
     A machine calls `begin(initial_state)` when it is created, `step(label, state)` after
     each rule and `finish()` at teardown. States are kept as the model's own persistent
-    objects (cheap references) and abstracted only when a counterexample is built.
+    objects (cheap references) and abstracted only when a counterexample is built; a
+    step may pass label None with its action, whose `describe()` is then the label,
+    built only when a counterexample is.
     """
 
     def __init__(
@@ -237,7 +239,7 @@ class RunRecorder:
         self.steps = 0
         self.witnesses: Counter[str] = Counter()
         self.initial: Any = None
-        self.trace: list[tuple[str, Any]] = []
+        self.trace: list[tuple[str | None, Any]] = []  # None: the action's describe()
         self.actions: list[Any] = []  # the model's replayable step per trace entry (or None)
         self.rule_steps = 0
 
@@ -246,10 +248,17 @@ class RunRecorder:
         self.trace = []
         self.actions = []
 
-    def step(self, label: str, state: Any, action: Any = None) -> None:
+    def step(self, label: str | None, state: Any, action: Any = None) -> None:
         self.steps += 1
         self.trace.append((label, state))
         self.actions.append(action)
+
+    def labels(self) -> list[str]:
+        """The label of every step of the last example (built now for lazy ones)."""
+        return [
+            label if label is not None else action.describe()
+            for (label, _), action in zip(self.trace, self.actions, strict=True)
+        ]
 
     def rule_step(self) -> None:
         """One Hypothesis rule ran (a rule may take several model steps, or none)."""
@@ -269,7 +278,11 @@ class RunRecorder:
     def counterexample(
         self, invariant: str, detail: str, context: str, machine: str
     ) -> Counterexample:
-        labelled = [(label, self.abstract(state)) for label, state in self.trace]
+        labels = self.labels()
+        labelled = [
+            (label, self.abstract(state))
+            for label, (_, state) in zip(labels, self.trace, strict=True)
+        ]
         return build(machine, invariant, detail, self.abstract(self.initial), labelled, context)
 
 
@@ -334,7 +347,8 @@ def run_hypothesis(
             module = importlib.import_module(f"etcdspec.model.hypothesis_{options.machine}")
             shrunk = module.shrink_run(options, recorder.actions, invariant)
             if shrunk is not None:
-                recorder.trace, (invariant, detail) = shrunk.trace, shrunk.violation
+                recorder.trace, (invariant, detail) = list(shrunk.trace), shrunk.violation
+                recorder.actions = [None] * len(shrunk.trace)
                 note = f"shrunk by replay from {shrunk.original} to {len(shrunk.trace)} steps"
         cex = recorder.counterexample(invariant, detail, options.describe(), options.machine)
         return _result(options, recorder, started, Verdict.FALSE, counterexample=cex, note=note)
@@ -483,31 +497,37 @@ def find_bug(name: str, seed: int = 0, progress: ProgressCallback | None = None)
     )
 
 
+# The rules a split-brain schedule needs: the leader cut off with a write of its own
+# while the others elect a leader (split_brain), writes at either leader, heal, and
+# delivery until quiet. Without a no-op entry at election, a new leader's log holds
+# only client writes, so old-term entries are what it replicates (Figure 8).
+SPLIT_BRAIN_RULES = frozenset(("split_brain", "propose", "heal", "stabilize"))
+SPLIT_BRAIN = ExploreOptions(
+    max_examples=100, steps=12, noop_on_leader=False, rules=SPLIT_BRAIN_RULES
+)
+
 FINDERS: dict[str, Finder] = {
     "txn_revision_per_op": Finder(
         "hypothesis", ExploreOptions(machine="store", max_examples=200, steps=30), attempts=3
     ),
+    # Only what the bug needs: writes, compactions and watches opened below them.
     "watch_drops_event_at_compaction": Finder(
-        "hypothesis", ExploreOptions(machine="store", max_examples=300, steps=30), attempts=3
-    ),
-    "no_truncate_conflict": Finder(
         "hypothesis",
-        ExploreOptions(max_examples=100, steps=50, noop_on_leader=False),
-        attempts=8,
+        ExploreOptions(
+            machine="store",
+            max_examples=300,
+            steps=30,
+            rules=frozenset(("put", "compact", "watch")),
+        ),
+        attempts=3,
     ),
-    "accept_stale_term_append": Finder(
-        "hypothesis",
-        ExploreOptions(max_examples=100, steps=50, noop_on_leader=False),
-        attempts=8,
-    ),
+    "no_truncate_conflict": Finder("hypothesis", SPLIT_BRAIN, attempts=5),
+    "accept_stale_term_append": Finder("hypothesis", SPLIT_BRAIN, attempts=5),
     "commit_without_quorum": Finder("exhaustive", bounds=ExhaustiveBounds(max_term=2, max_log=1)),
     "vote_not_persisted": Finder(
         "exhaustive", bounds=ExhaustiveBounds(max_term=1, max_log=0, settings=(("max_crashes", 1),))
     ),
-    "figure8_commit": Finder(
-        "exhaustive",
-        bounds=ExhaustiveBounds(max_term=3, max_log=1, settings=(("allow_heartbeat", False),)),
-    ),
+    "figure8_commit": Finder("hypothesis", SPLIT_BRAIN, attempts=5),
     "ack_before_persist": Finder(
         "hypothesis",
         ExploreOptions(
@@ -520,10 +540,16 @@ FINDERS: dict[str, Finder] = {
         ),
         attempts=10,
     ),
+    # A leader cut off (split_brain) while its leases run out tick by tick.
     "lease_revoke_by_stale_leader": Finder(
         "hypothesis",
         ExploreOptions(
-            max_examples=50, steps=30, timeouts="ticks", prevote=False, check_quorum=False
+            max_examples=50,
+            steps=30,
+            timeouts="ticks",
+            prevote=False,
+            check_quorum=False,
+            rules=frozenset(("split_brain", "lease_grant", "tick", "stabilize", "heal")),
         ),
         attempts=6,
     ),

@@ -15,7 +15,10 @@ wasted on an action that is not enabled, and shrinking towards 0 keeps runs mean
 Swarm testing: Hypothesis switches rules on and off per example (its feature flags),
 so some examples never crash, some never drop, ...; progress rules come in pairs
 (timeout while leaderless / disrupt while led, deliver any / deliver next) and an
-initialize rule elects a first leader in most examples. Witnesses are counted with `hypothesis.event()` and in
+initialize rule elects a first leader in most examples. Macro rules take several model
+steps, each checked: stabilize (deliver until quiet) and elect; `SplitBrainMachine`
+adds split_brain (the leader cut off with a write of its own while the others elect
+another), which only runs that name it in `ExploreOptions.rules` use. Witnesses are counted with `hypothesis.event()` and in
 the run's `RunRecorder` (leader elected, entry committed, term change, crash-restart),
 and `target()` steers towards higher terms and diverging logs.
 """
@@ -29,6 +32,7 @@ from typing import Any
 from etcdspec.model import cluster as cl
 from etcdspec.model.cluster import Action, Cluster, ClusterConfig, IllegalActionError
 from etcdspec.model.explore import ExploreOptions, RunRecorder
+from etcdspec.model.hypothesis_rules import focused, has_initialize_rules, rule_names
 from etcdspec.model.hypothesis_store import keys, range_ends, txns, values
 from etcdspec.model.invariants import InvariantViolation
 from etcdspec.model.raft_messages import MsgType
@@ -97,6 +101,59 @@ def client_requests() -> st.SearchStrategy[Request]:
     )
 
 
+# Preconditions are named functions, not lambdas: Hypothesis describes every
+# precondition it evaluates (for its statistics), which is a name lookup for a function
+# but a cache search for a lambda. Each reads only cheap state.
+def _unpartitioned(machine: ClusterMachine) -> bool:
+    return not machine.cluster.network.groups
+
+
+def _partitioned(machine: ClusterMachine) -> bool:
+    return bool(machine.cluster.network.groups)
+
+
+def _counted_ticks(machine: ClusterMachine) -> bool:
+    return not machine.free
+
+
+def _free_leaderless(machine: ClusterMachine) -> bool:
+    return machine.free and not machine.cluster.leader_ids()
+
+
+def _free_led(machine: ClusterMachine) -> bool:
+    return machine.free and bool(machine.cluster.leader_ids())
+
+
+def _explicit_persist(machine: ClusterMachine) -> bool:
+    return machine.explicit
+
+
+def _in_flight(machine: ClusterMachine) -> bool:
+    return bool(machine.cluster.network.messages)
+
+
+def _some_down(machine: ClusterMachine) -> bool:
+    return not all(machine.cluster.up)
+
+
+def _led(machine: ClusterMachine) -> bool:
+    return bool(machine.cluster.leader_ids())
+
+
+def _led_and_unpartitioned(machine: ClusterMachine) -> bool:
+    return not machine.cluster.network.groups and bool(machine.cluster.leader_ids())
+
+
+def dead_rules(config: ClusterConfig) -> frozenset[str]:
+    """Rules that can never run under `config` (their precondition reads only the
+    configuration): leaving them out of the machine saves Hypothesis drawing and
+    rejecting them at every step, and changes nothing that runs."""
+    dead = {"tick"} if config.timeouts == "free" else {"timeout", "disrupt", "heartbeat"}
+    if config.persist != "explicit":
+        dead.add("persist")
+    return frozenset(dead)
+
+
 class ClusterMachine(RuleBasedStateMachine):
     """Random schedules of the Raft cluster; see the module docstring."""
 
@@ -110,6 +167,10 @@ class ClusterMachine(RuleBasedStateMachine):
         self.previous: Cluster | None = None
         self.nodes = tuple(range(1, self.config.nodes + 1))
         self.free = self.config.timeouts == "free"
+        self.explicit = self.config.persist == "explicit"
+        self.checked: Cluster | None = None  # the last state whose invariants were checked
+        # Without an initialize rule, Hypothesis checks invariants once before any rule.
+        self.uncounted_check = not has_initialize_rules(type(self))
         self.max_term = 0
         self.max_commit = 0
         self.leaders_seen = 0
@@ -186,7 +247,7 @@ class ClusterMachine(RuleBasedStateMachine):
                     self._do(cl.drop(message))
         self._settle(prefer=candidate)
 
-    @precondition(lambda self: not self.cluster.network.groups)
+    @precondition(_unpartitioned)
     @rule(pick=picks)
     def isolate(self, pick: int) -> None:
         """Cut one node off from the others (heal reconnects)."""
@@ -218,9 +279,10 @@ class ClusterMachine(RuleBasedStateMachine):
         self.failed = True  # until the step and its checks are through
         after = before.apply(action)
         self.previous, self.cluster = before, after
-        self.recorder.step(action.describe(), after, action)
+        self.recorder.step(None, after, action)  # labelled only if it is ever shown
         self._witness(before, after)
         after.check_invariants(before)
+        self.checked = after
         self.failed = False
 
     def _witness(self, before: Cluster, after: Cluster) -> None:
@@ -261,14 +323,14 @@ class ClusterMachine(RuleBasedStateMachine):
         ]
 
     # ------------------------------------------------------------------ time
-    @precondition(lambda self: not self.free)
+    @precondition(_counted_ticks)
     @rule(pick=picks)
     def tick(self, pick: int) -> None:
         up = self._up()
         if up:
             self._do(cl.tick(up[pick % len(up)]))
 
-    @precondition(lambda self: self.free and not self._has_leader())
+    @precondition(_free_leaderless)
     @rule(pick=picks)
     def timeout(self, pick: int) -> None:
         """An election timeout while no leader is up: the way to make progress."""
@@ -276,7 +338,7 @@ class ClusterMachine(RuleBasedStateMachine):
         if up:
             self._do(cl.timeout(up[pick % len(up)]))
 
-    @precondition(lambda self: self.free and self._has_leader())
+    @precondition(_free_led)
     @rule(pick=picks)
     def disrupt(self, pick: int) -> None:
         """An election timeout while a leader is up (a leader's: its CheckQuorum)."""
@@ -288,13 +350,13 @@ class ClusterMachine(RuleBasedStateMachine):
         if candidates:
             self._do(cl.timeout(candidates[pick % len(candidates)]))
 
-    @precondition(lambda self: self.free and bool(self.cluster.leader_ids()))
+    @precondition(_free_led)
     @rule(pick=picks)
     def heartbeat(self, pick: int) -> None:
         leaders = self._leaders()
         self._do(cl.heartbeat(leaders[pick % len(leaders)]))
 
-    @precondition(lambda self: self.config.persist == "explicit")
+    @precondition(_explicit_persist)
     @rule(pick=picks)
     def persist(self, pick: int) -> None:
         pending = self._needs_persist()
@@ -302,14 +364,14 @@ class ClusterMachine(RuleBasedStateMachine):
             self._do(cl.persist(pending[pick % len(pending)]))
 
     # ------------------------------------------------------------------ network
-    @precondition(lambda self: bool(self.cluster.messages))
+    @precondition(_in_flight)
     @rule(pick=st.integers(min_value=0, max_value=31))
     def deliver(self, pick: int) -> None:
         deliverable = self._deliverable()
         if deliverable:
             self._do(cl.deliver(self.cluster.messages[deliverable[pick % len(deliverable)]]))
 
-    @precondition(lambda self: bool(self.cluster.messages))
+    @precondition(_in_flight)
     @rule()
     def deliver_newest(self) -> None:
         """Reordering at its most adversarial: the newest deliverable message overtakes
@@ -318,7 +380,7 @@ class ClusterMachine(RuleBasedStateMachine):
         if deliverable:
             self._do(cl.deliver(self.cluster.messages[deliverable[-1]]))
 
-    @precondition(lambda self: bool(self.cluster.messages))
+    @precondition(_in_flight)
     @rule()
     def deliver_next(self) -> None:
         """In-order delivery, the common case: the oldest deliverable message."""
@@ -326,26 +388,26 @@ class ClusterMachine(RuleBasedStateMachine):
         if deliverable:
             self._do(cl.deliver(self.cluster.messages[deliverable[0]]))
 
-    @precondition(lambda self: bool(self.cluster.messages))
+    @precondition(_in_flight)
     @rule(pick=st.integers(min_value=0, max_value=31))
     def drop(self, pick: int) -> None:
         messages = self.cluster.messages
         self._do(cl.drop(messages[pick % len(messages)]))
 
-    @precondition(lambda self: bool(self.cluster.messages))
+    @precondition(_in_flight)
     @rule(pick=st.integers(min_value=0, max_value=31))
     def duplicate(self, pick: int) -> None:
         messages = self.cluster.messages
         self._do(cl.duplicate(messages[pick % len(messages)]))
 
-    @precondition(lambda self: not self.cluster.network.groups)
+    @precondition(_unpartitioned)
     @rule(minority=st.sets(st.integers(min_value=1, max_value=5), min_size=1, max_size=2))
     def partition(self, minority: set[int]) -> None:
         alone = {n for n in minority if n <= len(self.nodes)}
         if alone and len(alone) * 2 < len(self.nodes):
             self._do(cl.partition((alone, set(self.nodes) - alone)))
 
-    @precondition(lambda self: bool(self.cluster.network.groups))
+    @precondition(_partitioned)
     @rule()
     def heal(self) -> None:
         self._do(cl.heal())
@@ -359,7 +421,7 @@ class ClusterMachine(RuleBasedStateMachine):
         if up:
             self._do(cl.crash(up[pick % len(up)]))
 
-    @precondition(lambda self: not all(self.cluster.up))
+    @precondition(_some_down)
     @rule(pick=picks)
     def restart(self, pick: int) -> None:
         down = [n for n in self.nodes if not self.cluster.up[n - 1]]
@@ -367,32 +429,32 @@ class ClusterMachine(RuleBasedStateMachine):
         self.recorder.witness("cluster: crash-restart")
 
     # ------------------------------------------------------------------ clients
-    @precondition(lambda self: bool(self.cluster.leader_ids()))
+    @precondition(_led)
     @rule(pick=picks, request=client_requests())
     def propose(self, pick: int, request: Request) -> None:
         leaders = self._leaders()
         self._do(cl.propose(leaders[pick % len(leaders)], request))
 
-    @precondition(lambda self: bool(self.cluster.leader_ids()))
+    @precondition(_led)
     @rule(pick=picks, ttl=st.integers(min_value=1, max_value=4))
     def lease_grant(self, pick: int, ttl: int) -> None:
         leaders = self._leaders()
         self._do(cl.propose(leaders[pick % len(leaders)], LeaseGrantRequest(ttl=ttl)))
 
-    @precondition(lambda self: bool(self.cluster.leader_ids()))
+    @precondition(_led)
     @rule(pick=picks, lease=st.integers(min_value=1, max_value=3))
     def lease_revoke(self, pick: int, lease: int) -> None:
         leaders = self._leaders()
         self._do(cl.propose(leaders[pick % len(leaders)], LeaseRevokeRequest(id=lease)))
 
-    @precondition(lambda self: bool(self.cluster.leader_ids()))
+    @precondition(_led)
     @rule(pick=picks, lease=st.integers(min_value=1, max_value=3))
     def keepalive(self, pick: int, lease: int) -> None:
         leader = self.cluster.node(self._leaders()[pick % len(self._leaders())])
         if any(lid == lease and remaining > 0 for lid, remaining in leader.leases):
             self._do(cl.keepalive(leader.id, lease))
 
-    @precondition(lambda self: bool(self.cluster.leader_ids()))
+    @precondition(_led)
     @rule(pick=picks, back=st.integers(min_value=0, max_value=3))
     def compact(self, pick: int, back: int) -> None:
         leader = self.cluster.node(self._leaders()[pick % len(self._leaders())])
@@ -405,7 +467,7 @@ class ClusterMachine(RuleBasedStateMachine):
         if candidates:
             self._do(cl.compact_log(candidates[pick % len(candidates)]))
 
-    @precondition(lambda self: bool(self.cluster.leader_ids()))
+    @precondition(_led)
     @rule(pick=picks, key=keys, range_end=range_ends)
     def read_index(self, pick: int, key: bytes, range_end: bytes) -> None:
         from etcdspec.model import raft_node
@@ -441,9 +503,16 @@ class ClusterMachine(RuleBasedStateMachine):
     # ------------------------------------------------------------------ checks
     @invariant()
     def cluster_invariants(self) -> None:
-        """After every rule (the steps inside it were checked one by one already)."""
-        self.recorder.rule_step()
-        self.cluster.check_invariants(self.previous)
+        """After every rule. The steps inside it were checked one by one already, so the
+        state is checked again only if something changed it outside `_do`. Counts the
+        rule that ran."""
+        if self.uncounted_check:
+            self.uncounted_check = False
+        else:
+            self.recorder.rule_step()
+        if self.cluster is not self.checked:
+            self.cluster.check_invariants(self.previous)
+            self.checked = self.cluster
 
     def teardown(self) -> None:
         try:
@@ -475,6 +544,27 @@ class ClusterMachine(RuleBasedStateMachine):
         self._elect(others[0])
 
 
+class SplitBrainMachine(ClusterMachine):
+    """The cluster machine plus the split_brain macro rule, for focused runs (bug
+    finders name it in `ExploreOptions.rules`); default runs keep ClusterMachine's
+    rules, so their seeded schedules stay as they were."""
+
+    @precondition(_led_and_unpartitioned)
+    @rule(pick=picks, request=st.builds(PutRequest, key=keys, value=values))
+    def split_brain(self, pick: int, request: PutRequest) -> None:
+        """Raft's classic divergence: a leader is cut off from the others holding a
+        write of its own that cannot commit, and the others elect a leader among
+        themselves, whose writes then take the same log indexes (heal lets the two
+        logs meet)."""
+        leaders = self._leaders()
+        leader = leaders[pick % len(leaders)]
+        self._do(cl.partition(({leader}, set(self.nodes) - {leader})))
+        self._do(cl.propose(leader, request))
+        others = [n for n in self._up() if n != leader]
+        if others:
+            self._elect(others[pick % len(others)])
+
+
 def _log_divergence(cluster: Cluster) -> int:
     """How many (index, node pair) positions hold entries of different terms."""
     terms_at: dict[int, set[int]] = {}
@@ -490,34 +580,13 @@ def machine_factory(
 ) -> Callable[[], RuleBasedStateMachine]:
     """The factory `etcdspec.model.explore.run_hypothesis` runs: one machine per example."""
     config = cluster_config(options)
-    machine = focused(ClusterMachine, options.rules)
+    rules = frozenset(rule_names(ClusterMachine)) if options.rules is None else options.rules
+    machine = focused(SplitBrainMachine, rules - dead_rules(config))
 
     def factory() -> RuleBasedStateMachine:
         return machine(config, recorder)
 
     return factory
-
-
-def rule_names(machine: type[RuleBasedStateMachine]) -> list[str]:
-    """The names of a machine's rules (what `ExploreOptions.rules` may name)."""
-    return sorted(
-        name
-        for name in dir(machine)
-        if hasattr(getattr(machine, name, None), "hypothesis_stateful_rule")
-    )
-
-
-def focused(machine: type[Any], rules: frozenset[str] | None) -> type[Any]:
-    """The machine with only `rules` (None: all): a subclass whose other rule attributes
-    are blanked, so Hypothesis never draws them."""
-    if rules is None:
-        return machine
-    known = rule_names(machine)
-    unknown = sorted(rules - set(known))
-    if unknown:
-        raise ValueError(f"unknown rule(s) {', '.join(unknown)}; rules: {', '.join(known)}")
-    blanked: dict[str, Any] = {name: None for name in known if name not in rules}
-    return type(f"Focused{machine.__name__}", (machine,), blanked)
 
 
 @dataclass(frozen=True)

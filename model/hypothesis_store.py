@@ -12,7 +12,8 @@
 - the watch guarantees (`etcdspec.model.watch`) for a watch opened at a random past
   revision and the responses the model's watch semantics give for it.
 
-Swarm testing: an initialize rule picks which optional rule groups run in this example.
+Swarm testing: an initialize rule picks which optional rule groups run in this example
+(a run focused on some rules, `ExploreOptions.rules`, keeps them all on instead).
 `machine_factory(options, recorder)` gives the factory `etcdspec.model.explore` runs;
 `StoreMachine.TestCase` runs the machine under pytest with the default recorder.
 Keys, values and request strategies here are shared with the cluster machine.
@@ -21,12 +22,13 @@ Keys, values and request strategies here are shared with the cluster machine.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from etcdspec.model import store as store_model
 from etcdspec.model.bugs import NO_BUGS, BugSet
 from etcdspec.model.errors import CompactedError, FutureRevisionError, StoreError
 from etcdspec.model.explore import ExploreOptions, RunRecorder
+from etcdspec.model.hypothesis_rules import focused, has_initialize_rules
 from etcdspec.model.invariants import InvariantViolation
 from etcdspec.model.requests import (
     RANGE_END_ALL,
@@ -134,6 +136,8 @@ class StoreMachine(RuleBasedStateMachine):
         self.at_revision: dict[int, Any] = {self.state.revision: self.state}
         self.enabled: frozenset[str] = frozenset(OPTIONAL_RULES)
         self.events: list[Event] = []  # every event ever, compaction or not (for watches)
+        # Without an initialize rule, Hypothesis checks invariants once before any rule.
+        self.uncounted_check = not has_initialize_rules(type(self))
         self.recorder.begin(self.state)
 
     # ------------------------------------------------------------------ swarm
@@ -276,7 +280,11 @@ class StoreMachine(RuleBasedStateMachine):
     # ------------------------------------------------------------------ invariants
     @invariant()
     def store_invariants(self) -> None:
-        self.recorder.rule_step()
+        """After every rule; counts the rule that ran."""
+        if self.uncounted_check:
+            self.uncounted_check = False
+        else:
+            self.recorder.rule_step()
         store_model.check_invariants(self.state)
 
     def teardown(self) -> None:
@@ -298,7 +306,11 @@ def machine_factory(
 ) -> Callable[[], RuleBasedStateMachine]:
     """The factory `etcdspec.model.explore.run_hypothesis` runs: one machine per example."""
 
+    # A focused run (options.rules) keeps all its rules on: no per-example swarm choice.
+    drop = frozenset() if options.rules is None else frozenset(("choose_rules",))
+    machine = focused(StoreMachine, options.rules, drop)
+
     def factory() -> RuleBasedStateMachine:
-        return StoreMachine(options.bugs, recorder)
+        return cast(RuleBasedStateMachine, machine(options.bugs, recorder))
 
     return factory
