@@ -1,16 +1,21 @@
 """Bounded model checking: every property on every run of up to K steps from init.
 
 The spec is instantiated with finite sorts of given sizes (`--size node=3,term=3`);
-sorts not named get `DEFAULT_SIZE` elements. States s0..sK get their own Z3 symbols;
-each step is one of the actions with some parameters (the frame is derived: what an
-action does not assign stays as it was). At each depth k the query asks whether some
-property (invariant or safety) fails in s_k; the first violating run is read back in
-the spec's vocabulary. No violation up to K is TRUE for that bound only; a Z3 timeout
-is UNKNOWN.
+sorts not named get `DEFAULT_SIZE` elements. The encoding is quantifier-free
+(etcdspec.spec.ground): quantifiers expand over the elements and each state s0..sK is a
+table of Z3 constants. One step — exactly one action, with some parameters, the frame
+derived from what it assigns — and the violation query are encoded once between two
+template states and moved to each depth by z3.substitute, so unrolling a step costs
+one substitution, not a Python re-encoding. One solver is used incrementally: at each
+depth k a push/pop scope asks whether some property (invariant or safety) fails in
+s_k; the first violating run is read back in the spec's vocabulary and its last state
+judged again by the finite evaluator. No violation up to K is TRUE for that bound
+only; a Z3 timeout is UNKNOWN.
 """
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -21,9 +26,11 @@ from etcdspec.spec import ast
 from etcdspec.spec.counterexample import Counterexample, ElementNames, describe_params
 from etcdspec.spec.errors import SpecLookupError
 from etcdspec.spec.evaluator import Instance, holds
+from etcdspec.spec.ground import GroundEncoder
 from etcdspec.spec.loader import LoadedSpec
-from etcdspec.spec.prove import select_properties
-from etcdspec.spec.z3backend import Encoder, Vocabulary
+from etcdspec.spec.prove import assigned_symbols, select_properties
+from etcdspec.spec.solving import Budget, configure
+from etcdspec.spec.z3backend import State, Vocabulary
 
 from etcdspec.verdict import Verdict
 
@@ -106,22 +113,27 @@ def bmc(
     started = time.perf_counter()
     full_sizes = instance_sizes(loaded, sizes or {})
     vocab = Vocabulary(loaded.info, full_sizes)
-    encoder = Encoder(vocab)
+    encoder = GroundEncoder(vocab)
     spec = loaded.spec
     props = select_properties(spec, only)
-    solver = z3.Solver()
-    solver.set("timeout", timeout_ms)
+    solver = configure(z3.Solver(), Budget(timeout_ms))
     solver.add(*vocab.axioms(encoder))
-    states = [vocab.new_state("s0")]
+    states = [encoder.new_state("s0")]
     solver.add(
         *[encoder.formula(d.formula, states[0], {}) for d in spec.formulas(ast.FormulaKind.INIT)]
     )
+    # The violation query and the step are encoded once, between template states, and
+    # moved to each depth by substitution (z3.substitute runs in Z3, not in Python).
+    template_pre, template_post = encoder.new_state("pre"), encoder.new_state("post")
+    violated_template = z3.Or(
+        z3.BoolVal(False), *[z3.Not(encoder.formula(p.formula, template_pre, {})) for p in props]
+    )
+    step_template = StepTemplate(encoder, spec, template_pre, template_post)
     steps: list[list[tuple[ast.ActionDecl, dict[str, z3.ExprRef], z3.BoolRef]]] = []
     for k in range(depth + 1):
         state = states[k]
-        checks = [(p, encoder.formula(p.formula, state, {})) for p in props]
         solver.push()
-        solver.add(z3.Or(*[z3.Not(f) for _, f in checks]) if checks else z3.BoolVal(False))
+        solver.add(z3.substitute(violated_template, *encoder.renaming("pre", state.name)))
         answer = solver.check()
         if answer == z3.sat:
             model = solver.model()
@@ -176,14 +188,8 @@ def bmc(
             on_depth(k, time.perf_counter() - started)
         if k == depth:
             break
-        nxt = vocab.new_state(f"s{k + 1}")
-        options = []
-        for action in spec.actions():
-            params = encoder.action_params(action, f"@{k}")
-            chosen = z3.Bool(f"step{k}={action.name}")
-            solver.add(z3.Implies(chosen, encoder.transition(action, state, nxt, params)))
-            options.append((action, params, chosen))
-        solver.add(z3.Or(*[chosen for _, _, chosen in options]))
+        nxt = encoder.new_state(f"s{k + 1}")
+        options = step_template.instantiate(k, state.name, nxt.name, solver)
         steps.append(options)
         states.append(nxt)
     return BmcResult(
@@ -195,3 +201,57 @@ def bmc(
         Verdict.TRUE,
         time.perf_counter() - started,
     )
+
+
+class StepTemplate:
+    """One step between two template states: exactly one action (with some parameters)
+    leads from `pre` to `post`. Each post-state entry is the value the taken action
+    gives it: an `If` over the actions that assign its symbol, else the pre-state's
+    entry (the frame). `instantiate` moves it between two states of the run."""
+
+    def __init__(self, encoder: GroundEncoder, spec: ast.Spec, pre: State, post: State) -> None:
+        self.encoder = encoder
+        self.spec = spec
+        self.pre, self.post = pre, post
+        self.params: list[dict[str, z3.ExprRef]] = []
+        self.chosen: list[z3.BoolRef] = []
+        assertions: list[z3.BoolRef] = []
+        derived: dict[str, list[tuple[z3.BoolRef, State]]] = {}
+        for action in spec.actions():
+            params = encoder.action_params(action, "@T")
+            chosen = z3.Bool(f"stepT={action.name}")
+            assertions.append(z3.Implies(chosen, encoder.guard(action, pre, params)))
+            after = encoder.post_state(action, pre, params)
+            for target in assigned_symbols(action):
+                derived.setdefault(target, []).append((chosen, after))
+            self.params.append(params)
+            self.chosen.append(chosen)
+        assertions.append(z3.Or(*self.chosen))
+        assertions += [z3.Not(z3.And(a, b)) for a, b in itertools.combinations(self.chosen, 2)]
+        for sym in encoder.info.state_symbols():
+            for args in encoder.tuples(sym):
+                value = pre.interps[sym.name](args)
+                for chosen, after in reversed(derived.get(sym.name, [])):
+                    value = z3.If(chosen, after.interps[sym.name](args), value)
+                assertions.append(post.interps[sym.name](args) == value)
+        self.formula = z3.And(*assertions)
+
+    def instantiate(
+        self, k: int, pre: str, post: str, solver: z3.Solver
+    ) -> list[tuple[ast.ActionDecl, dict[str, z3.ExprRef], z3.BoolRef]]:
+        """Assert step k, from state `pre` to state `post`; return each action with its
+        parameters and the Boolean that says it was taken."""
+        pairs = self.encoder.renaming(self.pre.name, pre) + self.encoder.renaming(
+            self.post.name, post
+        )
+        options = []
+        for action, params, chosen in zip(
+            self.spec.actions(), self.params, self.chosen, strict=True
+        ):
+            fresh = self.encoder.action_params(action, f"@{k}")
+            pairs += [(params[name], fresh[name]) for name in params]
+            taken = z3.Bool(f"step{k}={action.name}")
+            pairs.append((chosen, taken))
+            options.append((action, fresh, taken))
+        solver.add(z3.substitute(self.formula, *pairs))
+        return options

@@ -84,6 +84,20 @@ class ElementNames:
     def read_state(self, state: State, symbols: Sequence[ast.SymbolDecl]) -> dict[str, Any]:
         return {sym.name: self.read_symbol(sym, state.interps[sym.name]) for sym in symbols}
 
+    def read_run(
+        self,
+        states: Sequence[State],
+        symbols: Sequence[ast.SymbolDecl],
+        assigned: Sequence[set[str]],
+    ) -> tuple[dict[str, Any], ...]:
+        """The states of a run whose step k assigns only the symbols `assigned[k]`: the
+        others keep their values (the frame), so only the assigned ones are read again."""
+        run = [self.read_state(states[0], symbols)] if states else []
+        for state, changed in zip(states[1:], assigned, strict=True):
+            reread = [sym for sym in symbols if sym.name in changed]
+            run.append({**run[-1], **self.read_state(state, reread)})
+        return tuple(run)
+
     def read_rigid(self) -> dict[str, Any]:
         result = {}
         for sym in self.vocab.info.rigid_symbols():

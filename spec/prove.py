@@ -23,6 +23,7 @@ from etcdspec.spec import ast
 from etcdspec.spec.counterexample import Counterexample, ElementNames, describe_params
 from etcdspec.spec.errors import SpecLookupError
 from etcdspec.spec.loader import LoadedSpec
+from etcdspec.spec.solving import Answer, Budget, ask
 from etcdspec.spec.typecheck import SpecInfo
 from etcdspec.spec.z3backend import Encoder, State, Vocabulary
 
@@ -127,46 +128,85 @@ class ProofReport:
 
 
 FINITE_SEARCH_SIZES = (2, 3)
-FINITE_SEARCH_MS = 4_000
+# Instance sizes for queries expected to be satisfiable (an action can fire, a witness
+# run exists): a finite model is quick to find when there is one, and a spec whose
+# invariants need a few more elements than 3 (raft_steps' advance_commit) gets them.
+MODEL_SEARCH_SIZES = (3, 4)
+# Budgets of Z3 work in milliseconds of an idle core, turned into Z3 resource units
+# (rlimit) so that whether a query "ran out" does not depend on the machine's load:
+# the first try of an induction query, and each finite counterexample search.
 FIRST_TRY_MS = 4_000
+FINITE_SEARCH_MS = 4_000
+RLIMIT_PER_MS = 2_000  # Z3 5.4 on this machine: about 2 million rlimit units per second
+# A query's timeout is first of all a budget of Z3 work (rlimit), the same on an idle
+# and a loaded machine; its wall-clock cap is this many times longer, so that only a
+# heavily loaded machine, never an ordinary one, turns a verdict into unknown.
+WALL_SLACK = 3
+
+
+def work_budget(work_ms: int, timeout_ms: int) -> Budget:
+    """A deterministic budget of `work_ms` (at most `timeout_ms`) of Z3 work, capped by
+    `WALL_SLACK` times `timeout_ms` of wall clock."""
+    return Budget(timeout_ms * WALL_SLACK, max(min(work_ms, timeout_ms), 1) * RLIMIT_PER_MS)
+
+
+class _Instance:
+    """One Z3 vocabulary of the spec (unbounded, or finite of one size) with its axioms,
+    a pre-state and every property in that pre-state, encoded once and shared by the
+    induction queries of every action."""
+
+    def __init__(self, spec: ast.Spec, vocab: Vocabulary, isolated: bool) -> None:
+        self.spec = spec
+        self.isolated = isolated
+        self.vocab = vocab
+        self.encoder = Encoder(vocab)
+        self.axioms = vocab.axioms(self.encoder)
+        self.pre = vocab.new_state("pre")
+        self.pre_properties = [
+            self.encoder.formula(d.formula, self.pre, {}) for d in spec.properties()
+        ]
+        self._steps: dict[str, _StepQuery] = {}
+
+    def step(self, action: ast.ActionDecl) -> _StepQuery:
+        if action.name not in self._steps:
+            self._steps[action.name] = _StepQuery(self, action)
+        return self._steps[action.name]
 
 
 class _StepQuery:
-    """One action's induction query on one vocabulary. The base (axioms, every property
-    and the guard in the pre-state) is encoded once; each check runs on a fresh solver
-    (Z3's incremental mode, after many push/pop rounds, slows quantified queries down)."""
+    """One action's induction query on one vocabulary: the base (axioms, every property
+    and the guard in the pre-state) and the post-state are encoded once; each check is
+    its own Z3 query (etcdspec.spec.solving.ask: a fresh context, a fixed seed)."""
 
-    def __init__(
-        self, vocab: Vocabulary, encoder: Encoder, spec: ast.Spec, action: ast.ActionDecl
-    ) -> None:
-        self.vocab = vocab
-        self.encoder = encoder
+    def __init__(self, instance: _Instance, action: ast.ActionDecl) -> None:
+        self.vocab = instance.vocab
+        self.isolated = instance.isolated
+        self.encoder = instance.encoder
         self.action = action
-        self.pre = vocab.new_state("pre")
-        self.params = encoder.action_params(action, "")
+        self.pre = instance.pre
+        self.params = self.encoder.action_params(action, "")
         self.base = [
-            *vocab.axioms(encoder),
-            *[encoder.formula(d.formula, self.pre, {}) for d in spec.properties()],
-            encoder.guard(action, self.pre, self.params),
+            *instance.axioms,
+            *instance.pre_properties,
+            self.encoder.guard(action, self.pre, self.params),
         ]
-        self.post = encoder.post_state(action, self.pre, self.params)
-        self.solver = z3.Solver()
-        self._model: z3.ModelRef | None = None
+        self.post = self.encoder.post_state(action, self.pre, self.params)
+        self._negations: dict[str, z3.BoolRef] = {}
 
-    def check(self, prop: ast.FormulaDecl | None, timeout_ms: int) -> z3.CheckSatResult:
+    def negation(self, prop: ast.FormulaDecl) -> z3.BoolRef:
+        """`prop` fails in the post-state (encoded once per property)."""
+        if prop.name not in self._negations:
+            self._negations[prop.name] = z3.Not(self.encoder.formula(prop.formula, self.post, {}))
+        return self._negations[prop.name]
+
+    def check(self, prop: ast.FormulaDecl | None, budget: Budget) -> Answer:
         """Can `prop` fail after the action (None: can the action fire at all)?"""
-        self.solver = z3.Solver()
-        self.solver.set("timeout", timeout_ms)
-        self.solver.add(*self.base)
-        if prop is not None:
-            self.solver.add(z3.Not(self.encoder.formula(prop.formula, self.post, {})))
-        answer = self.solver.check()
-        self._model = self.solver.model() if answer == z3.sat else None
-        return answer
+        extra = [] if prop is None else [self.negation(prop)]
+        return ask([*self.base, *extra], budget, isolated=self.isolated)
 
-    def counterexample(self, prop: ast.FormulaDecl) -> Counterexample:
-        assert self._model is not None, "counterexample() needs a satisfiable check first"
-        names = ElementNames(self._model, self.vocab)
+    def counterexample(self, prop: ast.FormulaDecl, answer: Answer) -> Counterexample:
+        assert answer.model is not None, "counterexample() needs a satisfiable answer"
+        names = ElementNames(answer.model, self.vocab)
         step = f"{self.action.name}({describe_params(names, self.params)})"
         symbols = self.vocab.info.state_symbols()
         return Counterexample(
@@ -179,49 +219,77 @@ class _StepQuery:
         )
 
 
-class Prover:
-    """Holds the Z3 vocabulary of one loaded spec and discharges its obligations."""
+def _outcome(answer: Answer) -> tuple[Verdict, str]:
+    if answer.unsat:
+        return Verdict.TRUE, ""
+    if answer.sat:
+        return Verdict.FALSE, ""
+    return Verdict.UNKNOWN, f"z3: {answer.reason or 'unknown'}"
 
-    def __init__(self, loaded: LoadedSpec, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
+
+class Prover:
+    """Holds the Z3 vocabularies of one loaded spec and discharges its obligations.
+
+    Every obligation is its own Z3 query (see etcdspec.spec.solving): its verdict does
+    not depend on which obligations were checked before it, and the budgets that steer
+    the search (the first try, the finite counterexample search) count Z3's work, not
+    wall-clock time; `timeout_ms` caps each query's wall-clock time."""
+
+    def __init__(
+        self, loaded: LoadedSpec, timeout_ms: int = DEFAULT_TIMEOUT_MS, isolated: bool = True
+    ) -> None:
         self.loaded = loaded
+        self.isolated = isolated
         self.spec = loaded.spec
         self.info = loaded.info
         self.timeout_ms = timeout_ms
         self.first_try_ms = FIRST_TRY_MS
-        self.vocab = Vocabulary(self.info)
-        self.encoder = Encoder(self.vocab)
-        self.axioms = self.vocab.axioms(self.encoder)
+        self._unbounded: _Instance | None = None
+        self._finite: dict[int, _Instance] = {}
 
-    def solver(self) -> z3.Solver:
-        solver = z3.Solver()
-        solver.set("timeout", self.timeout_ms)
-        solver.add(*self.axioms)
-        return solver
+    @property
+    def unbounded(self) -> _Instance:
+        if self._unbounded is None:
+            self._unbounded = _Instance(self.spec, Vocabulary(self.info), self.isolated)
+        return self._unbounded
+
+    def finite(self, size: int) -> _Instance:
+        """The instance where every sort has `size` elements (built once, shared)."""
+        if size not in self._finite:
+            vocab = Vocabulary(self.info, {s: size for s in self.info.sorts})
+            self._finite[size] = _Instance(self.spec, vocab, self.isolated)
+        return self._finite[size]
+
+    @property
+    def vocab(self) -> Vocabulary:
+        return self.unbounded.vocab
+
+    @property
+    def encoder(self) -> Encoder:
+        return self.unbounded.encoder
+
+    def full_budget(self) -> Budget:
+        return work_budget(self.timeout_ms, self.timeout_ms)
 
     def holds(self, decls: Sequence[ast.FormulaDecl], state: State) -> list[z3.BoolRef]:
         return [self.encoder.formula(d.formula, state, {}) for d in decls]
 
-    def _outcome(self, answer: z3.CheckSatResult, solver: z3.Solver) -> tuple[Verdict, str]:
-        if answer == z3.unsat:
-            return Verdict.TRUE, ""
-        if answer == z3.sat:
-            return Verdict.FALSE, ""
-        return Verdict.UNKNOWN, f"z3: {solver.reason_unknown()}"
-
     def check_init(self, targets: Sequence[ast.FormulaDecl]) -> list[CheckResult]:
-        solver = self.solver()
+        instance = self.unbounded
         state = self.vocab.new_state("init")
-        solver.add(*self.holds(self.spec.formulas(ast.FormulaKind.INIT), state))
+        base = [*instance.axioms, *self.holds(self.spec.formulas(ast.FormulaKind.INIT), state)]
         results = []
         for prop in targets:
             started = time.perf_counter()
-            solver.push()
-            solver.add(z3.Not(self.encoder.formula(prop.formula, state, {})))
-            answer = solver.check()
-            verdict, note = self._outcome(answer, solver)
+            answer = ask(
+                [*base, z3.Not(self.encoder.formula(prop.formula, state, {}))],
+                self.full_budget(),
+                isolated=self.isolated,
+            )
+            verdict, note = _outcome(answer)
             cex = None
-            if verdict is Verdict.FALSE:
-                names = ElementNames(solver.model(), self.vocab)
+            if verdict is Verdict.FALSE and answer.model is not None:
+                names = ElementNames(answer.model, self.vocab)
                 cex = Counterexample(
                     f"counterexample: {prop.kind.value} {prop.name} does not hold in this initial state",
                     {s: tuple(v) for s, v in names.universes.items()},
@@ -230,7 +298,6 @@ class Prover:
                     (),
                     ("initial state",),
                 )
-            solver.pop()
             results.append(
                 CheckResult(
                     CheckKind.INIT,
@@ -244,108 +311,103 @@ class Prover:
             )
         return results
 
-    def check_action(
-        self, action: ast.ActionDecl, targets: Sequence[ast.FormulaDecl], fail_fast: bool = False
-    ) -> list[CheckResult]:
-        unbounded = _StepQuery(self.vocab, self.encoder, self.spec, action)
-        finite: dict[int, _StepQuery] = {}
-
-        def finite_query(size: int) -> _StepQuery:
-            if size not in finite:
-                vocab = Vocabulary(self.info, {s: size for s in self.info.sorts})
-                finite[size] = _StepQuery(vocab, Encoder(vocab), self.spec, action)
-            return finite[size]
-
-        results = []
-        assigned = {s.target for s in action.body if isinstance(s, ast.Assign)}
-        for prop in targets:
-            started = time.perf_counter()
-            if not (symbols_of(self.info, prop.formula) & assigned):
-                # The action assigns nothing the property mentions: its post-state value
-                # is its pre-state value, a hypothesis (the frame is derived, not assumed).
-                results.append(
-                    CheckResult(
-                        CheckKind.PRESERVE,
-                        prop.name,
-                        action.name,
-                        Verdict.TRUE,
-                        time.perf_counter() - started,
-                        None,
-                        "frame: mentions nothing the action assigns",
-                    )
-                )
-                continue
-            query = unbounded
-            answer = unbounded.check(prop, min(self.first_try_ms, self.timeout_ms))
-            if answer != z3.unsat:
-                # Z3 is slow at building models of quantified formulas, and its models
-                # are large: look for a small counterexample on finite instances first,
-                # then (if there is none) give the unbounded query its full budget.
-                for size in FINITE_SEARCH_SIZES:
-                    finite_answer = finite_query(size).check(
-                        prop, min(FINITE_SEARCH_MS, self.timeout_ms)
-                    )
-                    if finite_answer == z3.sat:
-                        answer, query = finite_answer, finite_query(size)
-                        break
-                else:
-                    if answer == z3.unknown:
-                        answer = unbounded.check(prop, self.timeout_ms)
-            verdict, note = self._outcome(answer, query.solver)
-            cex = query.counterexample(prop) if verdict is Verdict.FALSE else None
-            results.append(
-                CheckResult(
-                    CheckKind.PRESERVE,
-                    prop.name,
-                    action.name,
-                    verdict,
-                    time.perf_counter() - started,
-                    cex,
-                    note,
-                )
-            )
-            if fail_fast and verdict is not Verdict.TRUE:
-                return results
-        # No vacuity: the action can fire in some state where every property holds.
+    def check_preserve(self, action: ast.ActionDecl, prop: ast.FormulaDecl) -> CheckResult:
+        """Does `action` preserve `prop` from every state satisfying all properties?"""
         started = time.perf_counter()
-        query = finite_query(FINITE_SEARCH_SIZES[-1])
-        answer = query.check(None, self.timeout_ms)
-        if answer != z3.sat:
-            query = unbounded
-            answer = unbounded.check(None, self.timeout_ms)
-        verdict, note = self._outcome(answer, query.solver)
+        if not (symbols_of(self.info, prop.formula) & assigned_symbols(action)):
+            # The action assigns nothing the property mentions: its post-state value
+            # is its pre-state value, a hypothesis (the frame is derived, not assumed).
+            return CheckResult(
+                CheckKind.PRESERVE,
+                prop.name,
+                action.name,
+                Verdict.TRUE,
+                time.perf_counter() - started,
+                None,
+                "frame: mentions nothing the action assigns",
+            )
+        query = self.unbounded.step(action)
+        answer = query.check(prop, work_budget(self.first_try_ms, self.timeout_ms))
+        if not answer.unsat:
+            # Z3 is slow at building models of quantified formulas, and its models
+            # are large: look for a small counterexample on finite instances first,
+            # then (if there is none) give the unbounded query its full budget.
+            for size in FINITE_SEARCH_SIZES:
+                finite_query = self.finite(size).step(action)
+                finite_answer = finite_query.check(
+                    prop, work_budget(FINITE_SEARCH_MS, self.timeout_ms)
+                )
+                if finite_answer.sat:
+                    answer, query = finite_answer, finite_query
+                    break
+            else:
+                if not answer.sat:
+                    answer = query.check(prop, self.full_budget())
+        verdict, note = _outcome(answer)
+        cex = query.counterexample(prop, answer) if verdict is Verdict.FALSE else None
+        return CheckResult(
+            CheckKind.PRESERVE,
+            prop.name,
+            action.name,
+            verdict,
+            time.perf_counter() - started,
+            cex,
+            note,
+        )
+
+    def check_enabled(self, action: ast.ActionDecl) -> CheckResult:
+        """No vacuity: the action can fire in some state where every property holds."""
+        started = time.perf_counter()
+        for size in MODEL_SEARCH_SIZES:
+            answer = (
+                self.finite(size)
+                .step(action)
+                .check(None, work_budget(FINITE_SEARCH_MS, self.timeout_ms))
+            )
+            if answer.sat:
+                break
+        else:
+            answer = self.unbounded.step(action).check(None, self.full_budget())
+        verdict, note = _outcome(answer)
         enabled = {Verdict.TRUE: Verdict.FALSE, Verdict.FALSE: Verdict.TRUE}.get(
             verdict, Verdict.UNKNOWN
         )
         if enabled is Verdict.FALSE:
             note = "its guard is unsatisfiable in every state satisfying the properties"
-        results.append(
-            CheckResult(
-                CheckKind.ENABLED,
-                action.name,
-                action.name,
-                enabled,
-                time.perf_counter() - started,
-                None,
-                note,
-            )
+        return CheckResult(
+            CheckKind.ENABLED,
+            action.name,
+            action.name,
+            enabled,
+            time.perf_counter() - started,
+            None,
+            note,
         )
+
+    def check_action(
+        self, action: ast.ActionDecl, targets: Sequence[ast.FormulaDecl], fail_fast: bool = False
+    ) -> list[CheckResult]:
+        results = []
+        for prop in targets:
+            result = self.check_preserve(action, prop)
+            results.append(result)
+            if fail_fast and result.verdict is not Verdict.TRUE:
+                return results
+        results.append(self.check_enabled(action))
         return results
 
     def _witness_query(
-        self, vocab: Vocabulary, witness: ast.WitnessDecl, timeout_ms: int
-    ) -> tuple[z3.CheckSatResult, z3.Solver, list[State], list[tuple[ast.ActionDecl, Any]]]:
+        self, vocab: Vocabulary, witness: ast.WitnessDecl, budget: Budget
+    ) -> tuple[Answer, list[State], list[tuple[ast.ActionDecl, Any]]]:
         encoder = Encoder(vocab)
-        solver = z3.Solver()
-        solver.set("timeout", timeout_ms)
-        solver.add(*vocab.axioms(encoder))
         state = vocab.new_state("w0")
-        solver.add(
+        assertions = [
+            *vocab.axioms(encoder),
             *[
                 encoder.formula(d.formula, state, {})
                 for d in self.spec.formulas(ast.FormulaKind.INIT)
-            ]
-        )
+            ],
+        ]
         states = [state]
         all_params = []
         for index, step in enumerate(witness.steps):
@@ -356,39 +418,38 @@ class Prover:
             if vocab.finite:
                 # states with symbols of their own: reading the run back is then cheap
                 nxt = vocab.new_state(f"w{index + 1}")
-                solver.add(encoder.transition(action, states[-1], nxt, params))
+                assertions.append(encoder.transition(action, states[-1], nxt, params))
                 states.append(nxt)
             else:
-                solver.add(encoder.guard(action, states[-1], params))
+                assertions.append(encoder.guard(action, states[-1], params))
                 states.append(encoder.post_state(action, states[-1], params))
             all_params.append((action, params))
         if witness.reach is not None:
-            solver.add(encoder.formula(witness.reach, states[-1], {}))
-        return solver.check(), solver, states, all_params
+            assertions.append(encoder.formula(witness.reach, states[-1], {}))
+        return ask(assertions, budget, isolated=self.isolated), states, all_params
 
     def check_witness(self, witness: ast.WitnessDecl) -> CheckResult:
         """A witness run exists: looked for on a small instance first, then unbounded."""
         started = time.perf_counter()
-        size = FINITE_SEARCH_SIZES[-1]
-        vocab = Vocabulary(self.info, {s: size for s in self.info.sorts})
-        answer, solver, states, all_params = self._witness_query(
-            vocab, witness, min(FINITE_SEARCH_MS, self.timeout_ms)
-        )
-        if answer != z3.sat:
-            vocab = self.vocab
-            answer, solver, states, all_params = self._witness_query(
-                vocab, witness, self.timeout_ms
+        for size in MODEL_SEARCH_SIZES:
+            vocab = self.finite(size).vocab
+            answer, states, all_params = self._witness_query(
+                vocab, witness, work_budget(FINITE_SEARCH_MS, self.timeout_ms)
             )
-        answer = solver.check()
-        if answer == z3.sat:
-            names = ElementNames(solver.model(), vocab)
+            if answer.sat:
+                break
+        else:
+            vocab = self.vocab
+            answer, states, all_params = self._witness_query(vocab, witness, self.full_budget())
+        if answer.sat and answer.model is not None:
+            names = ElementNames(answer.model, vocab)
             symbols = self.info.state_symbols()
             steps = tuple(f"{a.name}({describe_params(names, p)})" for a, p in all_params)
             run = Counterexample(
                 f"witness {witness.name}: a run of {len(steps)} steps",
                 {s: tuple(v) for s, v in names.universes.items()},
                 names.read_rigid(),
-                tuple(names.read_state(s, symbols) for s in states),
+                names.read_run(states, symbols, [assigned_symbols(a) for a, _ in all_params]),
                 steps,
             )
             return CheckResult(
@@ -399,7 +460,7 @@ class Prover:
                 time.perf_counter() - started,
                 run,
             )
-        if answer == z3.unsat:
+        if answer.unsat:
             reach = " and reaches its goal" if witness.reach is not None else ""
             note = f"no run from init takes the steps {', '.join(witness.steps)}{reach}: some action can never fire there"
             return CheckResult(
@@ -418,8 +479,13 @@ class Prover:
             Verdict.UNKNOWN,
             time.perf_counter() - started,
             None,
-            f"z3: {solver.reason_unknown()}",
+            f"z3: {answer.reason or 'unknown'}",
         )
+
+
+def assigned_symbols(action: ast.ActionDecl) -> set[str]:
+    """The state symbols `action` assigns (all others keep their values)."""
+    return {s.target for s in action.body if isinstance(s, ast.Assign)}
 
 
 def symbols_of(info: SpecInfo, expr: ast.Expr) -> set[str]:
@@ -484,13 +550,16 @@ def prove(
     actions: Sequence[str] = (),
     fail_fast: bool = False,
     witnesses: bool = True,
+    isolated: bool = True,
 ) -> ProofReport:
     """Discharge every obligation of `loaded` (or only those of the named properties
     and actions). `on_result` is called after each obligation (progress output);
-    `fail_fast` stops after the first obligation that is not proved."""
+    `fail_fast` stops after the first obligation that is not proved; `isolated`
+    (the default) asks each Z3 query in a context of its own (etcdspec.spec.solving),
+    so its verdict is the same whatever else is checked."""
     started = time.perf_counter()
     targets = select_properties(loaded.spec, only)
-    prover = Prover(loaded, timeout_ms)
+    prover = Prover(loaded, timeout_ms, isolated)
     results: list[CheckResult] = []
 
     def record(batch: list[CheckResult]) -> None:
