@@ -4,8 +4,10 @@ For each target (ours: `python -m etcdspec serve`; etcd: the etcd 3.5.1 binary o
 venv), starts a 3-member cluster on free loopback ports, then for each workload (put,
 linearizable range, serializable range) and each client count (1, 16, 64 by default)
 runs async gRPC clients for --duration seconds, each client issuing one request at a
-time with 256-byte values, spread over the three members. Prints throughput and p50/p99
-latency side by side, with ratios ours/etcd. Clusters are always stopped.
+time with 256-byte values, spread over the three members. Prints throughput, p50/p99
+latency and the members' CPU time per operation side by side, with ratios ours/etcd
+(on a shared machine, CPU per operation varies less than throughput). Clusters are
+always stopped.
 
 With --memory, instead: loads --memory-keys keys (256-byte values, in Txns of
 MEMORY_TXN_PUTS puts) into each target's cluster and prints each member's resident
@@ -32,7 +34,8 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from math import nan
 from pathlib import Path
 
 import grpc
@@ -58,6 +61,7 @@ class Cell:
     p50_ms: float
     p99_ms: float
     errors: int
+    cpu_ms_per_op: float = float("nan")  # the members' CPU (all threads, summed) per op
 
     @property
     def throughput(self) -> float:
@@ -66,7 +70,8 @@ class Cell:
     def describe(self) -> str:
         return (
             f"{self.target} {self.workload} x{self.clients}: {self.throughput:.0f} ops/s "
-            f"p50 {self.p50_ms:.2f} ms p99 {self.p99_ms:.2f} ms ({self.errors} errors)"
+            f"p50 {self.p50_ms:.2f} ms p99 {self.p99_ms:.2f} ms ({self.errors} errors), "
+            f"members' CPU {self.cpu_ms_per_op:.3f} ms/op"
         )
 
 
@@ -176,6 +181,12 @@ class MemberMemory:
             f"{self.target} {self.member}: RSS {self.rss_bytes / MIB:.1f} MiB "
             f"(peak {self.peak_rss_bytes / MIB:.1f} MiB) at {self.keys} keys"
         )
+
+
+def read_cpu_seconds(pid: int) -> float:
+    """CPU time (user + system, all threads) a live process has used, from /proc/PID/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def read_rss(pid: int) -> tuple[int, int]:
@@ -304,14 +315,17 @@ def running_cluster(
 
 
 def bench_target(target: str, client_counts: list[int], duration: float, seed: int) -> list[Cell]:
-    with running_cluster(target, snapshot_count=10_000) as (plan, _):
+    with running_cluster(target, snapshot_count=10_000) as (plan, members):
         asyncio.run(_populate(plan.endpoints))
         cells = []
         for workload in WORKLOADS:
             for clients in client_counts:
+                cpu_before = sum(read_cpu_seconds(m.pid) for m in members)
                 cell = asyncio.run(
                     _run_cell(target, plan.endpoints, workload, clients, duration, seed)
                 )
+                cpu = sum(read_cpu_seconds(m.pid) for m in members) - cpu_before
+                cell = replace(cell, cpu_ms_per_op=1000 * cpu / cell.ops if cell.ops else nan)
                 print(cell.describe(), file=sys.stderr)
                 cells.append(cell)
         return cells
@@ -321,7 +335,8 @@ def format_table(cells: list[Cell]) -> str:
     by_key = {(c.target, c.workload, c.clients): c for c in cells}
     header = (
         f"{'workload':<20} {'clients':>7} | {'ours ops/s':>10} {'etcd ops/s':>10} {'ratio':>6} | "
-        f"{'ours p50':>8} {'etcd p50':>8} | {'ours p99':>8} {'etcd p99':>8}"
+        f"{'ours p50':>8} {'etcd p50':>8} | {'ours p99':>8} {'etcd p99':>8} | "
+        f"{'ours cpu':>8} {'etcd cpu':>8}"
     )
     lines = [header, "-" * len(header)]
     keys = sorted(
@@ -345,8 +360,12 @@ def format_table(cells: list[Cell]) -> str:
         lines.append(
             f"{workload:<20} {clients:>7} | {tput(ours)} {tput(etcd)} {ratio} | "
             f"{ms(ours, 'p50_ms')} {ms(etcd, 'p50_ms')} | {ms(ours, 'p99_ms')} {ms(etcd, 'p99_ms')}"
+            f" | {ms(ours, 'cpu_ms_per_op')} {ms(etcd, 'cpu_ms_per_op')}"
         )
-    lines.append("latencies in ms; ratio = ours / etcd throughput")
+    lines.append(
+        "latencies in ms; ratio = ours / etcd throughput; cpu = the three members' CPU time "
+        "(all threads) per op, in ms"
+    )
     return "\n".join(lines)
 
 
