@@ -288,8 +288,11 @@ class EtcdModel(CheckModel):
         self._claimed = sorted(p.bumps_to for p in ops if p.bumps_to is not None)
         uncertain: set[bytes] = set()  # keys an ok op may put at a revision not known
         for prepared in ops:
-            if prepared.op.type == "ok" and prepared.bumps_to is None:
-                uncertain |= _put_keys(prepared.payload[0])
+            request, response = prepared.payload
+            if response is None or prepared.bumps_to is not None:
+                continue
+            if _bumped(request, response) is not False:  # it may have written
+                uncertain |= _put_keys(request)
         needs: dict[bytes, list[tuple[int, int, int]]] = {}
         for prepared in ops:
             request, response = prepared.payload

@@ -7,12 +7,24 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from etcdspec.checker.etcd_json import request_to_json, response_to_json
 from etcdspec.checker.history import HistoryBuilder, Operation, build_history
 from etcdspec.checker.linearizability import Budget, check_linearizable
 from etcdspec.checker.model_etcd import EtcdModel
 from etcdspec.checker.models import PreparedOp
 from etcdspec.checker.simulate import simulate_etcd
-from etcdspec.model.requests import DeleteRangeRequest, PutRequest
+from etcdspec.model.requests import (
+    Compare,
+    CompareResult,
+    CompareTarget,
+    DeleteRangeRequest,
+    PutRequest,
+    RangeRequest,
+    RangeResponse,
+    ResponseHeader,
+    TxnRequest,
+    TxnResponse,
+)
 from etcdspec.model.store import apply, initial_state
 
 from etcdspec.verdict import Verdict
@@ -149,10 +161,20 @@ def test_info_put_excluded_where_ok_puts_made_every_version(
     assert model.info_possible(info_put, revision) is possible
 
 
-def _two_info_puts_needed() -> tuple[EtcdModel, PreparedOp]:
+def _two_info_puts_needed(failed_txn: bool) -> tuple[EtcdModel, PreparedOp]:
     """k created at 2 by an ok put, read at 5 with version 3 and mod_revision 4: the
-    two missing puts are info puts, at 3 and 4 (5 is an ok put's)."""
+    two missing puts are info puts, at 3 and 4 (5 is an ok put's). With `failed_txn`,
+    an ok txn that would have put k ran its failure branch: it wrote nothing."""
     builder = HistoryBuilder()
+    if failed_txn:
+        txn = TxnRequest(
+            compare=(Compare(b"k", CompareTarget.VERSION, CompareResult.EQUAL, 9),),
+            success=(PutRequest(b"k", b"t"),),
+            failure=(RangeRequest(b"k"),),
+        )
+        answer = TxnResponse(ResponseHeader(1), False, (RangeResponse(ResponseHeader(1)),))
+        builder.add(7, "invoke", *request_to_json(txn))
+        builder.add(7, "ok", "txn", response_to_json(answer))
     for process, value in ((4, "b"), (5, "c")):
         builder.add(process, "invoke", "put", {"key": "k", "value": value})
     builder.add(6, "invoke", "put", {"key": "y", "value": "z"})
@@ -172,6 +194,7 @@ def _two_info_puts_needed() -> tuple[EtcdModel, PreparedOp]:
     return model, next(p for p in prepared if p.op.type == "info")
 
 
+@pytest.mark.parametrize("failed_txn", [False, True])
 @pytest.mark.parametrize(
     ("case", "writes", "possible"),
     [
@@ -180,9 +203,9 @@ def _two_info_puts_needed() -> tuple[EtcdModel, PreparedOp]:
     ],
 )
 def test_info_writes_must_leave_room_for_the_puts_a_version_needs(
-    case: str, writes: list[tuple[bytes, bytes]], possible: bool
+    case: str, writes: list[tuple[bytes, bytes]], possible: bool, failed_txn: bool
 ) -> None:
-    model, info_put = _two_info_puts_needed()
+    model, info_put = _two_info_puts_needed(failed_txn)
     state = initial_state()
     for key, value in writes:
         state, _ = apply(state, PutRequest(key, value))
