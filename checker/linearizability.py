@@ -232,7 +232,8 @@ def check_linearizable(
     `observed` adds writes seen outside the operations (per revision, signatures such as
     ("put", key, value) — e.g. from watch events) to those the responses show: an info
     write then fills a revision only if it matches what was seen there, so the
-    linearization found is the one the watches saw, not another that reads alike."""
+    linearization found is the one the watches saw, not another that reads alike; and
+    it goes on past the last ok operation until it has every revision seen."""
     # The search allocates many long-lived, acyclic objects (states, memo entries); the
     # cyclic collector would rescan them over and over, so it is paused meanwhile.
     collecting = gc.isenabled()
@@ -376,6 +377,7 @@ class _Search:
         observed = self.model.observed_writes(self.items)
         for rev, signatures in self.seen_elsewhere.items():
             observed.setdefault(rev, set()).update(signatures)
+        self.last_seen = max(self.seen_elsewhere, default=0)
         by_signature: dict[Hashable, list[int]] = {}
         for i in self.info_gap:
             for signature in self.items[i].signatures:
@@ -541,6 +543,15 @@ class _Search:
                 memo.add(key)
                 yield i, state
 
+    def _reaches_observed(self, frame: _Frame) -> bool:
+        """Whether the state has every revision seen elsewhere (e.g. a watch event after
+        the last ok operation): info operations, expiries too, must explain those."""
+        if not self.hinted or not self.seen_elsewhere:
+            return True
+        revision = self.model.revision(frame.state)
+        assert revision is not None
+        return revision >= self.last_seen
+
     def _advance_call(self, call_ptr: int) -> int:
         while call_ptr < len(self.by_call) and self.placed[self.by_call[call_ptr]]:
             call_ptr += 1
@@ -564,7 +575,7 @@ class _Search:
             self.clock.check()
             while stack:
                 frame = stack[-1]
-                if frame.ret_ptr >= len(self.ok_by_ret):
+                if frame.ret_ptr >= len(self.ok_by_ret) and self._reaches_observed(frame):
                     order = tuple(self.items[f.item].op.id for f in stack[1:])
                     return PartitionResult(
                         self.name,
@@ -628,6 +639,25 @@ class _Search:
             time.monotonic() - start,
         )
 
+    def _short_of_observed(self, path: list[int], frame: _Frame) -> Failure:
+        """Every ok operation is placed, but no info operation explains a revision seen
+        elsewhere (`_reaches_observed`)."""
+        revision = self.model.revision(frame.state)
+        last = self.items[path[-1]].op if path else None
+        return Failure(
+            partition=self.name,
+            failing_op=last.id if last is not None else -1,
+            reason=(
+                f"every ok operation is placed at revision {revision}, but no operation "
+                f"explains the writes seen up to revision {self.last_seen}"
+            ),
+            window=(),
+            prefix=tuple(self.items[i].op.id for i in path),
+            state=self.model.describe_state(frame.state),
+            state_json=self.model.state_json(frame.state),
+            prefix_end_index=last.complete_index or last.invoke_index if last else -1,
+        )
+
     def _failure(self, path: list[int], frame: _Frame) -> Failure:
         """The failure at the deepest configuration reached (`path` placed, `frame`)."""
         for i in path:
@@ -639,6 +669,8 @@ class _Search:
                 self.placed[i] = 0
 
     def _describe_failure(self, path: list[int], frame: _Frame) -> Failure:
+        if frame.ret_ptr >= len(self.ok_by_ret):
+            return self._short_of_observed(path, frame)
         boundary_op = self.ok_by_ret[frame.ret_ptr]
         failing = frame.rejected[0] if frame.rejected else boundary_op
         reason = self.model.mismatch(frame.state, self.items[failing])

@@ -42,6 +42,10 @@ CORPUS = [
     ("watch_lease_expiry_order_broken.jsonl", "etcd", Verdict.FALSE, {"Reliable", "Valid"}),
     # ... a's expiry (revision 5) never reaches the watch, which goes on to revision 6
     ("watch_lease_expiry_unseen.jsonl", "etcd", Verdict.FALSE, {"Reliable"}),
+    # both expiries come after the last operation: only the watch shows them
+    ("watch_lease_expiry_after_last_op.jsonl", "etcd", Verdict.TRUE, set()),
+    # ... both at revision 4: no one expiry deletes keys of two leases
+    ("watch_lease_expiry_after_last_op_broken.jsonl", "etcd", Verdict.FALSE, {"Valid"}),
     ("watch_ordered_broken.jsonl", "etcd", Verdict.FALSE, {"Ordered"}),
     ("watch_unique_broken.jsonl", "etcd", Verdict.FALSE, {"Unique"}),
     ("watch_reliable_broken.jsonl", "etcd", Verdict.FALSE, {"Reliable"}),

@@ -4,15 +4,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+from etcdspec.checker.check import load_history
 from etcdspec.checker.etcd_json import request_to_json, response_to_json
 from etcdspec.checker.history import HistoryBuilder, Operation, build_history
 from etcdspec.checker.linearizability import Budget, check_linearizable
 from etcdspec.checker.model_etcd import EtcdModel
 from etcdspec.checker.models import PreparedOp
 from etcdspec.checker.simulate import simulate_etcd
+from etcdspec.checker.watch_checks import observed_writes, parse_watches
 from etcdspec.model.requests import (
     Compare,
     CompareResult,
@@ -210,3 +213,25 @@ def test_info_writes_must_leave_room_for_the_puts_a_version_needs(
     for key, value in writes:
         state, _ = apply(state, PutRequest(key, value))
     assert model.info_state_possible(info_put, state) is possible, case
+
+
+@pytest.mark.parametrize(
+    ("name", "verdict"),
+    [
+        ("watch_lease_expiry_after_last_op.jsonl", Verdict.TRUE),
+        ("watch_lease_expiry_after_last_op_broken.jsonl", Verdict.FALSE),
+    ],
+)
+def test_search_goes_past_the_last_ok_op_to_the_revisions_watches_saw(
+    name: str, verdict: Verdict
+) -> None:
+    history = load_history(Path(__file__).parent / "data" / name)
+    seen = observed_writes(parse_watches(history))
+    assert max(seen) == 5 if verdict is Verdict.TRUE else max(seen) == 4
+    result = check_linearizable(EtcdModel(), history.operations, Budget(), seen)
+    assert result.verdict is verdict, result.describe()
+    if verdict is Verdict.FALSE:
+        assert result.failure is not None
+        assert "no operation explains the writes seen up to revision 4" in result.failure.reason
+    else:  # both synthetic expiries are placed, after every ok operation
+        assert len(result.linearization()) == len(history.operations) + 2
