@@ -465,7 +465,9 @@ class Finder:
     def describe(self) -> str:
         if self.mode == "exhaustive":
             return f"exhaustive search, {self.bounds.describe()}"
-        return f"hypothesis, {self.options.describe()}, up to {self.attempts} seeds"
+        rules = self.options.rules
+        only = f", rules {', '.join(sorted(rules))}" if rules is not None else ""
+        return f"hypothesis, {self.options.describe()}{only}, up to {self.attempts} seeds"
 
 
 def find_bug(name: str, seed: int = 0, progress: ProgressCallback | None = None) -> ExploreResult:

@@ -18,9 +18,11 @@ so some examples never crash, some never drop, ...; progress rules come in pairs
 initialize rule elects a first leader in most examples. Macro rules take several model
 steps, each checked: stabilize (deliver until quiet) and elect; `SplitBrainMachine`
 adds split_brain (the leader cut off with a write of its own while the others elect
-another), which only runs that name it in `ExploreOptions.rules` use. Witnesses are counted with `hypothesis.event()` and in
-the run's `RunRecorder` (leader elected, entry committed, term change, crash-restart),
-and `target()` steers towards higher terms and diverging logs.
+another) for runs whose `ExploreOptions.rules` name it. Rules that the configuration
+rules out (tick with free timeouts, persist with sync persistence, ...) are left out
+of the machine a run uses. Witnesses are counted with `hypothesis.event()` and in the
+run's `RunRecorder` (leader elected, entry committed, term change, crash-restart), and
+`target()` steers towards higher terms and diverging logs.
 """
 
 from __future__ import annotations

@@ -166,3 +166,9 @@ def test_split_brain_finders_find_their_bug_on_each_of_three_seeds(name: str) ->
     for seed in (1, 2, 3):
         result = find_bug(name, seed=seed)
         assert result.verdict is Verdict.FALSE, result.describe()
+
+
+def test_a_focused_finder_names_its_rules() -> None:
+    text = FINDERS["figure8_commit"].describe()
+    assert text.startswith("hypothesis, cluster model, 3 nodes")
+    assert "rules heal, propose, split_brain, stabilize, up to 5 seeds" in text
