@@ -3,10 +3,11 @@
 Run: `.venv/bin/python -m bench.spec_bench [--json] [--repeat N]`. For each spec
 (raft, mvcc, lease): the time of every obligation (init, preserve, enabled, witness),
 the total of the proof proper (init + preserve) and the slowest queries; for each
-seeded mutation, the time to its counterexample to induction. Goals (issue 3): the
-whole Raft proof <= 5 s, each seeded bug's counterexample <= 10 s. Timings are wall
-clock (and, per spec, the process CPU time: Z3 runs in-process, so on a shared machine
-CPU time is the steadier figure); `--repeat` takes the best of N runs.
+seeded mutation, the time to its counterexample to induction; for a few seeded bugs,
+the time bounded model checking (`--bmc`) takes to a concrete violating run. Goals
+(issue 3): the whole Raft proof <= 5 s, each seeded bug's counterexample <= 10 s.
+Timings are wall clock and process CPU time (Z3 runs in-process, so on a shared
+machine CPU time is the steadier figure); `--repeat` takes the best of N runs.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import time
 from collections import defaultdict
 from typing import Any
 
+from etcdspec.spec.bmc import bmc
 from etcdspec.spec.loader import BUILTIN_SPECS, load_spec
 from etcdspec.spec.mutations import SEEDED_BUGS, catch, caught
 from etcdspec.spec.prove import CheckKind, prove
@@ -60,10 +62,49 @@ def bench_bugs() -> list[dict[str, Any]]:
     return rows
 
 
+# (mutation, depth, sizes, property): seeded raft bugs BMC reaches quickly
+BMC_RUNS: tuple[tuple[str, int, dict[str, int], str], ...] = (
+    (
+        "two_votes",
+        5,
+        {"node": 3, "term": 2, "index": 1, "value": 1, "quorum": 2},
+        "election_safety",
+    ),
+    (
+        "stale_append",
+        5,
+        {"node": 2, "term": 3, "index": 2, "value": 1, "quorum": 1},
+        "log_not_future",
+    ),
+)
+
+
+def bench_bmc() -> list[dict[str, Any]]:
+    rows = []
+    for mutation, depth, sizes, prop in BMC_RUNS:
+        started, cpu_started = time.perf_counter(), time.process_time()
+        result = bmc(load_spec("raft", mutation), depth, sizes, only=[prop])
+        rows.append(
+            {
+                "bug": f"raft/{mutation}",
+                "property": prop,
+                "valid": result.verdict.to_json(),
+                "depth": result.reached,
+                "wall_seconds": round(time.perf_counter() - started, 3),
+                "cpu_seconds": round(time.process_time() - cpu_started, 3),
+            }
+        )
+    return rows
+
+
 def best_of(repeat: int) -> dict[str, Any]:
     best: dict[str, Any] | None = None
     for _ in range(repeat):
-        run = {"specs": [bench_spec(n) for n in BUILTIN_SPECS], "seeded_bugs": bench_bugs()}
+        run = {
+            "specs": [bench_spec(n) for n in BUILTIN_SPECS],
+            "seeded_bugs": bench_bugs(),
+            "bmc": bench_bmc(),
+        }
         raft = run["specs"][0]["proof_seconds"]
         if best is None or raft < best["specs"][0]["proof_seconds"]:
             best = run
@@ -81,7 +122,7 @@ def main() -> None:
         print(json.dumps(result, indent=2))
         return
     print(
-        f"{'spec':6} {'valid':6} {'queries':>7} {'proof s':>8} {'enabled s':>9} {'witness s':>9} {'wall s':>7}"
+        f"{'spec':6} {'valid':6} {'queries':>7} {'proof s':>8} {'enabled s':>9} {'witness s':>9} {'wall s':>7} {'cpu s':>6}"
     )
     for row in result["specs"]:
         kinds = row["by_kind_seconds"]
@@ -95,6 +136,11 @@ def main() -> None:
     print(f"\n{'seeded bug':28} {'caught':6} {'seconds':>7}")
     for row in result["seeded_bugs"]:
         print(f"{row['bug']:28} {row['caught']!s:6} {row['seconds']:>7.2f}")
+    print(f"\n{'bmc (violating run)':28} {'valid':6} {'depth':>5} {'wall s':>7} {'cpu s':>6}")
+    for row in result["bmc"]:
+        print(
+            f"{row['bug']:28} {row['valid']!s:6} {row['depth']:>5} {row['wall_seconds']:>7.2f} {row['cpu_seconds']:>6.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -135,7 +135,7 @@ MODEL_SEARCH_SIZES = (3, 4)
 # Budgets of Z3 work in milliseconds of an idle core, turned into Z3 resource units
 # (rlimit) so that whether a query "ran out" does not depend on the machine's load:
 # the first try of an induction query, and each finite counterexample search.
-FIRST_TRY_MS = 4_000
+FIRST_TRY_MS = 2_000  # every raft induction query needs under 1.5 s of it (2.8M rlimit)
 FINITE_SEARCH_MS = 4_000
 RLIMIT_PER_MS = 2_000  # Z3 5.4 on this machine: about 2 million rlimit units per second
 # A query's timeout is first of all a budget of Z3 work (rlimit), the same on an idle
