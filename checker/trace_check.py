@@ -35,7 +35,9 @@ Contract
   term that a quorum, itself counted only as far as it is durable, acknowledged by
   MsgAppResp), FollowerCommit (no further than the leader said), ReadyContract (a
   message leaves only after what it carries or acknowledges is durable, a granted vote
-  only after it was persisted), StateMachineSafety (the same (index, term) applied
+  only after it was persisted; except the leader's parallel persist: a leader's MsgApp
+  may carry its own term's entries before the persist that covers them, once its term
+  and vote are durable, since LeaderCommit counts it only as far as it is durable), StateMachineSafety (the same (index, term) applied
   everywhere), ApplyOrder (entries applied one by one, in order, committed, and as
   the node's log holds them), AppliedKept (a persist never overwrites an applied
   entry) and LogContiguity (persisted entries leave no hole).
@@ -707,13 +709,17 @@ class _Replay:
             held = log.term_at(index)
             if held is None and index <= log.snapshot.last_index:
                 continue  # compacted: it was persisted before
+            if held is None and self._leader_sends_ahead(node, event, message, index, term):
+                self.witness["entries sent before the leader persisted them"] += 1
+                continue
             if held != term:
                 have = "does not hold it" if held is None else f"holds {index}@{held}"
                 raise _Broken(
                     "ReadyContract",
                     f"{node.name} sent entry {index}@{term} to {self.name(message.to)} before "
                     f"persisting it (its durable log {have}): a Ready's entries are persisted "
-                    "before its messages leave",
+                    "before its messages leave (a leader's own new entries excepted, when "
+                    "its term and vote are durable)",
                     (message.to,),
                 )
         if message.type == "APP_RESP" and not message.reject and message.index > log.last_index:
@@ -750,6 +756,23 @@ class _Replay:
             self.witness["votes sent"] += 1
         elif message.type not in NO_TERM_TYPES:
             node.raise_floor(message.term, 0, f"its {message.type} at {where}")
+
+    @staticmethod
+    def _leader_sends_ahead(
+        node: _Node, event: TraceEvent, message: TraceMessage, index: int, term: int
+    ) -> bool:
+        """The leader's parallel persist: a leader's MsgApp may carry entries of its own
+        term that it holds but has not persisted yet, once its term and vote are durable
+        (no change of them since its last persist). It is counted in a commit quorum only
+        as far as it is durable (LeaderCommit), so nothing is acknowledged on its
+        unpersisted entries."""
+        return (
+            event.role == "leader"
+            and message.from_ == node.node
+            and message.term == event.term == term
+            and index <= event.last_index
+            and node.vote_persisted_at >= node.vote_changed_at
+        )
 
     def _on_apply(self, node: _Node, event: TraceEvent, where: str) -> None:
         for index, term in event.entries:

@@ -9,7 +9,11 @@ The loop (`_loop`) follows the driver's Ready contract, in this order:
 1. persist the Ready's snapshot, entries and hard state in the WAL, one fsync (in a
    worker thread; while it runs, the committed entries that earlier Readies persisted
    are applied as in step 3: committed means durable on a quorum already);
-2. only then send its messages to the peers;
+2. only then send its messages to the peers -- except a leader's MsgApp, which leaves
+   while the leader's own fsync runs (the leader's parallel persist, Raft dissertation
+   §10.2.1, as etcd does; safe because the Raft core counts the leader in a commit
+   quorum only after this fsync, see `Member.leader_sends_early`). A follower's
+   MsgAppResp and every vote still leave only after the fsync;
 3. restore a received snapshot, apply committed entries through the applier (the
    backend stores the applied index in the same SQLite transaction), answer the client
    calls waiting on those entries (matched by the request id in the entry), and the
@@ -62,7 +66,14 @@ from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
 from etcdspec.impl.peer import FrameError, PeerTransport, read_fault_file
 from etcdspec.impl.quota import nospace_alarm_request
 from etcdspec.impl.raft_driver import RaftConfig, RaftDriver, Ready, Role
-from etcdspec.impl.raft_messages import NONE, Entry, HardState, ProposalDropped
+from etcdspec.impl.raft_messages import (
+    NONE,
+    Entry,
+    HardState,
+    Message,
+    MessageType,
+    ProposalDropped,
+)
 from etcdspec.impl.trace import TraceWriter
 from etcdspec.impl.watch_stream import WatchStream
 from google.protobuf.message import Message as PbMessage
@@ -388,6 +399,12 @@ class Member:
             else:
                 self.storage.persist(ready.hard_state, ready.entries, ready.snapshot, sync=False)
                 self._persisted(ready)
+        # 2a. A leader's MsgApp leaves while its own fsync runs (parallel persist; see
+        # `leader_sends_early`): the followers persist in parallel with the leader.
+        encode = self.storage.encode_message
+        early = persisting is not None and self.leader_sends_early(ready)
+        if early:
+            self._send(ready.messages, encode, appends=True)
         if ready.soft_state is not None:
             self._on_soft_state(ready.soft_state.leader_id, ready.soft_state.role)
         # While the fsync runs, apply the committed entries this member persisted in an
@@ -405,12 +422,8 @@ class Member:
         if persisting is not None:
             self.metrics.wal_fsyncs += 1
             self._persisted(ready)
-        # 2. Send.
-        encode = self.storage.encode_message
-        for message in ready.messages:
-            self.transport.send(message.to, encode(message))
-            if self.tracer is not None:
-                self._trace("send", message=message)
+        # 2. Send (the rest, when a leader's MsgApp already left).
+        self._send(ready.messages, encode, appends=False if early else None)
         # 3. Apply.
         if ready.snapshot is not None:
             log.info("snapshot received", extra={"snapshot": ready.snapshot.describe()})
@@ -433,6 +446,48 @@ class Member:
         self._maybe_snapshot()
         if self.tracer is not None:
             self.tracer.flush()
+
+    def _send(
+        self,
+        messages: tuple[Message, ...],
+        encode: Callable[[Message], bytes],
+        appends: bool | None,
+    ) -> None:
+        """Send `messages`: all of them (appends None), only the MsgApp ones (True), or
+        all but the MsgApp ones (False)."""
+        assert self.transport is not None
+        for message in messages:
+            if appends is not None and (message.type is MessageType.APP) is not appends:
+                continue
+            self.transport.send(message.to, encode(message))
+            if self.tracer is not None:
+                self._trace("send", message=message)
+
+    def leader_sends_early(self, ready: Ready) -> bool:
+        """Whether this Ready's MsgApp messages may leave before its fsync completes.
+
+        The leader's parallel persist (Raft dissertation §10.2.1; etcd's raftNode sends a
+        leader's messages before it saves the Ready): only a leader, and only when the
+        Ready changes neither term nor vote and restores no snapshot, so that what its
+        MsgApp claims about the leader itself (its term, which it voted for in) is durable
+        already. Only MsgApp leaves early; acknowledgements (MsgAppResp, vote grants)
+        and everything else still wait for the fsync.
+
+        Why acknowledged writes stay durable on a quorum: a MsgApp promises nothing about
+        the leader's own disk. The Raft core counts the leader in a commit quorum only up
+        to `log.stable_index`, which moves in `advance`, after this Ready's fsync
+        (raft_core.RaftCore.stable_to); a follower answers only after its own fsync. So
+        an entry is committed only when a quorum, the leader counted only if it is
+        durable there, holds it on disk; and a client is answered only when its entry
+        is applied, which is after commit. If the leader dies before its fsync, its lost
+        entries are uncommitted ones or ones a quorum of followers holds durably (the
+        election restriction then keeps them).
+        """
+        assert self.driver is not None
+        if not self.driver.is_leader() or ready.snapshot is not None or not ready.entries:
+            return False
+        hard, before = ready.hard_state, self._persisted_hard_state
+        return hard is None or (hard.term, hard.vote) == (before.term, before.vote)
 
     def _persisted(self, ready: Ready) -> None:
         if ready.hard_state is not None:
