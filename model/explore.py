@@ -30,6 +30,7 @@ from typing import Any, cast
 
 from etcdspec.model.bugs import NO_BUGS, BugSet
 from etcdspec.model.counterexample import Counterexample, build
+from etcdspec.model.hypothesis_replay import replayable_draws
 from etcdspec.model.invariants import InvariantViolation
 from hypothesis import HealthCheck, Phase, Verbosity, currently_in_test_context, event, settings
 from hypothesis.errors import HypothesisException
@@ -331,7 +332,8 @@ def run_hypothesis(
     started = time.monotonic()
     failure: BaseException | None = None
     try:
-        run_state_machine_as_test(cast(Any, factory), settings=hypothesis_settings(options))
+        with replayable_draws():
+            run_state_machine_as_test(cast(Any, factory), settings=hypothesis_settings(options))
     except InvariantViolation as violation:
         failure = violation
     except HypothesisException as error:  # flaky, unsatisfiable: the run proves nothing

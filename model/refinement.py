@@ -54,6 +54,7 @@ from etcdspec.model.hypothesis_cluster import (
     cluster_config,
     focused,
 )
+from etcdspec.model.hypothesis_replay import replayable_draws
 from etcdspec.model.invariants import InvariantViolation
 from etcdspec.model.raft_messages import Message, MsgType, node_name
 from etcdspec.model.raft_node import Node, Role
@@ -765,7 +766,8 @@ def run_exploration(options: ExploreOptions, checked: bool = True) -> Refinement
     started = time.monotonic()
     violation: InvariantViolation | None = None
     try:
-        run_state_machine_as_test(cast(Any, factory), settings=hypothesis_settings(options))
+        with replayable_draws():
+            run_state_machine_as_test(cast(Any, factory), settings=hypothesis_settings(options))
     except InvariantViolation as found:
         violation = found
     return RefinementRun(checked, recorder.steps, time.monotonic() - started, stats, violation)

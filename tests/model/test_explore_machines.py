@@ -4,13 +4,11 @@ replay, shrunk counterexamples replay, focused rule sets, and the model's verify
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from etcdspec.model.bugs import BugSet
 from etcdspec.model.cluster import Cluster
-from etcdspec.model.explore import FINDERS, ExploreOptions, run_hypothesis
+from etcdspec.model.explore import ExploreOptions, find_bug, run_hypothesis
 from etcdspec.model.hypothesis_cluster import (
     ClusterMachine,
     cluster_config,
@@ -62,11 +60,10 @@ def test_a_seeded_run_replays_exactly() -> None:
 
 
 def test_a_cluster_counterexample_is_shrunk_by_replay() -> None:
-    # the finder's split-brain schedules: a long run that replay shrinks
-    options = replace(
-        FINDERS["no_truncate_conflict"].options, bugs=BugSet.of("no_truncate_conflict")
-    )
-    result = run_hypothesis(options)
+    # the finder's split-brain schedules (the finder tries its seeds in turn): a long run
+    # that replay shrinks
+    result = find_bug("no_truncate_conflict")
+    options = result.options
     assert result.verdict is Verdict.FALSE, result.describe()
     cex = result.counterexample
     assert cex is not None
