@@ -24,6 +24,7 @@ STAGES: list[tuple[str, str]] = [
     ("model", "etcdspec.model.stage:run_stage"),
     ("checker", "etcdspec.checker.stage:run_stage"),
     ("conform", "etcdspec.checker.conform_stage:run_stage"),
+    ("trace", "etcdspec.checker.trace_stage:run_stage"),
 ]
 
 
@@ -82,7 +83,8 @@ def format_table(results: list[StageResult]) -> str:
 def verify(
     report_dir: Path | None, seed: int, quick: bool, only: tuple[str, ...], as_json: bool
 ) -> int:
-    """Prove the specs, explore the model, run a conformance run of the server."""
+    """Prove the specs, explore the model, check histories, run a conformance run of the
+    server and replay its Raft traces on the model."""
     if report_dir is None:
         report_dir = Path("reports") / time.strftime("verify-%Y%m%d-%H%M%S")
     report_dir.mkdir(parents=True, exist_ok=True)
