@@ -11,6 +11,12 @@ Contract:
   lease not found, duplicate key, NO_SPACE...) leaves no change but still advances the
   consistent index — applying an entry is deterministic, so every member reaches the
   same error.
+- A run of consecutive plain puts in a batch is applied with batched SQL
+  (mvcc.put_run: one read of the keys, two executemany inserts), with the same result,
+  entry by entry, as applying each on its own: revisions, versions, create/mod
+  revisions, prev_kv, errors, watch events, lease attachment; the consistent index is
+  still written once, in the same transaction. Under a NOSPACE alarm the run is applied
+  one entry at a time (each refused as before).
 - Idempotent on replay: an entry with index <= the stored consistent index is skipped
   (after a restart, or kill -9, the log is replayed from the last snapshot and entries
   already in the file are not applied twice).
@@ -33,7 +39,7 @@ from etcdspec.impl import errors
 from etcdspec.impl.backend import Backend
 from etcdspec.impl.errors import RpcError
 from etcdspec.impl.lessor import Lessor
-from etcdspec.impl.mvcc import Event, KVStore
+from etcdspec.impl.mvcc import Event, KVStore, put_run
 from etcdspec.impl.pb import raft_internal_pb2, rpc_pb2
 from etcdspec.impl.quota import BackendQuota
 from etcdspec.impl.watch_hub import WatchHub
@@ -111,6 +117,26 @@ def encode_request(request: Message, request_id: int = 0, member_id: int = 0) ->
 
 
 _Apply = tuple[Message, int, list[Event], list[Callable[[], None]]]
+_Decoded = tuple[int, int, raft_internal_pb2.InternalRaftRequest | None]
+
+
+def _is_put(req: raft_internal_pb2.InternalRaftRequest | None) -> bool:
+    return req is not None and req.WhichOneof("request") == "put"
+
+
+def _runs(decoded: Sequence[_Decoded]) -> list[Sequence[_Decoded]]:
+    """`decoded` cut into runs: maximal runs of consecutive puts, every other entry
+    alone, in log order."""
+    runs: list[Sequence[_Decoded]] = []
+    start = 0
+    while start < len(decoded):
+        end = start + 1
+        if _is_put(decoded[start][2]):
+            while end < len(decoded) and _is_put(decoded[end][2]):
+                end += 1
+        runs.append(decoded[start:end])
+        start = end
+    return runs
 
 
 class Applier:
@@ -152,7 +178,7 @@ class Applier:
         member must stop and recover from disk.
         """
         applied = self.backend.consistent_index()
-        decoded: list[tuple[int, int, raft_internal_pb2.InternalRaftRequest | None]] = []
+        decoded: list[_Decoded] = []
         results: dict[int, ApplyResult] = {}
         for index, term, data in entries:
             if index <= applied:
@@ -165,17 +191,46 @@ class Applier:
         notifications: list[tuple[int, list[Event]]] = []
         if decoded:
             with self.backend.transaction():
-                for index, term, req in decoded:
-                    result = self._apply_one(index, term, req)
-                    results[index] = result
-                    if result.events:
-                        notifications.append((result.revision, list(result.events)))
+                for run in _runs(decoded):
+                    for result in self._apply_run(run):
+                        results[result.index] = result
+                        if result.events:
+                            notifications.append((result.revision, list(result.events)))
                 # One write of the consistent index for the batch, in its transaction.
                 last_index, last_term, _ = decoded[-1]
                 self.backend.set_applied(last_index, last_term)
         for revision, events in notifications:
             self.watch_hub.notify(revision, events)
         return [results[index] for index, _, _ in entries]
+
+    def _apply_run(self, run: Sequence[_Decoded]) -> list[ApplyResult]:
+        """Apply a run of entries: two or more plain puts (not refused by a NOSPACE
+        alarm) with batched SQL (mvcc.put_run), anything else one by one."""
+        first = run[0][2]
+        if len(run) < 2 or first is None or not _is_put(first) or self.quota.capped(first):
+            return [self._apply_one(index, term, req) for index, term, req in run]
+        puts = [req.put for _, _, req in run if req is not None]
+        outcomes = put_run(self.backend, puts, self.lessor.exists)
+        results = []
+        for (index, term, req), outcome in zip(run, outcomes, strict=True):
+            assert req is not None
+            events = (outcome.event,) if outcome.event is not None else ()
+            if outcome.response is not None:
+                outcome.response.header.raft_term = term
+            self.lessor.on_events(events)
+            results.append(
+                ApplyResult(
+                    index,
+                    term,
+                    request_id=req.header.ID,
+                    proposer_id=req.header.member_id,
+                    response=outcome.response,
+                    error=outcome.error,
+                    revision=outcome.revision,
+                    events=events,
+                )
+            )
+        return results
 
     def _apply_one(
         self, index: int, term: int, req: raft_internal_pb2.InternalRaftRequest | None

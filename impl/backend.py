@@ -45,7 +45,7 @@ import sqlite3
 import tempfile
 import threading
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -133,6 +133,7 @@ def key_range_clause(
     return f"{column} >= ? AND {column} < ?", (key, range_end)
 
 
+_KEYS_PER_QUERY = 500  # host parameters per `newest_live` statement (SQLite allows 32766)
 _LATEST_SELECT = (
     "SELECT "
     + ", ".join(f"kv.{c.strip()}" for c in _KV_COLUMNS.split(","))
@@ -334,6 +335,49 @@ class Backend:
             "main = excluded.main, sub = excluded.sub, tombstone = excluded.tombstone",
             (row.key, row.main, row.sub, int(row.tombstone)),
         )
+
+    def insert_revisions(self, rows: Sequence[KeyRevision]) -> None:
+        """`insert_revision` for each row, in order, as two batched statements
+        (executemany): a key written twice keeps its later row as its newest."""
+        self._require_txn()
+        self._conn.executemany(
+            f"INSERT INTO kv ({_KV_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    r.main,
+                    r.sub,
+                    r.key,
+                    r.value,
+                    r.create_revision,
+                    r.mod_revision,
+                    r.version,
+                    r.lease,
+                    int(r.tombstone),
+                )
+                for r in rows
+            ],
+        )
+        self._conn.executemany(
+            "INSERT INTO key_newest (key, main, sub, tombstone) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (key) DO UPDATE SET "
+            "main = excluded.main, sub = excluded.sub, tombstone = excluded.tombstone",
+            [(r.key, r.main, r.sub, int(r.tombstone)) for r in rows],
+        )
+
+    def newest_live(self, keys: Iterable[bytes]) -> dict[bytes, KeyRevision]:
+        """Each of `keys` that exists at the current revision, with its newest row
+        (`live(key, b"", current_revision())` for many keys in few statements)."""
+        wanted = list(dict.fromkeys(keys))
+        found: dict[bytes, KeyRevision] = {}
+        with self._lock:
+            for start in range(0, len(wanted), _KEYS_PER_QUERY):
+                chunk = wanted[start : start + _KEYS_PER_QUERY]
+                marks = ", ".join("?" * len(chunk))
+                sql = f"{_LATEST_SELECT} WHERE latest.key IN ({marks}) AND latest.tombstone = 0"
+                for r in self._conn.execute(sql, chunk).fetchall():
+                    row = _row(r)
+                    found[row.key] = row
+        return found
 
     def latest(self, key: bytes, range_end: bytes, revision: int) -> list[KeyRevision]:
         """Each key's newest row with main <= revision (tombstones included), by key.

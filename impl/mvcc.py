@@ -7,6 +7,7 @@ revision current+1 and consecutive sub revisions; if it changes nothing the revi
 does not move (a read-only txn, a delete that matched no key). `finish()` records the
 new current revision and returns the events in order, each with the key's state before
 this revision as prev_kv (what etcd reads at mod_revision - 1 for a watch). The caller (the applier) opens the backend transaction around it.
+`put_run` applies consecutive plain puts as one WriteTxn each would, with batched SQL.
 
 Rules followed as etcd does them (api/etcdserverpb/rpc.proto, server/etcdserver/apply):
 - Key ranges: empty range_end = the key alone; range_end "\\0" = every key >= key;
@@ -355,6 +356,106 @@ def _encode_row(row: KeyRevision) -> bytes:
     )
 
 
+def put_value(
+    req: rpc_pb2.PutRequest,
+    prev: KeyValue | None,
+    revision: int,
+    lease_exists: Callable[[int], bool],
+) -> KeyValue:
+    """The key's state after `req` (already checked by check_put) is applied at
+    `revision` over `prev` (None: the key does not exist); RpcError KEY_NOT_FOUND
+    (ignore_value/ignore_lease on a missing key) or LEASE_NOT_FOUND, before any write."""
+    if (req.ignore_value or req.ignore_lease) and prev is None:
+        raise RpcError(errors.KEY_NOT_FOUND)
+    value = prev.value if req.ignore_value and prev is not None else req.value
+    lease = prev.lease if req.ignore_lease and prev is not None else req.lease
+    if lease and not lease_exists(lease):
+        raise RpcError(errors.LEASE_NOT_FOUND)
+    return KeyValue(
+        key=req.key,
+        value=value,
+        create_revision=prev.create_revision if prev else revision,
+        mod_revision=revision,
+        version=prev.version + 1 if prev else 1,
+        lease=lease,
+    )
+
+
+def put_response(
+    req: rpc_pb2.PutRequest, prev: KeyValue | None, revision: int
+) -> rpc_pb2.PutResponse:
+    resp = rpc_pb2.PutResponse()
+    resp.header.revision = revision
+    if req.prev_kv and prev is not None:
+        resp.prev_kv.CopyFrom(prev.to_pb())
+    return resp
+
+
+@dataclass(frozen=True)
+class PutOutcome:
+    """One put of `KVStore.put_run`: its response and event, or the error it refused
+    with; `revision` is the store's current revision after it."""
+
+    revision: int
+    response: rpc_pb2.PutResponse | None = None
+    event: Event | None = None
+    error: RpcError | None = None
+
+    def describe(self) -> str:
+        if self.error is not None:
+            return f"put refused at rev {self.revision}: {self.error.describe()}"
+        assert self.event is not None
+        return f"put rev {self.revision}: {self.event.describe()}"
+
+
+def put_run(
+    backend: Backend, reqs: Sequence[rpc_pb2.PutRequest], lease_exists: Callable[[int], bool]
+) -> list[PutOutcome]:
+    """Apply consecutive plain puts, each as its own revision, exactly as one `WriteTxn`
+    per put would (same revisions, versions, create/mod revisions, events with prev_kv,
+    errors that write nothing), but with batched SQL: one read of the keys' newest rows,
+    two executemany inserts and one current-revision write. Inside the caller's backend
+    transaction; `lease_exists` must not change during the run (no lease is granted or
+    revoked by a put)."""
+    revision = backend.current_revision()
+    state: dict[bytes, KeyValue | None] = {
+        key: KeyValue.from_row(row)
+        for key, row in backend.newest_live(req.key for req in reqs).items()
+    }
+    rows: list[KeyRevision] = []
+    out: list[PutOutcome] = []
+    for req in reqs:
+        try:
+            check_put(req)
+            prev = state.get(req.key)
+            kv = put_value(req, prev, revision + 1, lease_exists)
+        except RpcError as exc:
+            out.append(PutOutcome(revision, error=exc))
+            continue
+        revision += 1
+        state[req.key] = kv
+        rows.append(
+            KeyRevision(
+                main=revision,
+                sub=0,
+                key=kv.key,
+                value=kv.value,
+                create_revision=kv.create_revision,
+                mod_revision=revision,
+                version=kv.version,
+                lease=kv.lease,
+                tombstone=False,
+            )
+        )
+        out.append(
+            PutOutcome(revision, put_response(req, prev, revision), Event(EventType.PUT, kv, prev))
+        )
+    if rows:
+        backend.insert_revisions(rows)
+        backend.set_current_revision(revision)
+    return out
+
+
 class WriteTxn:
     """One applied request's writes: all at revision current+1, or none."""
 
@@ -409,27 +510,10 @@ class WriteTxn:
     def put(self, req: rpc_pb2.PutRequest) -> rpc_pb2.PutResponse:
         check_put(req)
         prev = self._get(req.key)
-        if (req.ignore_value or req.ignore_lease) and prev is None:
-            raise RpcError(errors.KEY_NOT_FOUND)
-        value = prev.value if req.ignore_value and prev is not None else req.value
-        lease = prev.lease if req.ignore_lease and prev is not None else req.lease
-        if lease and not self.lease_exists(lease):
-            raise RpcError(errors.LEASE_NOT_FOUND)
-        kv = KeyValue(
-            key=req.key,
-            value=value,
-            create_revision=prev.create_revision if prev else self.revision,
-            mod_revision=self.revision,
-            version=prev.version + 1 if prev else 1,
-            lease=lease,
-        )
+        kv = put_value(req, prev, self.revision, self.lease_exists)
         self._insert(kv, tombstone=False)
         self.events.append(Event(EventType.PUT, kv, self._before.setdefault(req.key, prev)))
-        resp = rpc_pb2.PutResponse()
-        resp.header.revision = self.revision
-        if req.prev_kv and prev is not None:
-            resp.prev_kv.CopyFrom(prev.to_pb())
-        return resp
+        return put_response(req, prev, self.revision)
 
     def _delete(self, prev: KeyValue) -> None:
         tomb = KeyValue(prev.key, b"", 0, self.revision, 0, 0)
