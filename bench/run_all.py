@@ -13,6 +13,7 @@ import sys
 HARNESSES = (
     "etcdspec.model.store_bench",
     "bench.model_bench",
+    "bench.exhaustive_bench",
     "bench.refinement_bench",
     "bench.spec_bench",
     "bench.checker_bench",
