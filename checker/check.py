@@ -7,6 +7,9 @@ Contract:
   for the etcd model, each watch guarantee against the linearized history; every
   check is a CheckResult. The overall verdict merges them (false > unknown > true).
   An operation the model cannot read is BadInput too.
+- Memory: `CheckOptions.max_memory_mb` None (the default) bounds resident memory by
+  `default_memory_mb()` (4,096 MB or half the physical memory, whichever is smaller);
+  0 means unbounded. Reaching the bound gives unknown, never a pass.
 - `CheckReport.to_json()` is result.json (versioned: `schema_version`), with one entry
   per check and its duration; `describe()` is the terminal table.
 """
@@ -30,19 +33,42 @@ from etcdspec.verdict import Verdict
 
 RESULT_SCHEMA_VERSION = 1
 FORMATS = ("jsonl", "edn")
+DEFAULT_MEMORY_MB = 4096.0
+_MEMINFO = Path("/proc/meminfo")
 
 
 class BadInput(ValueError):
     """The history cannot be read or does not fit the model (exit 4)."""
 
 
+def default_memory_mb(meminfo: Path = _MEMINFO) -> float:
+    """The resident memory bound when none is given: DEFAULT_MEMORY_MB or half the
+    physical memory (MemTotal in /proc/meminfo), whichever is smaller."""
+    try:
+        for line in meminfo.read_text(encoding="ascii").splitlines():
+            if line.startswith("MemTotal:"):
+                total_mb = int(line.split()[1]) / 1024  # the field is in kB
+                return min(DEFAULT_MEMORY_MB, max(total_mb / 2, 1.0))
+    except (OSError, ValueError, IndexError):
+        return DEFAULT_MEMORY_MB  # no /proc (not Linux): the fixed default
+    return DEFAULT_MEMORY_MB
+
+
 @dataclass(frozen=True)
 class CheckOptions:
+    """max_memory_mb: None is the default bound (`default_memory_mb()`), 0 unbounded."""
+
     model: str = "etcd"
     timeout_s: float | None = None
     max_memory_mb: float | None = None
     lease_expiry: bool = True
     seed: int = 0
+
+    def memory_bound_mb(self) -> float | None:
+        """The resident memory bound in force (None: unbounded)."""
+        if self.max_memory_mb is None:
+            return default_memory_mb()
+        return self.max_memory_mb if self.max_memory_mb > 0 else None
 
     def make_model(self) -> CheckModel:
         if self.model == "etcd":
@@ -118,7 +144,7 @@ def check_history(history: History, options: CheckOptions = CheckOptions()) -> C
     if options.model not in model_names():
         raise BadInput(f"unknown model {options.model!r}; choose one of {', '.join(model_names())}")
     start = time.monotonic()
-    budget = Budget(options.timeout_s, options.max_memory_mb, options.seed)
+    budget = Budget(options.timeout_s, options.memory_bound_mb(), options.seed)
     model = options.make_model()
     try:
         lin = check_linearizable(model, history.operations, budget)

@@ -25,7 +25,11 @@ Contract:
   too) that takes a revision where writes were observed must have written them
   (`writes_match`), so the revision each expiry takes follows what watches saw; an
   info write that alone can explain a write observed at revision r is tried only at r
-  (`pinned_revisions`). Every cut is sound: it drops only branches
+  (`pinned_revisions`). A lazy operation (a lease expiry, tagged with its lease) is
+  tried right before an ok operation that names its tag, or where the revision must
+  advance; there only if it advances it (an expiry with no keys changes nothing an
+  operation not naming the lease sees, so it is delayed, never lost: tests/checker/
+  test_checker_lease_cuts.py). Every cut is sound: it drops only branches
   that could never place every ok operation (tests/checker/test_checker_differential.py
   compares with the plain search). A history whose responses carry revisions is then
   checked in near-linear time; many info writes nobody observed still cost backtracking.
@@ -336,6 +340,7 @@ class _Search:
         )
         self.by_call = sorted(range(len(items)), key=lambda i: self.call[i])
         self.memo: set[tuple[int, Hashable]] = set()
+        self.bump_only: set[int] = set()  # lazy candidates yielded only to fill a revision
         self.steps = 0
         init = model.init()
         self.hinted = model.revision(init) is not None
@@ -459,7 +464,16 @@ class _Search:
             if call[i] >= boundary:
                 break
             lazy = items[i].lazy_tag
-            if not placed[i] and (lazy is None or gap or lazy in tags):
+            if placed[i]:
+                continue
+            if lazy is None or lazy in tags:
+                yield i
+            elif gap:
+                # Tried only to fill the missing revision: a lazy op that leaves the
+                # revision where it is (a lease expiry with no keys attached) changes
+                # nothing an operation not naming its tag can see, so it is delayed to
+                # right before one that names it (or never placed).
+                self.bump_only.add(i)
                 yield i
         if gap:
             after = revision + 1
@@ -508,6 +522,9 @@ class _Search:
             if self.steps % _CHECK_EVERY == 0:
                 self.clock.check()
             prepared = items[i]
+            bump_only = i in self.bump_only
+            if bump_only:
+                self.bump_only.discard(i)
             states = model.step(frame.state, prepared)
             if not states and self.is_ok[i]:
                 frame.rejected.append(i)
@@ -520,6 +537,8 @@ class _Search:
                     before = model.revision(frame.state)
                     after = model.revision(state)
                     assert before is not None and after is not None
+                    if bump_only and after == before:
+                        continue
                     if after > before:
                         self.placed[i] = 1  # the op itself no longer needs its revision
                         top = self.max_pre[i]

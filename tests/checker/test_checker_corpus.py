@@ -29,6 +29,11 @@ CORPUS = [
     ("etcd_lease_expired.jsonl", "etcd", Verdict.TRUE, set()),
     # the key vanishes 40 ns after its lease (TTL 10 s) was granted: no expiry explains it
     ("etcd_lease_expired_too_early.jsonl", "etcd", Verdict.FALSE, {"Linearizable"}),
+    # lease 5 (no keys) expires unseen before a keep-alive finds it gone; the revision
+    # gap at 3 is the info put's, not an expiry's (a key-less expiry fills no revision)
+    ("etcd_lease_keyless_expiry.jsonl", "etcd", Verdict.TRUE, set()),
+    # ... a is gone at 3, but only lease 6's expiry deletes it and 6 is alive after
+    ("etcd_lease_keyless_expiry_broken.jsonl", "etcd", Verdict.FALSE, {"Linearizable"}),
     ("etcd_info_put_ignore_value.jsonl", "etcd", Verdict.TRUE, set()),
     ("etcd_deleted_key_read.jsonl", "etcd", Verdict.FALSE, {"Linearizable"}),
     ("watch_ok.jsonl", "etcd", Verdict.TRUE, set()),

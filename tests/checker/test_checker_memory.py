@@ -1,0 +1,62 @@
+"""The default resident memory bound of `check_history` (unknown when reached)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from etcdspec.checker.check import (
+    DEFAULT_MEMORY_MB,
+    CheckOptions,
+    check_history,
+    default_memory_mb,
+)
+from etcdspec.checker.history import build_history
+from etcdspec.checker.simulate import simulate_register
+
+from etcdspec.verdict import Verdict
+
+
+@pytest.mark.parametrize(
+    ("meminfo", "expected"),
+    [
+        ("MemTotal:       24684544 kB\nMemFree: 1 kB\n", DEFAULT_MEMORY_MB),
+        ("MemTotal:        2097152 kB\n", 1024.0),
+        ("MemFree: 5 kB\n", DEFAULT_MEMORY_MB),
+        ("MemTotal: lots kB\n", DEFAULT_MEMORY_MB),
+    ],
+)
+def test_default_bound_is_the_smaller_of_fixed_and_half_physical(
+    tmp_path: Path, meminfo: str, expected: float
+) -> None:
+    path = tmp_path / "meminfo"
+    path.write_text(meminfo)
+    assert default_memory_mb(path) == expected
+
+
+def test_default_bound_without_proc_is_fixed(tmp_path: Path) -> None:
+    assert default_memory_mb(tmp_path / "absent") == DEFAULT_MEMORY_MB
+
+
+@pytest.mark.parametrize(
+    ("given", "bound"),
+    [(None, "default"), (0.0, None), (512.0, 512.0)],
+)
+def test_memory_option_none_is_default_and_zero_is_unbounded(
+    given: float | None, bound: float | str | None
+) -> None:
+    expected = default_memory_mb() if bound == "default" else bound
+    assert CheckOptions(max_memory_mb=given).memory_bound_mb() == expected
+
+
+def test_reaching_the_bound_in_check_history_is_unknown() -> None:
+    history = build_history(simulate_register(9, ops=200))
+    report = check_history(history, CheckOptions(model="register", max_memory_mb=1))
+    assert report.verdict is Verdict.UNKNOWN
+    assert "memory bound of 1 MB" in report.results[0].summary
+
+
+def test_unbounded_memory_still_decides() -> None:
+    history = build_history(simulate_register(9, ops=200))
+    report = check_history(history, CheckOptions(model="register", max_memory_mb=0))
+    assert report.verdict is Verdict.TRUE
