@@ -560,12 +560,27 @@ def prove(
     fail_fast: bool = False,
     witnesses: bool = True,
     isolated: bool = False,
+    jobs: int | None = None,
 ) -> ProofReport:
     """Discharge every obligation of `loaded` (or only those of the named properties
     and actions). `on_result` is called after each obligation (progress output);
     `fail_fast` stops after the first obligation that is not proved; `isolated`
     asks every Z3 query in a context of its own (etcdspec.spec.solving), so that its
-    verdict and cost are the same whatever else is checked (model searches always are)."""
+    verdict and cost are the same whatever else is checked (model searches always are).
+    `jobs` > 1 answers the obligations in that many processes (etcdspec.spec.parallel:
+    the same obligations, checks and order); None (the default) uses min(2, cores)
+    processes for a proof with many induction queries (raft) and this one otherwise;
+    jobs=1 and `fail_fast` take the serial path here, in this process. A program that
+    calls it with jobs != 1 needs the usual `if __name__ == "__main__":` guard (the
+    workers are started with "spawn")."""
+    if jobs != 1 and not fail_fast:
+        from etcdspec.spec.parallel import auto_jobs, prove_parallel
+
+        processes = auto_jobs(loaded, only, actions, witnesses) if jobs is None else jobs
+        if processes > 1:
+            return prove_parallel(
+                loaded, processes, timeout_ms, only, on_result, actions, witnesses, isolated
+            )
     started = time.perf_counter()
     targets = select_properties(loaded.spec, only)
     prover = Prover(loaded, timeout_ms, isolated)
