@@ -12,7 +12,7 @@ The loop (`_loop`) follows the driver's Ready contract, in this order:
 2. only then send its messages to the peers -- except a leader's MsgApp, which leaves
    while the leader's own fsync runs (the leader's parallel persist, Raft dissertation
    §10.2.1, as etcd does; safe because the Raft core counts the leader in a commit
-   quorum only after this fsync, see `Member.leader_sends_early`). A follower's
+   quorum only after this fsync, see `leader_sends_early`). A follower's
    MsgAppResp and every vote still leave only after the fsync;
 3. restore a received snapshot, apply committed entries through the applier (the
    backend stores the applied index in the same SQLite transaction), answer the client
@@ -101,6 +101,32 @@ def committed_already_persisted(ready: Ready) -> bool:
     if not committed or ready.snapshot is not None:
         return False
     return not ready.entries or committed[-1].index < ready.entries[0].index
+
+
+def leader_sends_early(ready: Ready, is_leader: bool, persisted: HardState) -> bool:
+    """Whether this Ready's MsgApp messages may leave before its fsync completes.
+
+    The leader's parallel persist (Raft dissertation §10.2.1; etcd's raftNode sends a
+    leader's messages before it saves the Ready): only a leader, and only when the
+    Ready changes neither term nor vote and restores no snapshot, so that what its
+    MsgApp claims about the leader itself (its term, which it voted for in) is durable
+    already. Only MsgApp leaves early; acknowledgements (MsgAppResp, vote grants)
+    and everything else still wait for the fsync.
+
+    Why acknowledged writes stay durable on a quorum: a MsgApp promises nothing about
+    the leader's own disk. The Raft core counts the leader in a commit quorum only up
+    to `log.stable_index`, which moves in `advance`, after this Ready's fsync
+    (raft_core.RaftCore.stable_to); a follower answers only after its own fsync. So
+    an entry is committed only when a quorum, the leader counted only if it is
+    durable there, holds it on disk; and a client is answered only when its entry
+    is applied, which is after commit. If the leader dies before its fsync, its lost
+    entries are uncommitted ones or ones a quorum of followers holds durably (the
+    election restriction then keeps them).
+    """
+    if not is_leader or ready.snapshot is not None or not ready.entries:
+        return False
+    hard = ready.hard_state
+    return hard is None or (hard.term, hard.vote) == (persisted.term, persisted.vote)
 
 
 class MemberStartError(Exception):
@@ -402,7 +428,9 @@ class Member:
         # 2a. A leader's MsgApp leaves while its own fsync runs (parallel persist; see
         # `leader_sends_early`): the followers persist in parallel with the leader.
         encode = self.storage.encode_message
-        early = persisting is not None and self.leader_sends_early(ready)
+        early = persisting is not None and leader_sends_early(
+            ready, self.driver.is_leader(), self._persisted_hard_state
+        )
         if early:
             self._send(ready.messages, encode, appends=True)
         if ready.soft_state is not None:
@@ -462,32 +490,6 @@ class Member:
             self.transport.send(message.to, encode(message))
             if self.tracer is not None:
                 self._trace("send", message=message)
-
-    def leader_sends_early(self, ready: Ready) -> bool:
-        """Whether this Ready's MsgApp messages may leave before its fsync completes.
-
-        The leader's parallel persist (Raft dissertation §10.2.1; etcd's raftNode sends a
-        leader's messages before it saves the Ready): only a leader, and only when the
-        Ready changes neither term nor vote and restores no snapshot, so that what its
-        MsgApp claims about the leader itself (its term, which it voted for in) is durable
-        already. Only MsgApp leaves early; acknowledgements (MsgAppResp, vote grants)
-        and everything else still wait for the fsync.
-
-        Why acknowledged writes stay durable on a quorum: a MsgApp promises nothing about
-        the leader's own disk. The Raft core counts the leader in a commit quorum only up
-        to `log.stable_index`, which moves in `advance`, after this Ready's fsync
-        (raft_core.RaftCore.stable_to); a follower answers only after its own fsync. So
-        an entry is committed only when a quorum, the leader counted only if it is
-        durable there, holds it on disk; and a client is answered only when its entry
-        is applied, which is after commit. If the leader dies before its fsync, its lost
-        entries are uncommitted ones or ones a quorum of followers holds durably (the
-        election restriction then keeps them).
-        """
-        assert self.driver is not None
-        if not self.driver.is_leader() or ready.snapshot is not None or not ready.entries:
-            return False
-        hard, before = ready.hard_state, self._persisted_hard_state
-        return hard is None or (hard.term, hard.vote) == (before.term, before.vote)
 
     def _persisted(self, ready: Ready) -> None:
         if ready.hard_state is not None:
