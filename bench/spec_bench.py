@@ -4,16 +4,20 @@ Run: `.venv/bin/python -m bench.spec_bench [--json] [--repeat N]`. For each spec
 (raft, mvcc, lease): the time of every obligation (init, preserve, enabled, witness),
 the total of the proof proper (init + preserve) and the slowest queries; for each
 seeded mutation, the time to its counterexample to induction; for a few seeded bugs,
-the time bounded model checking (`--bmc`) takes to a concrete violating run. Goals
+the time bounded model checking (`--bmc`) takes to a concrete violating run; and the
+Raft proof serial (jobs=1) and parallel (jobs=2, etcdspec.spec.parallel) side by side,
+alternating, `--runs` times each, with the wall-clock ratio of each pair. Goals
 (issue 3): the whole Raft proof <= 5 s, each seeded bug's counterexample <= 10 s.
-Timings are wall clock and process CPU time (Z3 runs in-process, so on a shared
-machine CPU time is the steadier figure); `--repeat` takes the best of N runs.
+Timings are wall clock and CPU time of this process and its finished workers (on a
+shared machine CPU time is the steadier figure); `--repeat` takes the best of N runs.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import resource
+import statistics
 import time
 from collections import defaultdict
 from typing import Any
@@ -24,11 +28,18 @@ from etcdspec.spec.mutations import SEEDED_BUGS, catch, caught
 from etcdspec.spec.prove import CheckKind, prove
 
 
+def cpu_seconds() -> float:
+    """CPU time of this process and of its children that have been joined (the workers)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def bench_spec(name: str) -> dict[str, Any]:
-    started, cpu_started = time.perf_counter(), time.process_time()
+    started, cpu_started = time.perf_counter(), cpu_seconds()
     report = prove(load_spec(name))
     wall = time.perf_counter() - started
-    cpu = time.process_time() - cpu_started
+    cpu = cpu_seconds() - cpu_started
     by_kind: dict[str, float] = defaultdict(float)
     for result in report.results:
         by_kind[result.kind.value] += result.seconds
@@ -42,6 +53,7 @@ def bench_spec(name: str) -> dict[str, Any]:
         "by_kind_seconds": {k: round(v, 3) for k, v in by_kind.items()},
         "wall_seconds": round(wall, 3),
         "cpu_seconds": round(cpu, 3),
+        "jobs": report.extra.get("jobs", 1),
         "slowest": [{"query": r.label(), "seconds": round(r.seconds, 3)} for r in slowest],
         "per_query": [{"query": r.label(), "seconds": round(r.seconds, 4)} for r in report.results],
     }
@@ -97,6 +109,44 @@ def bench_bmc() -> list[dict[str, Any]]:
     return rows
 
 
+def bench_jobs(name: str, runs: int, jobs: tuple[int, ...] = (1, 2)) -> dict[str, Any]:
+    """The proof of `name` with each `jobs` in turn, alternating, `runs` rounds: wall and
+    CPU per run, medians, and the wall ratio (parallel / serial) of each round."""
+    loaded = load_spec(name)
+    rows: list[dict[str, Any]] = []
+    for round_number in range(runs):
+        for count in jobs:
+            started, cpu_started = time.perf_counter(), cpu_seconds()
+            report = prove(loaded, jobs=count)
+            rows.append(
+                {
+                    "round": round_number,
+                    "jobs": count,
+                    "valid": report.verdict.to_json(),
+                    "wall_seconds": round(time.perf_counter() - started, 3),
+                    "cpu_seconds": round(cpu_seconds() - cpu_started, 3),
+                }
+            )
+    ratios = []
+    for round_number in range(runs):
+        walls = {r["jobs"]: r["wall_seconds"] for r in rows if r["round"] == round_number}
+        ratios.append(round(walls[jobs[-1]] / walls[jobs[0]], 3))
+    medians = {
+        str(count): {
+            key: round(statistics.median(r[key] for r in rows if r["jobs"] == count), 3)
+            for key in ("wall_seconds", "cpu_seconds")
+        }
+        for count in jobs
+    }
+    return {
+        "spec": name,
+        "runs": rows,
+        "wall_ratios": ratios,
+        "median": medians,
+        "median_wall_ratio": round(statistics.median(ratios), 3),
+    }
+
+
 def best_of(repeat: int) -> dict[str, Any]:
     best: dict[str, Any] | None = None
     for _ in range(repeat):
@@ -116,20 +166,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print the full JSON document")
     parser.add_argument("--repeat", type=int, default=1, help="best of N runs")
+    parser.add_argument(
+        "--runs", type=int, default=3, help="rounds of the serial/parallel Raft comparison"
+    )
     args = parser.parse_args()
     result = best_of(max(args.repeat, 1))
+    result["raft_jobs"] = bench_jobs("raft", max(args.runs, 1))
     if args.json:
         print(json.dumps(result, indent=2))
         return
     print(
-        f"{'spec':6} {'valid':6} {'queries':>7} {'proof s':>8} {'enabled s':>9} {'witness s':>9} {'wall s':>7} {'cpu s':>6}"
+        f"{'spec':6} {'valid':6} {'queries':>7} {'proof s':>8} {'enabled s':>9} {'witness s':>9} {'wall s':>7} {'cpu s':>6} {'jobs':>4}"
     )
     for row in result["specs"]:
         kinds = row["by_kind_seconds"]
         print(
             f"{row['spec']:6} {row['valid']!s:6} {row['queries']:>7} {row['proof_seconds']:>8.2f} "
             f"{kinds.get('enabled', 0):>9.2f} {kinds.get('witness', 0):>9.2f} {row['wall_seconds']:>7.2f}"
-            f" {row['cpu_seconds']:>6.2f}"
+            f" {row['cpu_seconds']:>6.2f} {row['jobs']:>4}"
         )
         for slow in row["slowest"]:
             print(f"    {slow['seconds']:6.2f} s  {slow['query']}")
@@ -141,6 +195,21 @@ def main() -> None:
         print(
             f"{row['bug']:28} {row['valid']!s:6} {row['depth']:>5} {row['wall_seconds']:>7.2f} {row['cpu_seconds']:>6.2f}"
         )
+
+    jobs = result["raft_jobs"]
+    print(f"\n{'raft proof, alternating':24} {'jobs':>4} {'wall s':>7} {'cpu s':>6}")
+    for row in jobs["runs"]:
+        print(
+            f"{'round ' + str(row['round'] + 1):24} {row['jobs']:>4} {row['wall_seconds']:>7.2f} {row['cpu_seconds']:>6.2f}"
+        )
+    for count, median in jobs["median"].items():
+        print(
+            f"{'median':24} {count:>4} {median['wall_seconds']:>7.2f} {median['cpu_seconds']:>6.2f}"
+        )
+    ratios = ", ".join(f"{r:.2f}" for r in jobs["wall_ratios"])
+    print(
+        f"wall ratio jobs=2 / jobs=1 per round: {ratios} (median {jobs['median_wall_ratio']:.2f})"
+    )
 
 
 if __name__ == "__main__":

@@ -261,6 +261,7 @@ def prove_parallel(
     done: dict[int, CheckResult] = {}
     held: dict[int, tuple[int, float]] = {}  # position -> (worker, claimed at)
     emitted = 0
+    own_done = 0.0  # seconds until this process had nothing left to take
     first_claim: list[float | None] = [None]  # seconds until a worker took its first
     by_workers = [0]  # obligations the workers took
 
@@ -307,6 +308,7 @@ def prove_parallel(
                 pass
             emit()
         # Everything is dealt: wait for what the workers hold.
+        own_done = time.perf_counter() - started
         while len(done) < len(found):
             if receive(0.05):
                 continue
@@ -348,5 +350,6 @@ def prove_parallel(
             "jobs": jobs,
             "by_workers": by_workers[0],
             "worker_first_claim_seconds": first_claim[0],
+            "own_done_seconds": round(own_done, 3),
         },
     )
