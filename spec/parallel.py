@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import pickle
 import queue
 import time
 from collections.abc import Callable, Sequence
@@ -261,6 +262,7 @@ def prove_parallel(
     done: dict[int, CheckResult] = {}
     held: dict[int, tuple[int, float]] = {}  # position -> (worker, claimed at)
     emitted = 0
+    broken: list[str] = []  # why the channel from the workers became unreadable
     own_done = 0.0  # seconds until this process had nothing left to take
     first_claim: list[float | None] = [None]  # seconds until a worker took its first
     by_workers = [0]  # obligations the workers took
@@ -273,9 +275,15 @@ def prove_parallel(
             emitted += 1
 
     def receive(block_seconds: float) -> bool:
+        if broken:
+            return False
         try:
             what, position, payload = channel.get(timeout=block_seconds)
         except queue.Empty:
+            return False
+        except (EOFError, OSError, pickle.UnpicklingError) as error:
+            # a worker died in the middle of a message: nothing after it can be read
+            broken.append(f"{type(error).__name__}: {error}")
             return False
         if what == "claim":
             held[position] = (0, time.perf_counter())
@@ -315,11 +323,13 @@ def prove_parallel(
             alive = any(w.is_alive() for w in workers)
             now = time.perf_counter()
             stuck = [p for p, (_, at) in held.items() if now - at > stall]
-            if alive and not stuck:
+            if alive and not stuck and not broken:
                 continue
             while receive(0.2):  # what a dead worker sent before it died
                 pass
             why = "worker stopped answering" if alive else "worker process died"
+            if broken:
+                why = f"worker results unreadable ({broken[0]})"
             for position in range(len(dealt)):
                 obligation = dealt[position]
                 if obligation.index not in done:
