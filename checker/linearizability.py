@@ -210,14 +210,15 @@ class _Clock:
         if self.deadline is not None and time.monotonic() > self.deadline:
             raise _OutOfBudget(f"time budget of {self.budget.timeout_s:g} s spent")
         if self.budget.max_memory_mb is not None:
-            rss = _resident_mb()
+            rss = resident_mb()
             if rss is not None and rss > self.budget.max_memory_mb:
                 raise _OutOfBudget(
                     f"memory bound of {self.budget.max_memory_mb:g} MB reached ({rss:.0f} MB)"
                 )
 
 
-def _resident_mb() -> float | None:
+def resident_mb() -> float | None:
+    """This process's resident memory in MB (from /proc; None where there is none)."""
     try:
         with open("/proc/self/statm", encoding="ascii") as handle:
             return int(handle.read().split()[1]) * _PAGE / 2**20

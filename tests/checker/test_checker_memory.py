@@ -12,6 +12,7 @@ from etcdspec.checker.check import (
     default_memory_mb,
 )
 from etcdspec.checker.history import build_history
+from etcdspec.checker.linearizability import resident_mb
 from etcdspec.checker.simulate import simulate_register
 
 from etcdspec.verdict import Verdict
@@ -60,3 +61,16 @@ def test_unbounded_memory_still_decides() -> None:
     history = build_history(simulate_register(9, ops=200))
     report = check_history(history, CheckOptions(model="register", max_memory_mb=0))
     assert report.verdict is Verdict.TRUE
+
+
+def test_bound_is_honoured_within_a_few_megabytes_on_a_hard_search() -> None:
+    history = build_history(simulate_register(9, ops=2000, processes=30, info_rate=0.3))
+    before = resident_mb()
+    assert before is not None
+    bound = before + 40
+    options = CheckOptions(model="register", max_memory_mb=bound, timeout_s=60)
+    report = check_history(history, options)
+    after = resident_mb()
+    assert report.verdict is Verdict.UNKNOWN
+    assert "memory bound" in report.results[0].summary
+    assert after is not None and after < bound + 32
