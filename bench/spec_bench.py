@@ -125,6 +125,7 @@ def bench_jobs(name: str, runs: int, jobs: tuple[int, ...] = (1, 2)) -> dict[str
                     "valid": report.verdict.to_json(),
                     "wall_seconds": round(time.perf_counter() - started, 3),
                     "cpu_seconds": round(cpu_seconds() - cpu_started, 3),
+                    "by_workers": report.extra.get("by_workers", 0),
                 }
             )
     ratios = []
@@ -197,10 +198,13 @@ def main() -> None:
         )
 
     jobs = result["raft_jobs"]
-    print(f"\n{'raft proof, alternating':24} {'jobs':>4} {'wall s':>7} {'cpu s':>6}")
+    print(
+        f"\n{'raft proof, alternating':24} {'jobs':>4} {'wall s':>7} {'cpu s':>6} {'by worker':>9}"
+    )
     for row in jobs["runs"]:
         print(
-            f"{'round ' + str(row['round'] + 1):24} {row['jobs']:>4} {row['wall_seconds']:>7.2f} {row['cpu_seconds']:>6.2f}"
+            f"{'round ' + str(row['round'] + 1):24} {row['jobs']:>4} {row['wall_seconds']:>7.2f}"
+            f" {row['cpu_seconds']:>6.2f} {row['by_workers']:>9}"
         )
     for count, median in jobs["median"].items():
         print(
