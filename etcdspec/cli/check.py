@@ -52,7 +52,10 @@ from etcdspec.exitcodes import ExitCode
     "max_memory_mb",
     type=float,
     default=None,
-    help="Resident memory bound (MB); reaching it gives unknown.",
+    help=(
+        "Resident memory bound (MB); reaching it gives unknown. Default: 4096 MB or half "
+        "the physical memory, whichever is smaller; 0 means unbounded."
+    ),
 )
 @click.option("--no-lease-expiry", is_flag=True, help="Leases cannot expire during the run.")
 @click.option("--json", "as_json", is_flag=True, help="Print result.json on stdout.")
