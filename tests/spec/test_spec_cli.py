@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -52,12 +53,31 @@ def test_bmc_prints_a_violating_run(capsys: pytest.CaptureFixture[str]) -> None:
         ["prove", "mvcc", "--action", "nosuchaction"],
         ["prove", "mvcc", "--bmc", "1", "--size", "node=3"],
         ["prove", "mvcc", "--bmc", "1", "--size", "revision"],
+        ["prove", "mvcc", "--jobs", "0"],
     ],
 )
 def test_unknown_names_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert run(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("etcdspec: ") and len(err.strip().splitlines()) == 1
+
+
+def test_jobs_one_and_two_prove_the_same(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["prove", "lease", "--json"]
+    assert run([*argv, "--jobs", "1"]) == 0
+    serial = json.loads(capsys.readouterr().out)
+    assert run([*argv, "--jobs", "2"]) == 0
+    parallel = json.loads(capsys.readouterr().out)
+
+    def verdicts(document: dict[str, Any]) -> list[tuple[str, str]]:
+        return [
+            (f"{item['kind']} {item['subject']} {item['action']}", str(item["valid"]))
+            for spec in document["specs"]
+            for item in spec["results"]
+        ]
+
+    assert verdicts(serial) == verdicts(parallel)
+    assert verdicts(serial)
 
 
 def test_timeout_exits_3() -> None:
