@@ -17,7 +17,13 @@ from etcdspec.verdict import Verdict
 
 
 def test_every_part_has_a_stage_in_order() -> None:
-    assert [name for name, _ in verify_module.STAGES] == ["spec", "model", "checker", "conform", "trace"]
+    assert [name for name, _ in verify_module.STAGES] == [
+        "spec",
+        "model",
+        "checker",
+        "conform",
+        "trace",
+    ]
 
 
 def test_one_real_stage_writes_result_json(tmp_path: Path) -> None:
