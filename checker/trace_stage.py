@@ -66,13 +66,14 @@ class LoadError(RuntimeError):
     """The cluster did not take the load in time (the stage is then UNKNOWN)."""
 
 
-class _Writers:
-    """Writer threads putting unique keys through every member in turn."""
+class Writers:
+    """Writer threads putting unique keys through every member in turn; `taken` counts
+    the writes the cluster acknowledged, and `wait_for` is woken by each of them."""
 
     def __init__(self, endpoints: list[str], writers: int) -> None:
         self.endpoints = endpoints
         self.taken = 0
-        self._lock = threading.Lock()
+        self._taken_changed = threading.Condition()
         self._stop = threading.Event()
         self._threads = [
             threading.Thread(target=self._run, args=(n,), daemon=True) for n in range(writers)
@@ -94,21 +95,21 @@ class _Writers:
                         )
                     except grpc.RpcError:
                         continue
-                    with self._lock:
+                    with self._taken_changed:
                         self.taken += 1
+                        self._taken_changed.notify_all()
         finally:
             for channel in channels.values():
                 channel.close()
 
     def wait_for(self, more: int, timeout_s: float) -> None:
-        goal = self.taken + more
-        deadline = time.monotonic() + timeout_s
-        while self.taken < goal:
-            if time.monotonic() > deadline:
+        """Return once `more` further writes were taken; LoadError after `timeout_s`."""
+        with self._taken_changed:
+            goal = self.taken + more
+            if not self._taken_changed.wait_for(lambda: self.taken >= goal, timeout_s):
                 raise LoadError(f"only {self.taken} of {goal} writes taken in {timeout_s:.0f} s")
-            self._stop.wait(0.02)
 
-    def __enter__(self) -> _Writers:
+    def __enter__(self) -> Writers:
         for thread in self._threads:
             thread.start()
         return self
@@ -148,7 +149,7 @@ def record_traces(
         for member in plan.members:
             members.append(launcher.start_member(plan, member, program, env=env))
         launcher.wait_ready(plan.endpoints, timeout_s=60.0)
-        with _Writers(plan.endpoints, trace_plan.writers) as writers:
+        with Writers(plan.endpoints, trace_plan.writers) as writers:
             for kill in trace_plan.kills:
                 writers.wait_for(trace_plan.writes_per_phase, timeout)
                 name = _leader(plan)

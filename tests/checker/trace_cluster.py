@@ -13,11 +13,11 @@ on cluster readiness, each with a deadline.
 
 from __future__ import annotations
 
-import threading
 import time
 from pathlib import Path
 
 import grpc
+from etcdspec.checker.trace_stage import Writers
 from etcdspec.impl import launcher
 from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
 
@@ -149,43 +149,7 @@ def record_partition(directory: Path, *, writes: int = 10) -> list[Path]:
     return [launcher.trace_path(plan, member) for member in plan.members]
 
 
-class _Load:
-    """Client threads writing through every member in turn; `done` counts taken writes."""
-
-    def __init__(self, endpoints: list[str], clients: int) -> None:
-        self.endpoints = endpoints
-        self.done = 0
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._threads = [
-            threading.Thread(target=self._run, args=(n,), daemon=True) for n in range(clients)
-        ]
-
-    def _run(self, client: int) -> None:
-        count = 0
-        while not self._stop.is_set():
-            for endpoint in self.endpoints:
-                if put_once(endpoint, f"c{client}-{count}", timeout_s=0.5):
-                    with self._lock:
-                        self.done += 1
-                count += 1
-
-    def wait_for(self, more: int, timeout_s: float = 30.0) -> None:
-        target = self.done + more
-        deadline = time.monotonic() + timeout_s
-        while self.done < target:
-            assert time.monotonic() < deadline, f"only {self.done} of {target} writes taken"
-            time.sleep(0.02)
-
-    def __enter__(self) -> _Load:
-        for thread in self._threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        for thread in self._threads:
-            thread.join(timeout=10)
+LOAD_TIMEOUT_S = 30.0  # for each phase's writes
 
 
 def record_concurrent(
@@ -201,19 +165,19 @@ def record_concurrent(
     try:
         members.extend(launcher.start_cluster(plan))
         launcher.wait_ready(plan.endpoints, timeout_s=60)
-        with _Load(plan.endpoints, clients) as load:
+        with Writers(plan.endpoints, clients) as load:
             for round_ in range(kills):
-                load.wait_for(60)
+                load.wait_for(60, LOAD_TIMEOUT_S)
                 name = leader_name(plan, plan.endpoints)
                 if round_ % 2:
                     name = next(m.plan.name for m in members if m.plan.name != name)
                 victim = next(m for m in members if m.plan.name == name)
                 launcher.kill_member(victim)
-                load.wait_for(40)
+                load.wait_for(40, LOAD_TIMEOUT_S)
                 restarted = launcher.start_member(plan, victim.plan, program, "existing")
                 members[members.index(victim)] = restarted
                 launcher.wait_ready(plan.endpoints, timeout_s=60)
-            load.wait_for(60)
+            load.wait_for(60, LOAD_TIMEOUT_S)
     finally:
         launcher.stop_members(members)
     return [launcher.trace_path(plan, member) for member in plan.members]
