@@ -13,7 +13,11 @@ hard state inside records). All integers are big-endian and unsigned; no pickle.
     bytesN    = length:uN then that many bytes
 
 Decoding checks everything (version, message type, lengths, trailing bytes) and raises
-CodecError naming the field and the byte offset.
+CodecError naming the field and the byte offset. Messages are decoded by one fast pass
+over the bytes (`_decode_plain`: offsets and `unpack_from`, no reader object, for the
+peer transport's hot path); anything it does not take as valid (a snapshot, bad or
+truncated input) goes through the checked reader, which gives the same message or the
+error.
 """
 
 from __future__ import annotations
@@ -39,6 +43,9 @@ _HEAD = struct.Struct(">BBQQQQQQBQ")
 _ENTRY_HEAD = struct.Struct(">QQI")
 _HARD = struct.Struct(">QQQ")
 _META_HEAD = struct.Struct(">QQH")
+_HEAD_CONTEXT = struct.Struct(">BBQQQQQQBQI")  # _HEAD, then the context length
+_NO_ENTRIES_NO_SNAPSHOT = _U32.pack(0) + _U8.pack(0)
+_MESSAGE_TYPES = {int(t): t for t in MessageType}
 
 
 class CodecError(ValueError):
@@ -127,24 +134,26 @@ def read_snapshot(reader: Reader) -> Snapshot:
 
 # --- messages ------------------------------------------------------------------------------
 def encode_message(m: Message) -> bytes:
-    parts = [
-        _HEAD.pack(
-            VERSION,
-            int(m.type),
-            m.to,
-            m.from_,
-            m.term,
-            m.log_term,
-            m.index,
-            m.commit,
-            1 if m.reject else 0,
-            m.reject_hint,
-        ),
-        _U32.pack(len(m.context)),
-        m.context,
-        _U32.pack(len(m.entries)),
-    ]
-    parts.extend(encode_entry(e) for e in m.entries)
+    head = _HEAD_CONTEXT.pack(
+        VERSION,
+        int(m.type),
+        m.to,
+        m.from_,
+        m.term,
+        m.log_term,
+        m.index,
+        m.commit,
+        1 if m.reject else 0,
+        m.reject_hint,
+        len(m.context),
+    )
+    if not m.entries and m.snapshot is None:
+        return head + m.context + _NO_ENTRIES_NO_SNAPSHOT
+    parts = [head, m.context, _U32.pack(len(m.entries))]
+    pack_entry = _ENTRY_HEAD.pack
+    for e in m.entries:
+        parts.append(pack_entry(e.term, e.index, len(e.data)))
+        parts.append(e.data)
     if m.snapshot is None:
         parts.append(_U8.pack(0))
     else:
@@ -154,6 +163,59 @@ def encode_message(m: Message) -> bytes:
 
 
 def decode_message(data: bytes) -> Message:
+    try:
+        message = _decode_plain(data)
+    except (struct.error, IndexError):
+        message = None
+    return message if message is not None else _decode_checked(data)
+
+
+def _decode_plain(data: bytes) -> Message | None:
+    """A valid message without a snapshot, in one pass; None (or struct.error or
+    IndexError) for anything else, which `_decode_checked` then judges."""
+    (version, type_code, to, from_, term, log_term, index, commit, reject, hint, length) = (
+        _HEAD_CONTEXT.unpack_from(data, 0)
+    )
+    message_type = _MESSAGE_TYPES.get(type_code)
+    if version != VERSION or message_type is None or reject > 1:
+        return None
+    size = len(data)
+    pos = _HEAD_CONTEXT.size + length
+    if pos > size:
+        return None
+    context = data[_HEAD_CONTEXT.size : pos]
+    (count,) = _U32.unpack_from(data, pos)
+    pos += _U32.size
+    entries: list[Entry] = []
+    unpack_entry = _ENTRY_HEAD.unpack_from
+    for _ in range(count):
+        entry_term, entry_index, length = unpack_entry(data, pos)
+        pos += _ENTRY_HEAD.size
+        end = pos + length
+        if end > size:
+            return None
+        entries.append(Entry(entry_term, entry_index, data[pos:end]))
+        pos = end
+    if pos + 1 != size or data[pos] != 0:
+        return None  # a snapshot follows, or a bad flag, or trailing bytes
+    return Message(
+        type=message_type,
+        to=to,
+        from_=from_,
+        term=term,
+        log_term=log_term,
+        index=index,
+        entries=tuple(entries),
+        commit=commit,
+        reject=reject == 1,
+        reject_hint=hint,
+        snapshot=None,
+        context=context,
+    )
+
+
+def _decode_checked(data: bytes) -> Message:
+    """Decode with every field checked; CodecError names the first bad one."""
     reader = Reader(data, "raft message")
     version = reader.u8("version")
     if version != VERSION:
