@@ -16,7 +16,10 @@ memory (VmRSS from /proc/PID/status, and its peak VmHWM) side by side.
 With --profile PREFIX, our members run under cProfile (ETCDSPEC_PROFILE) and write
 PREFIX.m1, PREFIX.m2, PREFIX.m3 when they stop (read them with `python -m pstats`).
 
+With --loop uvloop, our members run on uvloop's event loop (etcd is unaffected).
+
 Usage: python -m bench.server_bench [--duration 3] [--clients 1,16,64] [--json FILE]
+       [--workloads put,range-linearizable,range-serializable] [--loop asyncio|uvloop]
        python -m bench.server_bench --memory [--memory-keys 100000]
 """
 
@@ -295,8 +298,18 @@ def format_memory_table(rows: list[MemberMemory]) -> str:
     return "\n".join(lines)
 
 
-def program_for(target: str) -> list[str]:
+# Our members on uvloop's event loop (`--loop uvloop`): the same `etcdspec serve`, with
+# uvloop's loop policy installed first, so that asyncio.run in the member makes a uvloop loop.
+UVLOOP_PROGRAM = (
+    "import asyncio, uvloop; asyncio.set_event_loop_policy(uvloop.EventLoopPolicy()); "
+    "from etcdspec.cli.main import main; main()"
+)
+
+
+def program_for(target: str, loop: str = "asyncio") -> list[str]:
     if target == "ours":
+        if loop == "uvloop":
+            return [sys.executable, "-c", UVLOOP_PROGRAM, "serve"]
         return launcher.ours_program()
     binary = Path(sys.executable).parent / "etcd"
     found = str(binary) if binary.exists() else shutil.which("etcd")
@@ -307,12 +320,12 @@ def program_for(target: str) -> list[str]:
 
 @contextlib.contextmanager
 def running_cluster(
-    target: str, snapshot_count: int
+    target: str, snapshot_count: int, loop: str = "asyncio"
 ) -> Iterator[tuple[launcher.ClusterPlan, list[launcher.RunningMember]]]:
     """A fresh 3-member cluster of `target`, ready (it has a leader); always stopped."""
     directory = Path(tempfile.mkdtemp(prefix=f"etcdspec-bench-{target}-"))
     plan = launcher.plan_cluster(directory, 3, snapshot_count=snapshot_count)
-    members = launcher.start_cluster(plan, program_for(target))
+    members = launcher.start_cluster(plan, program_for(target, loop))
     try:
         launcher.wait_ready(plan.endpoints, timeout_s=60)
         yield plan, members
@@ -321,11 +334,18 @@ def running_cluster(
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def bench_target(target: str, client_counts: list[int], duration: float, seed: int) -> list[Cell]:
-    with running_cluster(target, snapshot_count=10_000) as (plan, members):
+def bench_target(
+    target: str,
+    client_counts: list[int],
+    duration: float,
+    seed: int,
+    loop: str = "asyncio",
+    workloads: tuple[str, ...] = WORKLOADS,
+) -> list[Cell]:
+    with running_cluster(target, snapshot_count=10_000, loop=loop) as (plan, members):
         asyncio.run(_populate(plan.endpoints))
         cells = []
-        for workload in WORKLOADS:
+        for workload in workloads:
             for clients in client_counts:
                 cpu_before = sum(read_cpu_seconds(m.pid) for m in members)
                 cell = asyncio.run(
@@ -386,6 +406,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--memory", action="store_true", help="report RSS after a load")
     parser.add_argument("--memory-keys", type=int, default=100_000)
     parser.add_argument("--profile", default=None, help="cProfile our members to PREFIX.mN")
+    parser.add_argument(
+        "--loop",
+        choices=("asyncio", "uvloop"),
+        default="asyncio",
+        help="our members' event loop (uvloop must be installed)",
+    )
+    parser.add_argument(
+        "--workloads", default=",".join(WORKLOADS), help=f"some of {', '.join(WORKLOADS)}"
+    )
     args = parser.parse_args(argv)
     targets = [t for t in args.targets.split(",") if t]
     if args.profile:
@@ -399,9 +428,17 @@ def main(argv: list[str] | None = None) -> int:
             Path(args.json_path).write_text(json.dumps([r.__dict__ for r in rows], indent=2) + "\n")
         return 0
     client_counts = [int(c) for c in args.clients.split(",") if c]
+    workloads = tuple(w for w in args.workloads.split(",") if w)
+    unknown = [w for w in workloads if w not in WORKLOADS]
+    if unknown:
+        parser.error(
+            f"unknown workload(s) {', '.join(unknown)}; choose from {', '.join(WORKLOADS)}"
+        )
     cells: list[Cell] = []
     for target in targets:
-        cells.extend(bench_target(target, client_counts, args.duration, args.seed))
+        cells.extend(
+            bench_target(target, client_counts, args.duration, args.seed, args.loop, workloads)
+        )
     print(format_table(cells))
     if args.json_path:
         Path(args.json_path).write_text(
