@@ -357,16 +357,38 @@ class _Search:
         self.surely_bumps: list[bool] = [False] * len(self.items)
         self.info_gap: list[int] = []
         self.info_any: list[int] = []
+        pre_index, pending_max, items, is_ok = (
+            self.pre_index,
+            self.pending_max,
+            self.items,
+            self.is_ok,
+        )
+        # The earliest return among the ok operations that ran at each revision.
+        self.gap_time: dict[int, int] = {}
+        gap_time = self.gap_time
         for i in self.by_call:
-            prepared = self.items[i]
-            if self.is_ok[i]:
-                if prepared.pre_revisions:
-                    for rev in sorted(set(prepared.pre_revisions)):
-                        self.pre_index.setdefault(rev, []).append(i)
-                    top = max(prepared.pre_revisions)
+            prepared = items[i]
+            if is_ok[i]:
+                revisions = prepared.pre_revisions
+                if revisions:
+                    if len(revisions) > 1:
+                        revisions = tuple(sorted(set(revisions)))
+                    for rev in revisions:
+                        listed = pre_index.get(rev)
+                        if listed is None:
+                            pre_index[rev] = [i]
+                        else:
+                            listed.append(i)
+                    top = revisions[-1]
                     self.surely_bumps[i] = prepared.bumps_to is not None
                     self.max_pre[i] = top
-                    self.pending_max[top] = self.pending_max.get(top, 0) + 1
+                    pending_max[top] = pending_max.get(top, 0) + 1
+                    ret = prepared.op.ret
+                    if ret is not None:
+                        for rev in revisions:
+                            known = gap_time.get(rev)
+                            if known is None or ret < known:
+                                gap_time[rev] = ret
                 else:
                     self.free_ok.append(i)
             elif prepared.bumps_or_noop:
@@ -374,12 +396,6 @@ class _Search:
             else:
                 self.info_any.append(i)
         self.info_gap_calls = [self.call[i] for i in self.info_gap]
-        self.gap_time: dict[int, int] = {}
-        for i, prepared in enumerate(self.items):
-            if self.is_ok[i] and prepared.op.ret is not None:
-                for rev in prepared.pre_revisions:
-                    ret = prepared.op.ret
-                    self.gap_time[rev] = min(self.gap_time.get(rev, ret), ret)
         observed = self.model.observed_writes(self.items)
         for rev, signatures in self.seen_elsewhere.items():
             observed.setdefault(rev, set()).update(signatures)
@@ -394,11 +410,21 @@ class _Search:
         for i, revision in self.model.pinned_revisions(self.items, observed).items():
             self.pinned[i] = revision
         self.info_wildcards = [i for i in self.info_gap if self.items[i].wildcard]
+        self.by_signature = by_signature
+        # Revision -> the info writes matching what was observed there, in call order;
+        # filled on first use (only revisions no ok operation takes ever need it).
         self.gap_first: dict[int, list[int]] = {}
-        for rev, signatures in observed.items():
-            matches = sorted({i for s in signatures for i in by_signature.get(s, ())})
-            if matches:
-                self.gap_first[rev] = [i for i in sorted(matches, key=lambda i: self.call[i])]
+
+    def _gap_matches(self, revision: int) -> list[int]:
+        """The info writes with a signature observed at `revision`, in call order."""
+        found = self.gap_first.get(revision)
+        if found is None:
+            by_signature = self.by_signature
+            matches = {i for s in self.observed.get(revision, ()) for i in by_signature.get(s, ())}
+            found = sorted(matches)  # ties in call order stay in index order
+            found.sort(key=self.call.__getitem__)
+            self.gap_first[revision] = found
+        return found
 
     def _place(self, i: int) -> None:
         self.placed[i] = 1
@@ -414,9 +440,13 @@ class _Search:
             assert top is not None
             self.pending_max[top] += 1
 
-    def _revision_allows(self, before: int, after: int) -> bool:
-        """No unplaced ok operation needs a revision in [before, after)."""
-        return all(self.pending_max.get(rev, 0) == 0 for rev in range(before, after))
+    def _revision_allows(self, before: int, after: int, own: int | None) -> bool:
+        """No unplaced ok operation needs a revision in [before, after), besides the one
+        being placed, whose last allowed revision is `own` (None: no revision hint)."""
+        pending = self.pending_max
+        if after == before + 1:  # the common case: one write, one revision
+            return pending.get(before, 0) == (1 if own == before else 0)
+        return all(pending.get(rev, 0) == (1 if own == rev else 0) for rev in range(before, after))
 
     # -- candidates -----------------------------------------------------------------
     def _boundary(self, ret_ptr: int) -> int:
@@ -451,7 +481,8 @@ class _Search:
                 break
             if placed[i]:
                 continue
-            tags |= items[i].tags
+            if items[i].tags:
+                tags |= items[i].tags
             if self.surely_bumps[i] and others > (1 if self.max_pre[i] == revision else 0):
                 continue
             yield i
@@ -459,7 +490,8 @@ class _Search:
             if call[i] >= boundary:
                 break
             if not placed[i]:
-                tags |= items[i].tags
+                if items[i].tags:
+                    tags |= items[i].tags
                 yield i
         for i in self.info_any:
             if call[i] >= boundary:
@@ -479,7 +511,7 @@ class _Search:
         if gap:
             after = revision + 1
             pinned = self.pinned
-            first = self.gap_first.get(after, [])
+            first = self._gap_matches(after)
             for i in first:
                 if call[i] < boundary and not placed[i] and pinned[i] in (None, after):
                     yield i
@@ -517,47 +549,44 @@ class _Search:
                     yield i
 
     def _successors(self, frame: _Frame) -> Iterator[tuple[int, Any]]:
-        model, items, memo = self.model, self.items, self.memo
+        model, items, memo, zob, is_ok = self.model, self.items, self.memo, self.zob, self.is_ok
+        step, hinted, bump_set = model.step, self.hinted, self.bump_only
+        observed_revisions = self.observed_revisions if hinted else set()
+        state_before = frame.state
+        before = model.revision(state_before) if hinted else None
         for i in self._candidate_indices(frame):
             self.steps += 1
             if self.steps % _CHECK_EVERY == 0:
                 self.clock.check()
             prepared = items[i]
-            bump_only = i in self.bump_only
-            if bump_only:
-                self.bump_only.discard(i)
-            states = model.step(frame.state, prepared)
-            if not states and self.is_ok[i]:
+            bump_only = False
+            if bump_set and i in bump_set:
+                bump_only = True
+                bump_set.discard(i)
+            states = step(state_before, prepared)
+            ok = is_ok[i]
+            if not states and ok:
                 frame.rejected.append(i)
             for state in states:
-                if not self.is_ok[i] and (
-                    state == frame.state or not model.info_state_possible(prepared, state)
+                if not ok and (
+                    state == state_before or not model.info_state_possible(prepared, state)
                 ):
                     continue
-                if self.hinted:
-                    before = model.revision(frame.state)
+                if before is not None:
                     after = model.revision(state)
-                    assert before is not None and after is not None
+                    assert after is not None
                     if bump_only and after == before:
                         continue
                     if after > before:
-                        self.placed[i] = 1  # the op itself no longer needs its revision
-                        top = self.max_pre[i]
-                        if top is not None:
-                            self.pending_max[top] -= 1
-                        allowed = self._revision_allows(before, after)
-                        if top is not None:
-                            self.pending_max[top] += 1
-                        self.placed[i] = 0
-                        if not allowed:
+                        if not self._revision_allows(before, after, self.max_pre[i]):
                             continue
                         # What was seen written at the revision this op takes must be
                         # what it wrote (one revision is one write).
-                        if after in self.observed_revisions and not model.writes_match(
+                        if after in observed_revisions and not model.writes_match(
                             state, self.observed[after]
                         ):
                             continue
-                key = (frame.zobrist ^ self.zob[i], state)
+                key = (frame.zobrist ^ zob[i], state)
                 if key in memo:
                     continue
                 memo.add(key)

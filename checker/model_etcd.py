@@ -40,13 +40,12 @@ Contract:
 from __future__ import annotations
 
 import bisect
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Collection, Hashable, Mapping, Sequence
 from typing import Any
 
 from etcdspec.checker.etcd_json import (
     ETCD_FS,
     EtcdJsonError,
-    header_revision,
     kv_to_json,
     request_from_json,
     response_from_json,
@@ -80,6 +79,7 @@ from etcdspec.model.store import StoreState, apply, initial_state, lease_ttl
 
 EXPIRY_PROCESS = "lease-expiry"
 _KINDS = ("put", "create", "delete")  # the signatures `writes_match` judges
+_NO_TAGS: frozenset[Hashable] = frozenset()
 
 
 class EtcdModel(CheckModel):
@@ -109,7 +109,8 @@ class EtcdModel(CheckModel):
             response = (
                 response_from_json(op.f, op.response, "response") if op.type == "ok" else None
             )
-            revision = header_revision(op.response) if op.type == "ok" else None
+            # A missing header reads as revision 0, which hints nothing (as no header).
+            revision = response.header.revision if response is not None else None
         except (EtcdJsonError, TypeError, ValueError) as error:
             raise ModelInputError(op, str(error)) from error
         if op.type == "info":
@@ -121,7 +122,8 @@ class EtcdModel(CheckModel):
         bumps_to = (
             revision if len(pre) == 1 and revision is not None and pre[0] == revision - 1 else None
         )
-        tags = frozenset(("lease", i) for i in _lease_ids_used(request))
+        leases = _lease_ids_used(request)
+        tags = frozenset(("lease", i) for i in leases) if leases else _NO_TAGS
         return PreparedOp(op, (request, response), pre, bumps_to, tags=tags)
 
     def _prepare_info(self, op: Operation, request: Request) -> PreparedOp | None:
@@ -143,9 +145,11 @@ class EtcdModel(CheckModel):
         )
 
     def synthetic_ops(self, ops: Sequence[PreparedOp], next_id: int) -> list[PreparedOp]:
-        granted = {p.payload[0].id for p in ops if isinstance(p.payload[0], LeaseGrantRequest)} - {
-            0
-        }
+        grants = [p for p in ops if isinstance(p.payload[0], LeaseGrantRequest)]
+        if not grants:  # no lease was granted: none can expire, no grant was blind
+            self._orphans = ()
+            return []
+        granted = {p.payload[0].id for p in grants} - {0}
         used: set[int] = set()
         for prepared in ops:
             if prepared.op.type == "ok":
@@ -161,7 +165,7 @@ class EtcdModel(CheckModel):
         extra: list[PreparedOp] = []
         seen: set[int] = set()
         events = _event_times(ops)
-        for prepared in sorted(ops, key=lambda p: p.op.call):
+        for prepared in sorted(grants, key=lambda p: p.op.call):
             request = prepared.payload[0]
             if not isinstance(request, LeaseGrantRequest) or request.id in seen:
                 continue
@@ -440,8 +444,16 @@ class EtcdModel(CheckModel):
         written = state.history
         if written is None or written.revision != state.revision:
             return True
-        made = {s for event in written.events for s in event_signatures(event)}
-        return all(s in made for s in signatures if isinstance(s, tuple) and s[0] in _KINDS)
+        events = written.events
+        made: Collection[Hashable] = (
+            event_signatures(events[0])
+            if len(events) == 1
+            else {s for event in events for s in event_signatures(event)}
+        )
+        for signature in signatures:
+            if isinstance(signature, tuple) and signature[0] in _KINDS and signature not in made:
+                return False
+        return True
 
     def info_possible(self, prepared: PreparedOp, revision: int) -> bool:
         request = prepared.payload[0]
@@ -583,7 +595,7 @@ def _lease_ids_used(request: Request | TxnOp) -> set[int]:
     if isinstance(request, LeaseGrantRequest):
         return {request.id} - {0}
     if isinstance(request, PutRequest):
-        return {request.lease} - {0}
+        return {request.lease} if request.lease else set()
     if isinstance(request, (LeaseRevokeRequest, LeaseKeepAliveRequest)):
         return {request.id}
     if isinstance(request, TxnRequest):
