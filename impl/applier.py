@@ -6,7 +6,7 @@
 
 Contract:
 - One backend transaction per entry (`apply`) or per batch of consecutive entries
-  (`apply_batch`, one fsync for all). The request's changes and the consistent index
+  (`apply_batch`; the backend may group several into one commit). The request's changes and the consistent index
   (index, term) commit together; a request that fails with an etcd error (compacted,
   lease not found, duplicate key, NO_SPACE...) leaves no change but still advances the
   consistent index — applying an entry is deterministic, so every member reaches the
@@ -168,7 +168,7 @@ class Applier:
     def apply_batch(self, entries: Sequence[tuple[int, int, bytes]]) -> list[ApplyResult]:
         """Apply consecutive committed entries (index, term, data) in ONE backend transaction.
 
-        One commit (one fsync) for the whole batch; each entry still succeeds or fails on
+        One backend transaction for the whole batch; each entry still succeeds or fails on
         its own (a savepoint each; a put, which refuses before it writes, needs none), and
         the consistent index ends at the last entry. Entries at or below the consistent
         index are skipped. Every entry is decoded before anything is applied, and a put

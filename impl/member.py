@@ -15,7 +15,9 @@ The loop (`_loop`) follows the driver's Ready contract, in this order:
    quorum only after this fsync, see `leader_sends_early`). A follower's
    MsgAppResp and every vote still leave only after the fsync;
 3. restore a received snapshot, apply committed entries through the applier (the
-   backend stores the applied index in the same SQLite transaction), answer the client
+   backend stores the applied index in the same SQLite transaction; its commits are
+   grouped, at most GROUP_COMMIT_S apart: the loop commits a due group at each wake,
+   and a crash loses only batches the WAL replays), answer the client
    calls waiting on those entries (matched by the request id in the entry), and the
    linearizable reads whose read index is now applied;
 4. advance.
@@ -408,6 +410,7 @@ class Member:
                     await self._handle_ready(self.driver.ready())
                     # Let other tasks (gRPC, peers) run between Readies.
                     await asyncio.sleep(0)
+                self.storage.flush_backend_if_due()
             except Exception as error:
                 log.exception("fatal error in the raft loop; stopping the member")
                 self.failure = f"raft loop: {error!r}"
