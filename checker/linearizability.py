@@ -44,7 +44,6 @@ Contract:
 from __future__ import annotations
 
 import bisect
-import gc
 import os
 import random
 import time
@@ -52,6 +51,7 @@ from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from etcdspec.checker.gc_pause import paused_gc
 from etcdspec.checker.history import Operation
 from etcdspec.checker.models import CheckModel, PreparedOp
 
@@ -241,13 +241,8 @@ def check_linearizable(
     it goes on past the last ok operation until it has every revision seen."""
     # The search allocates many long-lived, acyclic objects (states, memo entries); the
     # cyclic collector would rescan them over and over, so it is paused meanwhile.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    with paused_gc():
         return _check(model, operations, budget, observed or {})
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def _check(

@@ -281,35 +281,42 @@ class EtcdModel(CheckModel):
         observed: dict[int, set[Hashable]] = {}
         quiet: dict[bytes, list[tuple[int, int]]] = {}
         alive: dict[bytes, list[tuple[int, int]]] = {}
-        # Revisions at which an ok operation surely put each key.
+        answered = [p.payload for p in ops if p.payload[1] is not None]  # the ok ones
+        # Revisions at which an ok operation surely put each key; the revisions ok
+        # operations surely took; keys an ok op may put at a revision not known.
         puts: dict[bytes, list[int]] = {}
-        for prepared in ops:
-            request, response = prepared.payload
-            if response is not None and prepared.bumps_to is not None:
-                for key in _sure_put_keys(request, response):
-                    puts.setdefault(key, []).append(prepared.bumps_to)
-        self._ok_puts = ok_puts = {key: sorted(revisions) for key, revisions in puts.items()}
-        self._claimed = sorted(p.bumps_to for p in ops if p.bumps_to is not None)
-        uncertain: set[bytes] = set()  # keys an ok op may put at a revision not known
-        for prepared in ops:
-            request, response = prepared.payload
-            if response is None or prepared.bumps_to is not None:
-                continue
-            if _bumped(request, response) is not False:  # it may have written
-                uncertain |= _put_keys(request)
-        needs: dict[bytes, list[tuple[int, int, int]]] = {}
+        claimed: list[int] = []
+        uncertain: set[bytes] = set()
         for prepared in ops:
             request, response = prepared.payload
             if response is None:
                 continue
+            if prepared.bumps_to is not None:
+                claimed.append(prepared.bumps_to)
+                for key in _sure_put_keys(request, response):
+                    puts.setdefault(key, []).append(prepared.bumps_to)
+            elif _bumped(request, response) is not False:  # it may have written
+                uncertain |= _put_keys(request)
+        self._ok_puts = ok_puts = {key: sorted(revisions) for key, revisions in puts.items()}
+        self._claimed = sorted(claimed)
+        needs: dict[bytes, list[tuple[int, int, int]]] = {}
+        # Versions: a current read at r showing key k (create c, version v) bounds the
+        # puts to k from any revision g <= r in that incarnation: version at g plus the
+        # ok puts to k in (g, r] is at most v.
+        versions: dict[bytes, list[tuple[int, int, int]]] = {}
+        done: set[KeyValue] = set()  # kvs already seen whole (what they say is the same)
+        for request, response in answered:
             keys_only = isinstance(request, RangeRequest) and request.keys_only
             at = response.header.revision
             reads_now = isinstance(request, RangeRequest) and request.revision <= 0
             for kv in _response_kvs(response):
                 if not keys_only:
-                    observed.setdefault(kv.mod_revision, set()).add(("put", kv.key, kv.value))
+                    if kv in done:
+                        continue
+                    done.add(kv)
+                    _note(observed, kv.mod_revision, ("put", kv.key, kv.value))
                 if kv.create_revision > 0:
-                    observed.setdefault(kv.create_revision, set()).add(("create", kv.key))
+                    _note(observed, kv.create_revision, ("create", kv.key))
                     # Version v at m: v puts to the key in [c, m]; when ok operations
                     # surely made all of them, no info write put it there.
                     made = ok_puts.get(kv.key, [])
@@ -326,6 +333,9 @@ class EtcdModel(CheckModel):
             seen_at: list[tuple[KeyValue, int]] = []
             if reads_now and isinstance(response, RangeResponse):
                 seen_at += [(kv, at) for kv in response.kvs]
+                if not request.count_only:
+                    for kv in response.kvs:
+                        versions.setdefault(kv.key, []).append((at, kv.create_revision, kv.version))
             # A write's prev_kv(s) show each key as it was just before the write (at-1).
             if isinstance(response, PutResponse) and response.prev_kv is not None:
                 seen_at.append((response.prev_kv, at - 1))
@@ -340,23 +350,7 @@ class EtcdModel(CheckModel):
         self._needs = {key: sorted(set(items)) for key, items in needs.items()}
         self._needs_at = {key: [m for m, _, _ in items] for key, items in self._needs.items()}
         self._alive = {key: _merge(spans) for key, spans in alive.items()}
-        # Versions: a current read at r showing key k (create c, version v) bounds the
-        # puts to k from any revision g <= r in that incarnation: version at g plus the
-        # ok puts to k in (g, r] is at most v.
-        seen: dict[bytes, list[tuple[int, int, int]]] = {}
-        for prepared in ops:
-            request, response = prepared.payload
-            if (
-                isinstance(request, RangeRequest)
-                and request.revision <= 0
-                and not request.count_only
-                and isinstance(response, RangeResponse)
-            ):
-                for kv in response.kvs:
-                    seen.setdefault(kv.key, []).append(
-                        (response.header.revision, kv.create_revision, kv.version)
-                    )
-        self._versions = {key: sorted(items) for key, items in seen.items()}
+        self._versions = {key: sorted(items) for key, items in versions.items()}
         self._version_revisions = {
             key: [r for r, _, _ in items] for key, items in self._versions.items()
         }
@@ -612,6 +606,15 @@ def _within(spans: list[tuple[int, int]] | None, revision: int) -> bool:
         return False
     k = bisect.bisect_left(spans, (revision, revision)) - 1
     return k >= 0 and spans[k][0] < revision <= spans[k][1]
+
+
+def _note(observed: dict[int, set[Hashable]], revision: int, signature: Hashable) -> None:
+    """Add `signature` to what was observed at `revision`."""
+    found = observed.get(revision)
+    if found is None:
+        observed[revision] = {signature}
+    else:
+        found.add(signature)
 
 
 def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
