@@ -19,6 +19,7 @@ Contract:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from etcdspec.checker.history import decode_bytes, encode_bytes
@@ -147,9 +148,88 @@ def field_list(obj: dict[str, Any], name: str, path: str) -> list[Any]:
     return value
 
 
+class _Plain:
+    """A message read in one go when every field is present with exactly its JSON type
+    (the common case: our recorder writes every field); `decode` gives None otherwise,
+    and the caller takes the careful per-field path (zero values, decimal strings,
+    {"b64": ...}, precise errors). With `shared`, equal field values give the same
+    immutable message from a small cache: histories repeat their reads and kvs."""
+
+    __slots__ = ("build", "cache", "names", "types")
+
+    def __init__(self, build: Callable[..., Any], shared: bool, **fields: type) -> None:
+        self.build = build
+        self.names = tuple(fields)
+        self.types = tuple(fields.values())
+        self.cache: dict[tuple[Any, ...], Any] | None = {} if shared else None
+
+    def decode(self, obj: dict[str, Any]) -> Any:
+        raw = tuple(map(obj.get, self.names))
+        if tuple(map(type, raw)) != self.types:
+            return None
+        cache = self.cache
+        if cache is None:
+            return self.build(*raw)
+        # Exact types: True is not 1 here, so equal tuples make equal messages.
+        message = cache.get(raw)
+        if message is None:
+            if len(cache) >= _SHARED_MAX:
+                cache.clear()
+            message = cache[raw] = self.build(*raw)
+        return message
+
+
+_SHARED_MAX = 1 << 16  # messages kept per kind; then the cache starts again
+_PLAIN_RANGE = _Plain(
+    lambda key, end, *rest: RangeRequest(key.encode(), end.encode(), *rest),
+    True,
+    key=str,
+    range_end=str,
+    limit=int,
+    revision=int,
+    keys_only=bool,
+    count_only=bool,
+)
+_PLAIN_PUT = _Plain(
+    lambda key, value, *rest: PutRequest(key.encode(), value.encode(), *rest),
+    False,
+    key=str,
+    value=str,
+    lease=int,
+    prev_kv=bool,
+    ignore_value=bool,
+    ignore_lease=bool,
+)
+_PLAIN_DELETE = _Plain(
+    lambda key, end, prev_kv: DeleteRangeRequest(key.encode(), end.encode(), prev_kv),
+    True,
+    key=str,
+    range_end=str,
+    prev_kv=bool,
+)
+_PLAIN_KV = _Plain(
+    lambda key, create, mod, version, value, lease: KeyValue(
+        key.encode(), create, mod, version, value.encode(), lease
+    ),
+    True,
+    key=str,
+    create_revision=int,
+    mod_revision=int,
+    version=int,
+    value=str,
+    lease=int,
+)
+_PLAIN_REQUESTS = {"range": _PLAIN_RANGE, "put": _PLAIN_PUT, "delete": _PLAIN_DELETE}
+
+
 def request_from_json(f: str, value: Any, path: str = "value") -> Request:
     """The model request for operation `f` with JSON request `value`."""
-    obj = as_object(value, path)
+    obj = value if type(value) is dict else as_object(value, path)
+    plain = _PLAIN_REQUESTS.get(f)
+    if plain is not None:
+        request: Request | None = plain.decode(obj)
+        if request is not None:
+            return request
     if f == "range":
         return RangeRequest(
             key=field_bytes(obj, "key", path),
@@ -239,9 +319,12 @@ def _txn_op(value: Any, path: str) -> TxnOp:
 
 
 def _header(obj: dict[str, Any], path: str) -> ResponseHeader:
-    return ResponseHeader(
-        revision=field_int(as_object(obj.get("header"), f"{path}.header"), "revision", path)
-    )
+    header = obj.get("header")
+    if type(header) is dict:
+        revision = header.get("revision")
+        if type(revision) is int:
+            return ResponseHeader(revision)
+    return ResponseHeader(revision=field_int(as_object(header, f"{path}.header"), "revision", path))
 
 
 def header_revision(value: Any) -> int | None:
@@ -254,7 +337,10 @@ def header_revision(value: Any) -> int | None:
 
 
 def kv_from_json(value: Any, path: str) -> KeyValue:
-    obj = as_object(value, path)
+    obj = value if type(value) is dict else as_object(value, path)
+    kv: KeyValue | None = _PLAIN_KV.decode(obj)
+    if kv is not None:
+        return kv
     return KeyValue(
         key=field_bytes(obj, "key", path),
         create_revision=field_int(obj, "create_revision", path),
@@ -267,15 +353,12 @@ def kv_from_json(value: Any, path: str) -> KeyValue:
 
 def response_from_json(f: str, value: Any, path: str = "value") -> Response:
     """The model response for operation `f` with JSON response `value`."""
-    obj = as_object(value, path)
+    obj = value if type(value) is dict else as_object(value, path)
     header = _header(obj, path)
     if f == "range":
         return RangeResponse(
             header=header,
-            kvs=tuple(
-                kv_from_json(kv, f"{path}.kvs[{i}]")
-                for i, kv in enumerate(field_list(obj, "kvs", path))
-            ),
+            kvs=_kvs(obj, "kvs", path),
             more=field_bool(obj, "more", path),
             count=field_int(obj, "count", path),
         )
@@ -288,10 +371,7 @@ def response_from_json(f: str, value: Any, path: str = "value") -> Response:
         return DeleteRangeResponse(
             header=header,
             deleted=field_int(obj, "deleted", path),
-            prev_kvs=tuple(
-                kv_from_json(kv, f"{path}.prev_kvs[{i}]")
-                for i, kv in enumerate(field_list(obj, "prev_kvs", path))
-            ),
+            prev_kvs=_kvs(obj, "prev_kvs", path),
         )
     if f == "txn":
         return TxnResponse(
@@ -319,6 +399,17 @@ def response_from_json(f: str, value: Any, path: str = "value") -> Response:
             ttl=field_int(obj, "TTL", path, "ttl"),
         )
     raise EtcdJsonError("f", f"the etcd model has {', '.join(ETCD_FS)}, not {f!r}")
+
+
+def _kvs(obj: dict[str, Any], name: str, path: str) -> tuple[KeyValue, ...]:
+    """The list of kvs in field `name` (each read plainly when it can be)."""
+    items = field_list(obj, name, path)
+    decode = _PLAIN_KV.decode
+    kvs = []
+    for i, item in enumerate(items):
+        kv = decode(item) if type(item) is dict else None
+        kvs.append(kv if kv is not None else kv_from_json(item, f"{path}.{name}[{i}]"))
+    return tuple(kvs)
 
 
 def _txn_response(value: Any, path: str) -> TxnOpResponse:
