@@ -145,6 +145,20 @@ def key_range_clause(
 
 
 _KEYS_PER_QUERY = 500  # host parameters per `newest_live` statement (SQLite allows 32766)
+# put_run's statements (Backend.insert_puts, Backend.newest_live).
+PutRow = tuple[int, bytes, bytes, int, int, int]  # main, key, value, create, version, lease
+LiveRow = tuple[bytes, bytes, int, int, int, int]  # key, value, create, mod, version, lease
+_INSERT_PUT = f"INSERT INTO kv ({_KV_COLUMNS}) VALUES (?1, 0, ?2, ?3, ?4, ?1, ?5, ?6, 0)"
+_NEWEST_PUT = (
+    "INSERT INTO key_newest (key, main, sub, tombstone) VALUES (?1, ?2, 0, 0) "
+    "ON CONFLICT (key) DO UPDATE SET main = excluded.main, sub = 0, tombstone = 0"
+)
+_NEWEST_LIVE = (
+    "SELECT kv.key, kv.value, kv.create_revision, kv.mod_revision, kv.version, kv.lease "
+    "FROM key_newest AS latest JOIN kv ON kv.main = latest.main AND kv.sub = latest.sub "
+    "WHERE latest.key IN ({marks}) AND latest.tombstone = 0"
+)
+
 _LATEST_SELECT = (
     "SELECT "
     + ", ".join(f"kv.{c.strip()}" for c in _KV_COLUMNS.split(","))
@@ -431,47 +445,26 @@ class Backend:
             (row.key, row.main, row.sub, int(row.tombstone)),
         )
 
-    def insert_revisions(self, rows: Sequence[KeyRevision]) -> None:
-        """`insert_revision` for each row, in order, as two batched statements
-        (executemany): a key written twice keeps its later row as its newest."""
+    def insert_puts(self, rows: Sequence[PutRow]) -> None:
+        """`insert_revision` of a put for each row (main, key, value, create_revision,
+        version, lease: sub 0, mod_revision main, no tombstone), in order, as two batched
+        statements (executemany): a key written twice keeps its later row as its newest."""
         self._require_txn()
-        self._conn.executemany(
-            f"INSERT INTO kv ({_KV_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                (
-                    r.main,
-                    r.sub,
-                    r.key,
-                    r.value,
-                    r.create_revision,
-                    r.mod_revision,
-                    r.version,
-                    r.lease,
-                    int(r.tombstone),
-                )
-                for r in rows
-            ],
-        )
-        self._conn.executemany(
-            "INSERT INTO key_newest (key, main, sub, tombstone) VALUES (?, ?, ?, ?) "
-            "ON CONFLICT (key) DO UPDATE SET "
-            "main = excluded.main, sub = excluded.sub, tombstone = excluded.tombstone",
-            [(r.key, r.main, r.sub, int(r.tombstone)) for r in rows],
-        )
+        self._conn.executemany(_INSERT_PUT, rows)
+        self._conn.executemany(_NEWEST_PUT, [(row[1], row[0]) for row in rows])
 
-    def newest_live(self, keys: Iterable[bytes]) -> dict[bytes, KeyRevision]:
-        """Each of `keys` that exists at the current revision, with its newest row
-        (`live(key, b"", current_revision())` for many keys in few statements)."""
+    def newest_live(self, keys: Iterable[bytes]) -> dict[bytes, LiveRow]:
+        """Each of `keys` that exists at the current revision, with its newest state (key,
+        value, create_revision, mod_revision, version, lease): `live(key, b"",
+        current_revision())` for many keys in few statements."""
         wanted = list(dict.fromkeys(keys))
-        found: dict[bytes, KeyRevision] = {}
+        found: dict[bytes, LiveRow] = {}
         with self._lock:
             for start in range(0, len(wanted), _KEYS_PER_QUERY):
                 chunk = wanted[start : start + _KEYS_PER_QUERY]
-                marks = ", ".join("?" * len(chunk))
-                sql = f"{_LATEST_SELECT} WHERE latest.key IN ({marks}) AND latest.tombstone = 0"
-                for r in self._conn.execute(sql, chunk).fetchall():
-                    row = _row(r)
-                    found[row.key] = row
+                sql = _NEWEST_LIVE.format(marks=", ".join("?" * len(chunk)))
+                for row in self._conn.execute(sql, chunk).fetchall():
+                    found[row[0]] = row
         return found
 
     def latest(self, key: bytes, range_end: bytes, revision: int) -> list[KeyRevision]:

@@ -35,7 +35,7 @@ from enum import IntEnum
 from typing import Any
 
 from etcdspec.impl import errors
-from etcdspec.impl.backend import Backend, KeyRevision, key_range_clause
+from etcdspec.impl.backend import Backend, KeyRevision, PutRow, key_range_clause
 from etcdspec.impl.errors import RpcError
 from etcdspec.impl.pb import kv_pb2, rpc_pb2
 
@@ -419,10 +419,9 @@ def put_run(
     revoked by a put)."""
     revision = backend.current_revision()
     state: dict[bytes, KeyValue | None] = {
-        key: KeyValue.from_row(row)
-        for key, row in backend.newest_live(req.key for req in reqs).items()
+        key: KeyValue(*row) for key, row in backend.newest_live(req.key for req in reqs).items()
     }
-    rows: list[KeyRevision] = []
+    rows: list[PutRow] = []
     out: list[PutOutcome] = []
     for req in reqs:
         try:
@@ -433,25 +432,13 @@ def put_run(
             out.append(PutOutcome(revision, error=exc))
             continue
         revision += 1
-        state[req.key] = kv
-        rows.append(
-            KeyRevision(
-                main=revision,
-                sub=0,
-                key=kv.key,
-                value=kv.value,
-                create_revision=kv.create_revision,
-                mod_revision=revision,
-                version=kv.version,
-                lease=kv.lease,
-                tombstone=False,
-            )
-        )
+        state[kv.key] = kv
+        rows.append((revision, kv.key, kv.value, kv.create_revision, kv.version, kv.lease))
         out.append(
             PutOutcome(revision, put_response(req, prev, revision), Event(EventType.PUT, kv, prev))
         )
     if rows:
-        backend.insert_revisions(rows)
+        backend.insert_puts(rows)
         backend.set_current_revision(revision)
     return out
 
