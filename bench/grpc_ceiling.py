@@ -17,6 +17,7 @@ Variants (`--variants`, comma-separated; see VARIANTS), each a server process se
   opts         generic, plus EXTRA_OPTIONS (optimization target, channelz, BDP probe)
   uvloop       generic, on uvloop's event loop (uvloop must be installed)
   uvloop-opts  opts on uvloop
+  sync         KV only, grpc's synchronous server (a pool of SYNC_WORKERS threads)
   poll=X       all, with GRPC_POLL_STRATEGY=X in the server's environment
 With --rounds N the variants alternate N times and a summary gives medians. CPU per call
 moves with the machine's load; the summary's "norm" (server CPU per call / the load
@@ -36,6 +37,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -49,6 +51,7 @@ from etcdspec.impl.server import SERVER_OPTIONS, GenericOnly, unary
 from bench.server_bench import _run_cell, read_cpu_seconds
 
 CONSTANT_VALUE = bytes(256)
+SYNC_WORKERS = 16
 
 
 def _constant_range() -> rpc_pb2.RangeResponse:
@@ -109,7 +112,7 @@ class ServerSetup:
     registration: str = "registered"  # the generated add_*_to_server, or "generic" only
     handler: str = "constant"  # or "wrapped": our @unary wrapper, a response per call
     options: str = "default"  # "ours": etcdspec.impl.server's options; "extra": + EXTRA_OPTIONS
-    loop: str = "asyncio"  # or "uvloop"
+    loop: str = "asyncio"  # or "uvloop", or "threads": grpc's synchronous thread-pool server
     poll_strategy: str = ""  # GRPC_POLL_STRATEGY, when set
 
 
@@ -131,6 +134,7 @@ VARIANTS: dict[str, ServerSetup] = {
     "uvloop-opts": ServerSetup(
         services="all", registration="generic", options="extra", loop="uvloop"
     ),
+    "sync": ServerSetup(registration="generic", options="ours", loop="threads"),
     "poll=epoll1": ServerSetup(services="all", options="ours", poll_strategy="epoll1"),
     "poll=poll": ServerSetup(services="all", options="ours", poll_strategy="poll"),
 }
@@ -163,10 +167,41 @@ async def _serve(port: int, setup: ServerSetup) -> None:
     await server.stop(grace=0.2)
 
 
+class SyncConstantKV(rpc_pb2_grpc.KVServicer):
+    """ConstantKV for grpc's thread-pool (non-asyncio) server."""
+
+    def __init__(self) -> None:
+        self.range_response = _constant_range()
+        self.put_response = rpc_pb2.PutResponse()
+
+    def Range(self, request: rpc_pb2.RangeRequest, context: grpc.ServicerContext) -> Any:
+        return self.range_response
+
+    def Put(self, request: rpc_pb2.PutRequest, context: grpc.ServicerContext) -> Any:
+        return self.put_response
+
+
+def _serve_threads(port: int, setup: ServerSetup) -> None:
+    """grpc's synchronous server: handlers on a pool of SYNC_WORKERS threads."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    server = grpc.server(ThreadPoolExecutor(max_workers=SYNC_WORKERS), options=SERVER_OPTIONS)
+    rpc_pb2_grpc.add_KVServicer_to_server(SyncConstantKV(), GenericOnly(server))
+    server.add_insecure_port(f"127.0.0.1:{port}")
+    server.start()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: stop.set())
+    print("ready", flush=True)
+    stop.wait()
+    server.stop(grace=0.2)
+
+
 def serve_main(port: int, variant: str) -> int:
     """The server process: serve until SIGTERM."""
     setup = VARIANTS[variant]
-    if setup.loop == "uvloop":
+    if setup.loop == "threads":
+        _serve_threads(port, setup)
+    elif setup.loop == "uvloop":
         import uvloop
 
         uvloop.run(_serve(port, setup))

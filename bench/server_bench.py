@@ -43,6 +43,7 @@ from pathlib import Path
 
 import grpc
 from etcdspec.impl import launcher
+from etcdspec.impl.event_loop import EVENT_LOOP_ENV
 from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
 
 WORKLOADS = ("put", "range-linearizable", "range-serializable")
@@ -419,6 +420,8 @@ def main(argv: list[str] | None = None) -> int:
     targets = [t for t in args.targets.split(",") if t]
     if args.profile:
         os.environ["ETCDSPEC_PROFILE"] = str(Path(args.profile).resolve())
+    # Our members read it (etcdspec.impl.event_loop) once they run on event_loop.run.
+    os.environ[EVENT_LOOP_ENV] = args.loop
     if args.memory:
         rows: list[MemberMemory] = []
         for target in targets:
