@@ -330,11 +330,11 @@ class _Search:
         self.placed = bytearray(len(items))
         self.is_ok = [p.op.type == "ok" for p in items]
         self.call = [p.op.call for p in items]
+        rets = [p.op.ret or 0 for p in items]
         self.ok_by_ret = sorted(
-            (i for i, p in enumerate(items) if p.op.ret is not None),
-            key=lambda i: items[i].op.ret or 0,
+            (i for i, p in enumerate(items) if p.op.ret is not None), key=rets.__getitem__
         )
-        self.by_call = sorted(range(len(items)), key=lambda i: self.call[i])
+        self.by_call = sorted(range(len(items)), key=self.call.__getitem__)
         self.memo: set[tuple[int, Hashable]] = set()
         self.bump_only: set[int] = set()  # lazy candidates yielded only to fill a revision
         self.steps = 0

@@ -412,12 +412,24 @@ class EtcdModel(CheckModel):
         """An info write whose ("put", key, value) was observed at exactly one revision,
         and which no other operation (ok or info) may write, takes that revision. Keys
         that a put with ignore_value writes are left out: it writes a value again."""
+        # Only an info write's ("put", key, value) can pin it: count the owners of those.
+        wanted = {
+            signature
+            for prepared in ops
+            if prepared.op.type == "info"
+            for signature in _write_signatures(prepared.payload[0])
+            if isinstance(signature, tuple) and signature[0] == "put"
+        }
+        if not wanted:
+            return {}
         owners: dict[Hashable, list[int]] = {}
         blind: set[bytes] = set()
         for i, prepared in enumerate(ops):
             request = prepared.payload[0]
+            if type(request) is RangeRequest:  # writes nothing
+                continue
             for signature in _write_signatures(request):
-                if isinstance(signature, tuple) and signature[0] == "put":
+                if signature in wanted:
                     owners.setdefault(signature, []).append(i)
             blind |= _blind_put_keys(request)
         seen_at: dict[Hashable, list[int]] = {}
