@@ -6,9 +6,9 @@ but answers them in `jobs` processes: this one and `jobs - 1` workers started wi
 "spawn" method (Z3 contexts cannot be pickled or shared, so each worker loads its own
 copy of the spec and encodes it once, in its own Z3 context). The obligations are dealt
 from one shared counter over a list sorted by an estimate of their cost (the induction
-queries that the frame rule does not discharge first, larger formulas first), so a busy
-or late-starting process simply takes fewer of them. Each result keeps its own time; the
-report lists them in the serial order.
+queries that no syntactic rule of etcdspec.spec.discharge settles first, larger
+formulas first), so a busy or late-starting process simply takes fewer of them. Each
+result keeps its own time; the report lists them in the serial order.
 
 A worker that crashes, or that sends nothing for `stall_seconds` while it holds an
 obligation, is stopped, and the obligations it held are UNKNOWN (never proved). Workers
@@ -30,6 +30,7 @@ from multiprocessing.process import BaseProcess
 from typing import Any
 
 from etcdspec.spec import ast
+from etcdspec.spec.discharge import settle
 from etcdspec.spec.loader import LoadedSpec
 from etcdspec.spec.prove import (
     DEFAULT_TIMEOUT_MS,
@@ -38,10 +39,8 @@ from etcdspec.spec.prove import (
     CheckResult,
     ProofReport,
     Prover,
-    assigned_symbols,
     select_actions,
     select_properties,
-    symbols_of,
 )
 
 from etcdspec.verdict import Verdict
@@ -52,9 +51,9 @@ QUERIES_PER_OBLIGATION = 4
 STARTUP_SECONDS = 60.0  # a worker's own imports and spec loading, on a loaded machine
 
 
-# Below this many induction queries left after the frame rule, starting a worker (about
+# Below this many induction queries left after the syntactic rules, starting a worker (about
 # 1 s of imports and encoding on this machine) costs more than it saves: mvcc and lease
-# (28 and 32) prove faster in one process, raft (131) and raft_steps (86) in two.
+# (27 and 17) prove faster in one process, raft (116) and raft_steps (85) in two.
 MIN_PARALLEL_QUERIES = 64
 
 
@@ -70,7 +69,7 @@ def auto_jobs(
     witnesses: bool = True,
 ) -> int:
     """`default_jobs()` for a proof with at least MIN_PARALLEL_QUERIES induction
-    queries that the frame rule does not discharge, else 1."""
+    queries that no syntactic rule settles, else 1."""
     found = obligations(loaded, only, actions, witnesses)
     heavy = sum(1 for o in found if o.kind is CheckKind.PRESERVE and o.cost > 0)
     return default_jobs() if heavy >= MIN_PARALLEL_QUERIES else 1
@@ -148,11 +147,10 @@ def obligations(
         for prop in targets:
             add(CheckKind.INIT, prop.name, None, None, 1 + _size(prop.formula) // 4)
     for action in chosen:
-        assigned = assigned_symbols(action)
         action_size = _size(action.body)
         for prop in targets:
-            framed = not (symbols_of(loaded.info, prop.formula) & assigned)
-            cost = 0 if framed else 10 + _size(prop.formula) + action_size // 2
+            settled = settle(loaded.info, action, prop) is not None
+            cost = 0 if settled else 10 + _size(prop.formula) + action_size // 2
             add(CheckKind.PRESERVE, prop.name, action.name, None, cost)
         add(CheckKind.ENABLED, None, action.name, None, 10 + action_size)
     if witnesses and not actions:

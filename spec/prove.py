@@ -21,10 +21,10 @@ from typing import Any
 import z3
 from etcdspec.spec import ast
 from etcdspec.spec.counterexample import Counterexample, ElementNames, describe_params
+from etcdspec.spec.discharge import assigned_symbols, settle
 from etcdspec.spec.errors import SpecLookupError
 from etcdspec.spec.loader import LoadedSpec
 from etcdspec.spec.solving import Answer, Budget, ask
-from etcdspec.spec.typecheck import SpecInfo
 from etcdspec.spec.z3backend import Encoder, State, Vocabulary
 
 from etcdspec.verdict import Verdict
@@ -323,9 +323,10 @@ class Prover:
     def check_preserve(self, action: ast.ActionDecl, prop: ast.FormulaDecl) -> CheckResult:
         """Does `action` preserve `prop` from every state satisfying all properties?"""
         started = time.perf_counter()
-        if not (symbols_of(self.info, prop.formula) & assigned_symbols(action)):
-            # The action assigns nothing the property mentions: its post-state value
-            # is its pre-state value, a hypothesis (the frame is derived, not assumed).
+        settled = settle(self.info, action, prop)
+        if settled is not None:
+            # The action leaves the property's symbols alone (frame) or moves them only
+            # the way the property allows (monotone): see etcdspec.spec.discharge.
             return CheckResult(
                 CheckKind.PRESERVE,
                 prop.name,
@@ -333,7 +334,7 @@ class Prover:
                 Verdict.TRUE,
                 time.perf_counter() - started,
                 None,
-                "frame: mentions nothing the action assigns",
+                settled,
             )
         query = self.unbounded.step(action)
         answer = query.check(prop, work_budget(self.first_try_ms, self.timeout_ms))
@@ -490,40 +491,6 @@ class Prover:
             None,
             f"z3: {answer.reason or 'unknown'}",
         )
-
-
-def assigned_symbols(action: ast.ActionDecl) -> set[str]:
-    """The state symbols `action` assigns (all others keep their values)."""
-    return {s.target for s in action.body if isinstance(s, ast.Assign)}
-
-
-def symbols_of(info: SpecInfo, expr: ast.Expr) -> set[str]:
-    """The state symbols `expr` mentions, through the definitions it uses."""
-    found: set[str] = set()
-    pending: list[ast.Expr] = [expr]
-    seen_defines: set[str] = set()
-    while pending:
-        node = pending.pop()
-        if isinstance(node, (ast.Name, ast.App)):
-            if node.name in info.symbols:
-                if not info.symbols[node.name].rigid:
-                    found.add(node.name)
-            elif node.name in info.defines and node.name not in seen_defines:
-                seen_defines.add(node.name)
-                pending.append(info.defines[node.name].body)
-            if isinstance(node, ast.App):
-                pending.extend(node.args)
-        elif isinstance(node, ast.Not):
-            pending.append(node.operand)
-        elif isinstance(node, (ast.And, ast.Or)):
-            pending.extend(node.operands)
-        elif isinstance(node, (ast.Implies, ast.Iff, ast.Compare)):
-            pending.extend((node.left, node.right))
-        elif isinstance(node, ast.Ite):
-            pending.extend((node.cond, node.then, node.orelse))
-        elif isinstance(node, ast.Quant):
-            pending.append(node.body)
-    return found
 
 
 def select_actions(spec: ast.Spec, names: Sequence[str]) -> list[ast.ActionDecl]:

@@ -7,10 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from etcdspec.spec.discharge import symbols_of
 from etcdspec.spec.loader import BUILTIN_SPECS, load_spec, load_text
 from etcdspec.spec.mutations import SEEDED_BUGS as CATALOGUE
 from etcdspec.spec.mutations import SeededBug, catch
-from etcdspec.spec.prove import CheckKind, prove, symbols_of
+from etcdspec.spec.prove import CheckKind, prove
 from etcdspec.spec.stage import run_stage
 
 from etcdspec.stage import StageOptions
