@@ -19,6 +19,8 @@ from etcdspec.impl.raft_messages import Entry, InvariantViolation, Snapshot, Sna
 
 
 class RaftLog:
+    offset: int  # the snapshot's index (`first_index() - 1`), kept with `snapshot`
+
     def __init__(
         self, snapshot: Snapshot, entries: Sequence[Entry], committed: int, applied: int
     ) -> None:
@@ -32,8 +34,13 @@ class RaftLog:
 
     # --- positions ---------------------------------------------------------------------
     @property
-    def offset(self) -> int:
-        return self.snapshot.meta.index
+    def snapshot(self) -> Snapshot:
+        return self._snapshot
+
+    @snapshot.setter
+    def snapshot(self, snapshot: Snapshot) -> None:
+        self._snapshot = snapshot
+        self.offset = snapshot.meta.index  # read on every position check: a plain field
 
     def first_index(self) -> int:
         return self.offset + 1
