@@ -188,14 +188,14 @@ class Applier:
                 expected = decoded[-1][0] + 1 if decoded else applied + 1
                 raise ApplyError(f"entry {index}@{term}: out of order, expected index {expected}")
             decoded.append((index, term, _decode(index, term, data)))
-        notifications: list[tuple[int, list[Event]]] = []
+        notifications: list[tuple[int, Sequence[Event]]] = []
         if decoded:
             with self.backend.transaction():
                 for run in _runs(decoded):
                     for result in self._apply_run(run):
                         results[result.index] = result
                         if result.events:
-                            notifications.append((result.revision, list(result.events)))
+                            notifications.append((result.revision, result.events))
                 # One write of the consistent index for the batch, in its transaction.
                 last_index, last_term, _ = decoded[-1]
                 self.backend.set_applied(last_index, last_term)

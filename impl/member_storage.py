@@ -78,6 +78,10 @@ class AppliedEntry:
         return f"request {self.request_id}: {what}"
 
 
+# An applied entry no client of this member waits for (frozen: one value serves all).
+_NOT_PROPOSED_HERE = AppliedEntry(None, None, None)
+
+
 @dataclass(frozen=True)
 class PreparedPersist:
     """What `prepare_persist` encoded, for `write_persist` to write."""
@@ -262,9 +266,10 @@ class MemberStorage:
             [(entry.index, entry.term, entry.data) for entry in entries]
         )
         out = []
+        member_id = self.member_id
         for entry, result in zip(entries, results, strict=True):
-            if not entry.data or result.skipped or result.proposer_id != self.member_id:
-                out.append(AppliedEntry(None, None, None))
+            if not entry.data or result.skipped or result.proposer_id != member_id:
+                out.append(_NOT_PROPOSED_HERE)
             else:
                 out.append(AppliedEntry(result.request_id, result.response, result.error))
         return out

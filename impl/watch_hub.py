@@ -178,7 +178,7 @@ class WatchHub:
 
     def notify(self, revision: int, events: Sequence[Event]) -> None:
         """Deliver one committed revision's events to the synced watchers."""
-        if not events:
+        if not events or not self.watchers:
             return
         for watcher in list(self.watchers.values()):
             if watcher.state is not WatcherState.SYNCED or revision < watcher.next_revision:
