@@ -9,11 +9,15 @@ receiver only:
 A frame longer than MAX_FRAME_BYTES closes the connection.
 
 Contract: `send(to, payload)` never blocks and never raises; a message is queued for
-that peer and may be lost (when the queue is full, the peer is down, or the connection
-breaks), as Raft allows. Each peer's sender task reconnects with exponential backoff
-(BACKOFF_START_S doubling up to BACKOFF_MAX_S). Received frames are handed, in order
-per connection, to the `deliver(from_id, payload)` callback on the event loop thread.
-`close()` stops the listener and every task this transport started.
+that peer and may be lost (when QUEUE_LIMIT frames wait, when more than
+WRITE_BUFFER_LIMIT bytes are still unsent to a peer that does not read, when the peer is
+down or the connection breaks), as Raft allows. The frames sent during one turn of the
+event loop leave together, in one write, at the end of that turn. Each peer's sender
+task (re)connects with exponential backoff (BACKOFF_START_S doubling up to
+BACKOFF_MAX_S). Inbound bytes are parsed as they arrive (an asyncio Protocol, no task
+or await per frame), and each frame is handed, in order per connection, to the
+`deliver(from_id, payload)` callback on the event loop thread. `close()` stops the
+listener and every task this transport started.
 
 Fault injection (tests and conformance runs only): `blocked` is a set of peer ids this
 member neither sends to nor accepts frames from — a network partition seen from this
@@ -38,6 +42,7 @@ HELLO = struct.Struct(">4sBQ")
 LENGTH = struct.Struct(">I")
 MAX_FRAME_BYTES = 64 * 1024 * 1024
 QUEUE_LIMIT = 4096
+WRITE_BUFFER_LIMIT = 16 * 1024 * 1024
 BACKOFF_START_S = 0.05
 BACKOFF_MAX_S = 1.0
 
@@ -114,7 +119,12 @@ class TransportStats:
 
 
 class _PeerSender:
-    """One peer's outbound queue and the task that drains it over a connection."""
+    """One peer's outbound frames and the task that keeps a connection to it.
+
+    `enqueue` adds a frame to `pending` and, when connected, schedules one `_flush` for
+    the end of this loop turn, which writes every pending frame at once (no drain: a
+    peer that stops reading fills the transport's buffer, and past WRITE_BUFFER_LIMIT
+    frames are dropped until it drains)."""
 
     def __init__(
         self,
@@ -131,49 +141,138 @@ class _PeerSender:
         self.host = host
         self.port = port
         self.stats = stats
-        self.queue: asyncio.Queue[bytes] = asyncio.Queue(maxsize=QUEUE_LIMIT)
+        self.pending: list[bytes] = []
+        self.writer: asyncio.StreamWriter | None = None
         self.task: asyncio.Task[None] | None = None
+        self._flush_scheduled = False
 
     def start(self) -> None:
         self.task = asyncio.create_task(self._run(), name=f"peer-send-{self.peer_id:x}")
 
     def enqueue(self, payload: bytes) -> None:
-        try:
-            self.queue.put_nowait(payload)
-        except asyncio.QueueFull:
+        if len(self.pending) >= QUEUE_LIMIT:
             self.stats.dropped_frames += 1
+            return
+        if len(payload) > MAX_FRAME_BYTES:
+            log.error(
+                "dropping a message of %d bytes to %x: over the frame limit",
+                len(payload),
+                self.peer_id,
+            )
+            self.stats.dropped_frames += 1
+            return
+        self.pending.append(payload)
+        if self.writer is not None and not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        writer = self.writer
+        if writer is None or not self.pending or writer.is_closing():
+            return
+        frames, self.pending = self.pending, []
+        if writer.transport.get_write_buffer_size() > WRITE_BUFFER_LIMIT:
+            self.stats.dropped_frames += len(frames)  # the peer is not reading: Raft resends
+            return
+        pack = LENGTH.pack
+        writer.write(b"".join([part for frame in frames for part in (pack(len(frame)), frame)]))
+        self.stats.sent_frames += len(frames)
 
     async def _run(self) -> None:
         backoff = BACKOFF_START_S
         while True:
             writer: asyncio.StreamWriter | None = None
             try:
-                _, writer = await asyncio.open_connection(self.host, self.port)
+                reader, writer = await asyncio.open_connection(self.host, self.port)
                 writer.write(encode_hello(self.self_id) + encode_frame(self.attributes))
                 await writer.drain()
                 self.stats.connects += 1
                 backoff = BACKOFF_START_S
-                while True:
-                    payload = await self.queue.get()
-                    batch = [encode_frame(payload)]
-                    while not self.queue.empty() and len(batch) < 256:
-                        batch.append(encode_frame(self.queue.get_nowait()))
-                    writer.write(b"".join(batch))
-                    await writer.drain()
-                    self.stats.sent_frames += len(batch)
+                self.writer = writer
+                self._flush()  # what was queued while connecting
+                # The peer never writes on this connection: reading ends when it closes.
+                while await reader.read(4096):
+                    pass
             except (OSError, ConnectionError, asyncio.IncompleteReadError) as error:
                 log.debug("peer %x unreachable: %s", self.peer_id, error)
             finally:
+                self.writer = None
                 if writer is not None:
                     writer.close()
                     with contextlib.suppress(Exception):
                         await writer.wait_closed()
             # While disconnected, what is queued is stale: Raft will resend.
-            while not self.queue.empty():
-                self.queue.get_nowait()
-                self.stats.dropped_frames += 1
+            self.stats.dropped_frames += len(self.pending)
+            self.pending = []
             await asyncio.sleep(backoff)
             backoff = min(BACKOFF_MAX_S, backoff * 2)
+
+
+class _Inbound(asyncio.Protocol):
+    """One connection from a peer: its hello, its attributes frame, then raft frames,
+    parsed from the bytes as they arrive and handed to the transport's `deliver`."""
+
+    def __init__(self, owner: PeerTransport) -> None:
+        self.owner = owner
+        self.buffer = bytearray()
+        self.from_id: int | None = None
+        self.attributes_seen = False
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.owner._inbound.add(transport)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.transport is not None:
+            self.owner._inbound.discard(self.transport)
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        try:
+            self._parse()
+        except (FrameError, ValueError) as error:
+            log.warning("closing peer connection: %s", error)
+            self.buffer.clear()
+            if self.transport is not None:
+                self.transport.close()
+
+    def _parse(self) -> None:
+        buffer, owner = self.buffer, self.owner
+        pos = 0
+        if self.from_id is None:
+            if len(buffer) < HELLO.size:
+                return
+            self.from_id = decode_hello(bytes(buffer[: HELLO.size]))
+            pos = HELLO.size
+        from_id = self.from_id
+        size = len(buffer)
+        try:
+            while size - pos >= LENGTH.size:
+                (length,) = LENGTH.unpack_from(buffer, pos)
+                if length > MAX_FRAME_BYTES:
+                    raise FrameError(
+                        f"peer announced a frame of {length} bytes (limit {MAX_FRAME_BYTES})"
+                    )
+                end = pos + LENGTH.size + length
+                if end > size:
+                    break
+                payload = bytes(buffer[pos + LENGTH.size : end])
+                pos = end
+                if not self.attributes_seen:
+                    self.attributes_seen = True
+                    attributes = json.loads(payload or b"{}")
+                    if owner.on_attributes is not None and isinstance(attributes, dict):
+                        owner.on_attributes(from_id, attributes)
+                elif from_id in owner.blocked:
+                    owner.stats.dropped_frames += 1
+                else:
+                    owner.stats.received_frames += 1
+                    owner.deliver(from_id, payload)
+        finally:
+            del buffer[:pos]
 
 
 class PeerTransport:
@@ -202,14 +301,14 @@ class PeerTransport:
             if peer_id != self_id
         }
         self._server: asyncio.Server | None = None
-        self._readers: set[asyncio.Task[None]] = set()
-        self._inbound: set[asyncio.StreamWriter] = set()
+        self._inbound: set[asyncio.Transport] = set()
         self.bound_port: int | None = None
         self.blocked: frozenset[int] = frozenset()
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(
-            self._accept, self.listen_host, self.listen_port, reuse_address=True
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: _Inbound(self), self.listen_host, self.listen_port, reuse_address=True
         )
         sockets = self._server.sockets
         self.bound_port = int(sockets[0].getsockname()[1]) if sockets else self.listen_port
@@ -223,45 +322,13 @@ class PeerTransport:
             return
         sender.enqueue(payload)
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        if task is not None:
-            self._readers.add(task)
-        self._inbound.add(writer)
-        try:
-            from_id = decode_hello(await reader.readexactly(HELLO.size))
-            attributes = json.loads(await read_frame(reader) or b"{}")
-            if self.on_attributes is not None and isinstance(attributes, dict):
-                self.on_attributes(from_id, attributes)
-            while True:
-                payload = await read_frame(reader)
-                if from_id in self.blocked:
-                    self.stats.dropped_frames += 1
-                    continue
-                self.stats.received_frames += 1
-                self.deliver(from_id, payload)
-        except (asyncio.IncompleteReadError, ConnectionError, OSError):
-            pass
-        except (FrameError, ValueError) as error:
-            log.warning("closing peer connection: %s", error)
-        finally:
-            writer.close()
-            self._inbound.discard(writer)
-            if task is not None:
-                self._readers.discard(task)
-
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()
-        # Inbound connections are closed (their readers then end on their own);
-        # sender tasks are cancelled.
-        for writer in list(self._inbound):
-            writer.close()
-        readers = list(self._readers)
-        if readers:
-            await asyncio.wait(readers, timeout=1.0)
+        # Inbound connections are closed; sender tasks are cancelled.
+        for transport in list(self._inbound):
+            transport.close()
         tasks = [s.task for s in self._senders.values() if s.task is not None]
-        tasks.extend(task for task in readers if not task.done())
         for task in tasks:
             task.cancel()
         for task in tasks:
