@@ -101,19 +101,25 @@ class WorkerFault(Enum):
 
 @dataclass(frozen=True)
 class WorkerJob:
-    """What a worker needs: the spec, the budgets, and which obligations exist."""
+    """What a worker needs: the spec, the budgets, and which obligations to deal
+    (the worker lists them itself, `dealing_order(obligations(...))`, the same list as
+    its parent's, so that the parent can start it before listing them)."""
 
     loaded: LoadedSpec
     timeout_ms: int
     isolated: bool
-    obligations: tuple[Obligation, ...]  # in the order they are dealt
-    reserved: tuple[int, ...] = ()  # positions in `obligations` this worker takes first
+    only: tuple[str, ...]
+    actions: tuple[str, ...]
+    witnesses: bool
+    reserve: int = 0  # this worker takes the first `reserve` dealt positions itself
     fault: WorkerFault = WorkerFault.NONE
 
     def describe(self) -> str:
+        only = f", only {', '.join(self.only)}" if self.only else ""
+        actions = f", actions {', '.join(self.actions)}" if self.actions else ""
         return (
-            f"worker job: {self.loaded.describe()}, {len(self.obligations)} obligations, "
-            f"timeout {self.timeout_ms} ms, fault {self.fault.value}"
+            f"worker job: {self.loaded.describe()}{only}{actions}, "
+            f"timeout {self.timeout_ms} ms, reserve {self.reserve}, fault {self.fault.value}"
         )
 
 
@@ -137,6 +143,7 @@ def obligations(
     targets = select_properties(spec, only)
     chosen = select_actions(spec, actions)
     found: list[Obligation] = []
+    sizes = {prop.name: _size(prop.formula) for prop in targets}
 
     def add(
         kind: CheckKind, prop: str | None, action: str | None, witness: str | None, cost: int
@@ -145,12 +152,12 @@ def obligations(
 
     if not actions:
         for prop in targets:
-            add(CheckKind.INIT, prop.name, None, None, 1 + _size(prop.formula) // 4)
+            add(CheckKind.INIT, prop.name, None, None, 1 + sizes[prop.name] // 4)
     for action in chosen:
         action_size = _size(action.body)
         for prop in targets:
             settled = settle(loaded.info, action, prop) is not None
-            cost = 0 if settled else 10 + _size(prop.formula) + action_size // 2
+            cost = 0 if settled else 10 + sizes[prop.name] + action_size // 2
             add(CheckKind.PRESERVE, prop.name, action.name, None, cost)
         add(CheckKind.ENABLED, None, action.name, None, 10 + action_size)
     if witnesses and not actions:
@@ -200,10 +207,11 @@ def _claim(counter: Any, limit: int) -> int | None:
 def _worker_main(job: WorkerJob, counter: Any, results: Any) -> None:
     """A worker process: claims obligations (its reserved ones first, then from the
     shared counter), announces each claim, then sends its result."""
+    dealt = dealing_order(obligations(job.loaded, job.only, job.actions, job.witnesses))
     discharger = _Discharger(job.loaded, job.timeout_ms, job.isolated)
-    pending = list(job.reserved)
+    pending = list(range(min(job.reserve, len(dealt))))
     while True:
-        position = pending.pop(0) if pending else _claim(counter, len(job.obligations))
+        position = pending.pop(0) if pending else _claim(counter, len(dealt))
         if position is None:
             break
         results.put(("claim", position, None))
@@ -211,7 +219,7 @@ def _worker_main(job: WorkerJob, counter: Any, results: Any) -> None:
             os._exit(70)
         if job.fault is WorkerFault.HANG:
             time.sleep(3600)
-        results.put(("done", position, discharger.answer(job.obligations[position])))
+        results.put(("done", position, discharger.answer(dealt[position])))
     results.put(("finished", -1, None))
     results.close()
     results.join_thread()
@@ -243,10 +251,11 @@ def prove_parallel(
     `stall_seconds` (default: the longest one obligation may take, plus start-up) is how
     long a worker holding an obligation may stay silent before it is stopped; `fault`
     and `reserve` (the first `reserve` dealt obligations go to the first worker) are
-    for tests of the failure path."""
+    for tests of the failure path. The workers are started first, before this process
+    lists the obligations: their start-up (imports, reading the job) overlaps its work."""
     started = time.perf_counter()
-    found = obligations(loaded, only, actions, witnesses)
-    dealt = dealing_order(found)
+    select_properties(loaded.spec, only)  # unknown names fail here, before any worker starts
+    select_actions(loaded.spec, actions)
     stall = stall_seconds
     if stall is None:
         stall = QUERIES_PER_OBLIGATION * WALL_SLACK * timeout_ms / 1000 + STARTUP_SECONDS
@@ -254,9 +263,11 @@ def prove_parallel(
     counter = context.Value("i", 0)
     channel = context.Queue()
     workers: list[BaseProcess] = []
-    reserved = tuple(range(min(reserve, len(dealt)))) if jobs > 1 else ()
+    reserve = max(reserve, 0) if jobs > 1 else 0
     with counter.get_lock():
-        counter.value = len(reserved)
+        counter.value = reserve  # positions below it belong to the first worker
+    found: list[Obligation] = []
+    dealt: list[Obligation] = []
     done: dict[int, CheckResult] = {}
     held: dict[int, tuple[int, float]] = {}  # position -> (worker, claimed at)
     emitted = 0
@@ -299,13 +310,17 @@ def prove_parallel(
                 loaded,
                 timeout_ms,
                 isolated,
-                tuple(dealt),
-                reserved if number == 0 else (),
+                tuple(only),
+                tuple(actions),
+                witnesses,
+                reserve if number == 0 else 0,
                 fault,
             )
             worker = context.Process(target=_worker_main, args=(job, counter, channel), daemon=True)
             worker.start()
             workers.append(worker)
+        found.extend(obligations(loaded, only, actions, witnesses))
+        dealt.extend(dealing_order(found))
         discharger = _Discharger(loaded, timeout_ms, isolated)
         while (position := _claim(counter, len(dealt))) is not None:
             obligation = dealt[position]
