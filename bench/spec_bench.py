@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import statistics
 import time
@@ -128,10 +129,12 @@ def bench_jobs(name: str, runs: int, jobs: tuple[int, ...] = (1, 2)) -> dict[str
                     "by_workers": report.extra.get("by_workers", 0),
                 }
             )
-    ratios = []
+    ratios, cpu_ratios = [], []
     for round_number in range(runs):
         walls = {r["jobs"]: r["wall_seconds"] for r in rows if r["round"] == round_number}
+        cpus = {r["jobs"]: r["cpu_seconds"] for r in rows if r["round"] == round_number}
         ratios.append(round(walls[jobs[-1]] / walls[jobs[0]], 3))
+        cpu_ratios.append(round(cpus[jobs[-1]] / cpus[jobs[0]], 3))
     medians = {
         str(count): {
             key: round(statistics.median(r[key] for r in rows if r["jobs"] == count), 3)
@@ -143,8 +146,11 @@ def bench_jobs(name: str, runs: int, jobs: tuple[int, ...] = (1, 2)) -> dict[str
         "spec": name,
         "runs": rows,
         "wall_ratios": ratios,
+        "cpu_ratios": cpu_ratios,
         "median": medians,
         "median_wall_ratio": round(statistics.median(ratios), 3),
+        "median_cpu_ratio": round(statistics.median(cpu_ratios), 3),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
     }
 
 
@@ -197,23 +203,33 @@ def main() -> None:
             f"{row['bug']:28} {row['valid']!s:6} {row['depth']:>5} {row['wall_seconds']:>7.2f} {row['cpu_seconds']:>6.2f}"
         )
 
-    jobs = result["raft_jobs"]
+    print_jobs(result["raft_jobs"])
+
+
+def print_jobs(jobs: dict[str, Any]) -> None:
+    """One line per round: serial and parallel wall and CPU side by side, and ratios."""
     print(
-        f"\n{'raft proof, alternating':24} {'jobs':>4} {'wall s':>7} {'cpu s':>6} {'by worker':>9}"
+        f"\n{'raft proof, alternating':24} {'serial wall':>11} {'cpu':>6} {'2 procs wall':>12}"
+        f" {'cpu':>6} {'by worker':>9} {'wall ratio':>10} {'cpu ratio':>9}"
     )
-    for row in jobs["runs"]:
+    for round_number, (wall_ratio, cpu_ratio) in enumerate(
+        zip(jobs["wall_ratios"], jobs["cpu_ratios"], strict=True)
+    ):
+        serial, parallel = (r for r in jobs["runs"] if r["round"] == round_number)
         print(
-            f"{'round ' + str(row['round'] + 1):24} {row['jobs']:>4} {row['wall_seconds']:>7.2f}"
-            f" {row['cpu_seconds']:>6.2f} {row['by_workers']:>9}"
+            f"{'round ' + str(round_number + 1):24} {serial['wall_seconds']:>11.2f}"
+            f" {serial['cpu_seconds']:>6.2f} {parallel['wall_seconds']:>12.2f}"
+            f" {parallel['cpu_seconds']:>6.2f} {parallel['by_workers']:>9}"
+            f" {wall_ratio:>10.2f} {cpu_ratio:>9.2f}"
         )
-    for count, median in jobs["median"].items():
-        print(
-            f"{'median':24} {count:>4} {median['wall_seconds']:>7.2f} {median['cpu_seconds']:>6.2f}"
-        )
-    ratios = ", ".join(f"{r:.2f}" for r in jobs["wall_ratios"])
+    serial_median, parallel_median = jobs["median"].values()
     print(
-        f"wall ratio jobs=2 / jobs=1 per round: {ratios} (median {jobs['median_wall_ratio']:.2f})"
+        f"{'median':24} {serial_median['wall_seconds']:>11.2f} {serial_median['cpu_seconds']:>6.2f}"
+        f" {parallel_median['wall_seconds']:>12.2f} {parallel_median['cpu_seconds']:>6.2f}"
+        f" {'':>9} {jobs['median_wall_ratio']:>10.2f} {jobs['median_cpu_ratio']:>9.2f}"
     )
+    load = ", ".join(f"{x:.2f}" for x in jobs["load_average"])
+    print(f"load average at the end: {load} (2 cores; above 2, wall times are inflated)")
 
 
 if __name__ == "__main__":
