@@ -1,5 +1,5 @@
-"""The member's event loop choice (etcdspec.impl.event_loop): ETCDSPEC_EVENT_LOOP, or
-uvloop when installed; an unknown or missing loop is a clear error, never a fallback."""
+"""The member's event loop choice (etcdspec.impl.event_loop): ETCDSPEC_EVENT_LOOP, asyncio
+when unset; an unknown or missing loop is a clear error, never a fallback."""
 
 from __future__ import annotations
 
@@ -23,10 +23,17 @@ def test_asyncio_when_asked_runs_on_the_standard_loop() -> None:
     assert module.startswith("asyncio")
 
 
-def test_unset_means_uvloop_exactly_when_it_is_installed() -> None:
-    assert event_loop.chosen_loop({}) == ("uvloop" if UVLOOP_INSTALLED else "asyncio")
-    module = event_loop.run(_loop_module(), {})
-    assert module.startswith("uvloop") == UVLOOP_INSTALLED
+def test_unset_means_asyncio_even_when_uvloop_is_installed() -> None:
+    assert event_loop.chosen_loop({}) == "asyncio"
+    assert event_loop.run(_loop_module(), {}).startswith("asyncio")
+
+
+def test_uvloop_when_asked_and_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(event_loop, "_uvloop_installed", lambda: True)
+    assert event_loop.chosen_loop({EVENT_LOOP_ENV: "uvloop"}) == "uvloop"
+    if UVLOOP_INSTALLED:
+        module = event_loop.run(_loop_module(), {EVENT_LOOP_ENV: "uvloop"})
+        assert module.startswith("uvloop")
 
 
 @pytest.mark.parametrize(
@@ -43,7 +50,8 @@ def test_uvloop_asked_but_missing_is_an_error(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(event_loop, "_uvloop_installed", lambda: False)
     with pytest.raises(EventLoopChoiceError, match="not installed"):
         event_loop.chosen_loop({EVENT_LOOP_ENV: "uvloop"})
-    assert event_loop.chosen_loop({}) == "asyncio"
+    with pytest.raises(EventLoopChoiceError, match="not installed"):
+        event_loop.run(_loop_module(), {EVENT_LOOP_ENV: "uvloop"})
 
 
 def test_run_returns_the_result_and_propagates_errors() -> None:
