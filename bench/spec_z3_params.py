@@ -9,6 +9,17 @@ on the machine's load (CPU seconds are printed too, but on a shared machine they
 by ±30% from run to run). A query's cost depends on Z3's search luck, which the seed
 reshuffles: a parameter set pays only if it lowers the mean over seeds, not one seed's
 figure. Every answer must be unsat (the spec proves); the study stops otherwise.
+
+Findings on raft (116 queries, session 3): `smt.propagate_values=false` gives 7.6-8.9M
+over seeds 0-4 against 9.1-13.0M with Z3's defaults, but in `prove`'s shared context
+the two are within each other's spread (9.2-10.8M and 8.3-11.2M over seeds 0-3, one
+query up to 2.9M without propagate_values), so prove keeps the defaults.
+`auto_config=false`, `smt.qi.eager_threshold`, `smt.case_split`, `smt.relevancy`
+(0 makes one query run out), `smt.ematching=false` (4x more work), Then-pipelines of
+simplify/propagate-values/solve-eqs before smt, a post-state with fresh symbols
+instead of substitution (+15%), and ordered sorts as an injective rank into Int
+(10.1-11.6M) did not pay; mbqi and model=false change nothing for unsat queries. Z3's
+built-in linear order (z3.LinearOrder) crashes Z3 5.4 on these quantified queries.
 """
 
 from __future__ import annotations
