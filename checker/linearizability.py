@@ -451,10 +451,12 @@ class _Search:
             return ret
         return 1 << 62
 
-    def _candidate_indices(self, frame: _Frame) -> Iterator[int]:
+    def _candidate_indices(self, frame: _Frame, revision: int | None) -> Iterator[int]:
+        """The operations to try next at `frame`, whose state has `revision` (None: the
+        model gives no revision hints)."""
         boundary = self._boundary(frame.ret_ptr)
         placed, call = self.placed, self.call
-        if not self.hinted:
+        if revision is None:
             by_call = self.by_call
             for k in range(frame.call_ptr, len(by_call)):
                 i = by_call[k]
@@ -463,13 +465,11 @@ class _Search:
                 if not placed[i]:
                     yield i
             return
-        revision = self.model.revision(frame.state)
-        assert revision is not None
         # An ok write that surely advances the revision strands every other unplaced
         # ok operation that needs this revision: try it only when none is left.
         others = self.pending_max.get(revision, 0)
         gap = others == 0
-        tags: set[Hashable] = set()
+        tags: set[Hashable] = set()  # what the ok candidates name (for lazy ops)
         items = self.items
         for i in self.pre_index.get(revision, ()):
             if call[i] >= boundary:
@@ -549,7 +549,7 @@ class _Search:
         observed_revisions = self.observed_revisions if hinted else set()
         state_before = frame.state
         before = model.revision(state_before) if hinted else None
-        for i in self._candidate_indices(frame):
+        for i in self._candidate_indices(frame, before):
             self.steps += 1
             if self.steps % _CHECK_EVERY == 0:
                 self.clock.check()
@@ -615,11 +615,17 @@ class _Search:
         best_depth = -1
         best_pending = True  # the deepest frame has not been recorded yet
         deepest: tuple[list[int], _Frame] | None = None
+        place, successors, zob = self._place, self._successors, self.zob
+        advance_ret, advance_call, ok_count = (
+            self._advance_ret,
+            self._advance_call,
+            len(self.ok_by_ret),
+        )
         try:
             self.clock.check()
             while stack:
                 frame = stack[-1]
-                if frame.ret_ptr >= len(self.ok_by_ret) and self._reaches_observed(frame):
+                if frame.ret_ptr >= ok_count and self._reaches_observed(frame):
                     order = tuple(self.items[f.item].op.id for f in stack[1:])
                     return PartitionResult(
                         self.name,
@@ -643,15 +649,15 @@ class _Search:
                         self._unplace(frame.item)
                     continue
                 i, state = child
-                self._place(i)
+                place(i)
                 new = _Frame(
                     state,
-                    frame.zobrist ^ self.zob[i],
+                    frame.zobrist ^ zob[i],
                     i,
-                    self._advance_ret(frame.ret_ptr),
-                    self._advance_call(frame.call_ptr),
+                    advance_ret(frame.ret_ptr),
+                    advance_call(frame.call_ptr),
                 )
-                new.candidates = self._successors(new)
+                new.candidates = successors(new)
                 stack.append(new)
                 if len(stack) - 1 > best_depth:
                     best_pending = True

@@ -231,10 +231,14 @@ class EtcdModel(CheckModel):
 
     def step(self, state: Any, prepared: PreparedOp) -> list[Any]:
         request, observed = prepared.payload
-        if isinstance(request, LeaseGrantRequest) and request.id == 0 and observed is None:
+        kind = type(request)
+        if kind is LeaseGrantRequest and request.id == 0 and observed is None:
             return self._blind_grant(state, request)
         try:
-            new_state, response = self.answer(state, request)
+            if kind is LeaseKeepAliveRequest:
+                new_state, response = self.answer(state, request)
+            else:  # everything else is the store's own answer (as `answer` gives it)
+                new_state, response = apply(state, request)
         except StoreError:
             return []
         if observed is not None and response != observed:
