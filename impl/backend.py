@@ -245,6 +245,7 @@ class Backend:
             try:
                 self._commit_open()
             finally:
+                self._quiesce()
                 self._conn.close()
 
     def __enter__(self) -> Backend:
@@ -332,6 +333,14 @@ class Backend:
             if self._conn.in_transaction:
                 self._conn.execute("ROLLBACK")
             raise
+        self._after_commit()
+
+    def _after_commit(self) -> None:
+        """Called after each commit of group commit (a subclass may checkpoint)."""
+
+    def _quiesce(self) -> None:
+        """Called, under the lock, before the file is checkpointed, rebuilt, replaced or
+        closed here (a subclass stops what else works on the file)."""
 
     def flush(self) -> None:
         """Commit what group commit holds (no-op when nothing is held)."""
@@ -650,6 +659,7 @@ class Backend:
             if self._in_txn:
                 raise BackendError("defragment inside a transaction: finish it first")
             self._commit_open()
+            self._quiesce()
             self._size_cache = None
             self._conn.execute("VACUUM")
             self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -660,6 +670,7 @@ class Backend:
             if self._in_txn:
                 raise BackendError("checkpoint inside a transaction: finish it first")
             self._commit_open()
+            self._quiesce()
             self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def hash(self) -> int:
@@ -713,6 +724,7 @@ class Backend:
             if self._in_txn:
                 raise BackendError("restore inside a transaction: finish it first")
             self._commit_open()
+            self._quiesce()
             tmp = self.path.with_name(self.path.name + ".restore")
             tmp.write_bytes(snapshot)
             with open(tmp, "rb") as f:

@@ -24,7 +24,10 @@ Not thread-safe: the member calls it from its event loop only.
 
 from __future__ import annotations
 
+import logging
+import os
 import sqlite3
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -49,6 +52,12 @@ from google.protobuf.message import Message as PbMessage
 # --backend-batch-limit 10,000 writes); counted here in apply batches.
 GROUP_COMMIT_S = 0.1
 GROUP_COMMIT_LIMIT = 1000
+# The journal size that starts a checkpoint in a worker (SQLite's own default: 1,000 pages).
+CHECKPOINT_WAL_BYTES = 4 * 1024 * 1024
+CHECKPOINT_ROUNDS = 8  # passive checkpoints in a row, until one copies the whole journal
+
+
+log = logging.getLogger("etcdspec.impl.member_storage")
 
 
 @dataclass(frozen=True)
@@ -110,16 +119,78 @@ class MemberBackend(Backend):
     again from the WAL on start: the Raft WAL keeps every entry after the newest
     snapshot, and a snapshot's blob is taken only after a commit (`snapshot_bytes`), so
     the file never falls behind what the WAL still holds.
+
+    Checkpoints (copying the journal's pages into the file, with its fsyncs) run in a
+    worker thread on a connection of their own, started after a commit that leaves the
+    journal over CHECKPOINT_WAL_BYTES, so that the event loop never waits for that disk
+    work; SQLite's automatic checkpoint (run by the committing connection) is off. A
+    failed checkpoint is logged and retried after a later commit (the journal grows
+    meanwhile; nothing is lost). Operations that need the file itself wait for it.
     """
 
     group_commit_limit = GROUP_COMMIT_LIMIT
     group_commit_s = GROUP_COMMIT_S
 
+    def __init__(self, path: str | os.PathLike[str], durable: bool = True) -> None:
+        self._checkpointer: threading.Thread | None = None
+        self._checkpoint_conn: sqlite3.Connection | None = None
+        self.checkpoints = 0
+        self._checkpoint_started_at = 0
+        self._next_checkpoint_at = CHECKPOINT_WAL_BYTES
+        super().__init__(path, durable)
+
     def _connect(self) -> sqlite3.Connection:
         conn = super()._connect()
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA wal_autocheckpoint=0")
+        # The journal restarts after a complete checkpoint and is cut back to this size
+        # then, so that its size tells how much waits for the next checkpoint.
+        conn.execute(f"PRAGMA journal_size_limit={CHECKPOINT_WAL_BYTES // 4}")
         return conn
+
+    def _after_commit(self) -> None:
+        if self._checkpointer is not None and self._checkpointer.is_alive():
+            return
+        try:
+            journal = os.path.getsize(self._sidecar("-wal"))
+        except FileNotFoundError:
+            return
+        if journal < self._checkpoint_started_at:  # the journal restarted since
+            self._next_checkpoint_at = CHECKPOINT_WAL_BYTES
+        if journal >= self._next_checkpoint_at:
+            # The next one when this much more is written (if the journal cannot restart
+            # meanwhile, having been written to during the checkpoint).
+            self._checkpoint_started_at = journal
+            self._next_checkpoint_at = journal + CHECKPOINT_WAL_BYTES // 2
+            self._checkpointer = threading.Thread(
+                target=self._checkpoint, name="backend-checkpoint", daemon=True
+            )
+            self._checkpointer.start()
+
+    def _checkpoint(self) -> None:
+        try:
+            if self._checkpoint_conn is None:
+                self._checkpoint_conn = sqlite3.connect(
+                    self.path, isolation_level=None, check_same_thread=False
+                )
+            # Frames committed during a round are left for the next: the journal restarts
+            # (and is cut back) only after a round that copied everything.
+            for _ in range(CHECKPOINT_ROUNDS):
+                row = self._checkpoint_conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                self.checkpoints += 1
+                if row is None or row[2] >= row[1]:
+                    break
+        except sqlite3.Error as error:
+            log.warning("backend checkpoint failed; retried later", extra={"error": str(error)})
+
+    def _quiesce(self) -> None:
+        if self._checkpointer is not None:
+            self._checkpointer.join()
+            self._checkpointer = None
+        if self._checkpoint_conn is not None:
+            self._checkpoint_conn.close()
+            self._checkpoint_conn = None
 
 
 class MemberStorage:

@@ -169,3 +169,31 @@ def test_a_crash_with_blocks_held_applies_them_again_from_the_wal(tmp_path: Path
         assert sorted(kv.key for kv in got.kvs) == [f"k{i}".encode() for i in range(1, 7)]
     finally:
         reopened.close()
+
+
+def test_the_member_backend_checkpoints_in_a_worker_not_at_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from etcdspec.impl import member_storage
+
+    monkeypatch.setattr(member_storage, "CHECKPOINT_WAL_BYTES", 64 * 1024)
+    backend = MemberBackend(tmp_path / "db")
+    try:
+        assert backend._conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
+        before = (tmp_path / "db").stat().st_size
+        for index in range(1, 40):
+            with backend.transaction():
+                backend.put_lease(index, 60)
+                backend.set_applied(index, 1)
+            backend.flush()
+        backend._quiesce()  # waits for a checkpoint in flight
+        assert backend.checkpoints >= 1
+        assert (tmp_path / "db").stat().st_size > before  # the journal's pages reached the file
+        assert backend.consistent_index() == 39
+    finally:
+        backend.close()
+    reopened = MemberBackend(tmp_path / "db")
+    try:
+        assert reopened.consistent_index() == 39 and len(reopened.leases()) == 39
+    finally:
+        reopened.close()
