@@ -6,7 +6,7 @@ on every client call. uvloop's loop does the same work for less CPU (9-18% less 
 in paired server_bench runs; measure with `bench.grpc_ceiling --variants generic,uvloop`
 and `bench.server_bench --loop`). It is not the default: with uvloop members, the
 conformance run with kill -9 and partition (tests/checker/test_conform_runs.py,
-test_short_run_with_kill_and_partition_holds[reference]) failed in 6 of 33 runs --
+test_short_run_with_kill_and_partition_holds[reference]) failed in 6 of 34 runs --
 twice a restarted member logged "member ready" and then neither answered gRPC nor
 followed the leader; once the members did not converge within 30 s; once a restart
 could not bind its client port -- while with asyncio's loop 16 of 16 held.
