@@ -64,7 +64,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from etcdspec.impl import errors, failpoints, raft_codec
+from etcdspec.impl import errors, event_loop, failpoints, raft_codec
 from etcdspec.impl.config import MemberConfig
 from etcdspec.impl.errors import RpcError
 from etcdspec.impl.lessor import LeaseIdGenerator, NotPrimaryError
@@ -995,7 +995,8 @@ def run_member(config: MemberConfig) -> int:
     configure_logging()
     try:
         failpoints.activate_from_environment()
-    except failpoints.FailpointError as error:
+        loop_name = event_loop.chosen_loop()
+    except (failpoints.FailpointError, event_loop.EventLoopChoiceError) as error:
         log.error("cannot serve", extra={"error": str(error)})
         print(f"etcdspec: {config.name}: cannot start: {error}", file=sys.stderr)
         return int(ExitCode.USAGE)
@@ -1003,12 +1004,13 @@ def run_member(config: MemberConfig) -> int:
         log.warning("failpoints active", extra={"failpoints": failpoints.describe()})
     else:
         log.info("failpoints active", extra={"failpoints": failpoints.describe()})
+    log.info("event loop", extra={"event_loop": loop_name})
     profile_path = os.environ.get(PROFILE_ENV)
     profiler = cProfile.Profile() if profile_path else None
     try:
         if profiler is not None:
             profiler.enable()
-        failure = asyncio.run(serve_member(config, ready=lambda _member: tune_gc()))
+        failure = event_loop.run(serve_member(config, ready=lambda _member: tune_gc()))
     except MemberStartError as error:
         log.error("cannot serve", extra={"error": str(error)})
         print(f"etcdspec: {error}", file=sys.stderr)
