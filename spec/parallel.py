@@ -31,6 +31,7 @@ from typing import Any
 
 from etcdspec.spec import ast
 from etcdspec.spec.discharge import settle
+from etcdspec.spec.hints import Hints, book
 from etcdspec.spec.loader import LoadedSpec
 from etcdspec.spec.prove import (
     DEFAULT_TIMEOUT_MS,
@@ -39,6 +40,7 @@ from etcdspec.spec.prove import (
     CheckResult,
     ProofReport,
     Prover,
+    hint_summary,
     select_actions,
     select_properties,
 )
@@ -113,6 +115,7 @@ class WorkerJob:
     witnesses: bool
     reserve: int = 0  # this worker takes the first `reserve` dealt positions itself
     fault: WorkerFault = WorkerFault.NONE
+    hints: Hints | None = None  # the parent's hints (the same in every process)
 
     def describe(self) -> str:
         only = f", only {', '.join(self.only)}" if self.only else ""
@@ -174,8 +177,10 @@ def dealing_order(found: Sequence[Obligation]) -> list[Obligation]:
 class _Discharger:
     """Answers obligations with one Prover (one Z3 encoding of the spec per process)."""
 
-    def __init__(self, loaded: LoadedSpec, timeout_ms: int, isolated: bool) -> None:
-        self.prover = Prover(loaded, timeout_ms, isolated)
+    def __init__(
+        self, loaded: LoadedSpec, timeout_ms: int, isolated: bool, hints: Hints | None
+    ) -> None:
+        self.prover = Prover(loaded, timeout_ms, isolated, hints)
         self.spec = loaded.spec
         self.properties = {p.name: p for p in self.spec.properties()}
 
@@ -208,7 +213,7 @@ def _worker_main(job: WorkerJob, counter: Any, results: Any) -> None:
     """A worker process: claims obligations (its reserved ones first, then from the
     shared counter), announces each claim, then sends its result."""
     dealt = dealing_order(obligations(job.loaded, job.only, job.actions, job.witnesses))
-    discharger = _Discharger(job.loaded, job.timeout_ms, job.isolated)
+    discharger = _Discharger(job.loaded, job.timeout_ms, job.isolated, job.hints)
     pending = list(range(min(job.reserve, len(dealt))))
     while True:
         position = pending.pop(0) if pending else _claim(counter, len(dealt))
@@ -245,13 +250,15 @@ def prove_parallel(
     stall_seconds: float | None = None,
     fault: WorkerFault = WorkerFault.NONE,
     reserve: int = 0,
+    hints: Hints | None = None,
 ) -> ProofReport:
     """The proof of `prove`, answered by this process and `jobs - 1` spawned workers.
 
     `stall_seconds` (default: the longest one obligation may take, plus start-up) is how
     long a worker holding an obligation may stay silent before it is stopped; `fault`
     and `reserve` (the first `reserve` dealt obligations go to the first worker) are
-    for tests of the failure path. The workers are started first, before this process
+    for tests of the failure path. `hints` (etcdspec.spec.hints) go to every process,
+    so an obligation is asked the same way wherever it is answered. The workers are started first, before this process
     lists the obligations: their start-up (imports, reading the job) overlaps its work."""
     started = time.perf_counter()
     select_properties(loaded.spec, only)  # unknown names fail here, before any worker starts
@@ -315,13 +322,14 @@ def prove_parallel(
                 witnesses,
                 reserve if number == 0 else 0,
                 fault,
+                hints,
             )
             worker = context.Process(target=_worker_main, args=(job, counter, channel), daemon=True)
             worker.start()
             workers.append(worker)
         found.extend(obligations(loaded, only, actions, witnesses))
         dealt.extend(dealing_order(found))
-        discharger = _Discharger(loaded, timeout_ms, isolated)
+        discharger = _Discharger(loaded, timeout_ms, isolated, hints)
         while (position := _claim(counter, len(dealt))) is not None:
             obligation = dealt[position]
             done[obligation.index] = discharger.answer(obligation)
@@ -374,5 +382,6 @@ def prove_parallel(
             "by_workers": by_workers[0],
             "worker_first_claim_seconds": first_claim[0],
             "own_done_seconds": round(own_done, 3),
+            "hints": hint_summary(hints, book(hints, loaded.spec)),
         },
     )

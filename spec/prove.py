@@ -23,6 +23,7 @@ from etcdspec.spec import ast
 from etcdspec.spec.counterexample import Counterexample, ElementNames, describe_params
 from etcdspec.spec.discharge import assigned_symbols, settle
 from etcdspec.spec.errors import SpecLookupError
+from etcdspec.spec.hints import EMPTY_BOOK, HINT_TRY_MS, HintBook, Hints, Route, book, load_hints
 from etcdspec.spec.loader import LoadedSpec
 from etcdspec.spec.solving import Answer, Budget, ask
 from etcdspec.spec.z3backend import Encoder, State, Vocabulary
@@ -48,6 +49,8 @@ class CheckResult:
     seconds: float
     counterexample: Counterexample | None = None
     note: str = ""
+    route: Route | None = None  # preserve only: by rule, by hint, or by the full query
+    rlimit: int | None = None  # Z3 work of its queries (isolated proofs only)
 
     def label(self) -> str:
         if self.kind is CheckKind.INIT:
@@ -59,8 +62,14 @@ class CheckResult:
         return f"witness {self.subject}"
 
     def describe(self) -> str:
-        note = f"  [{self.note}]" if self.note else ""
+        notes = [x for x in (self._route_text(), self.note) if x]
+        note = f"  [{'; '.join(notes)}]" if notes else ""
         return f"{self.verdict.describe():8} {self.label()}  ({self.seconds * 1000:.0f} ms){note}"
+
+    def _route_text(self) -> str:
+        if self.route is None or self.route is Route.RULE:
+            return ""  # a rule's note names the rule
+        return self.route.describe()
 
     def to_json(self) -> dict[str, Any]:
         document: dict[str, Any] = {
@@ -72,6 +81,10 @@ class CheckResult:
         }
         if self.note:
             document["note"] = self.note
+        if self.route is not None:
+            document["route"] = self.route.value
+        if self.rlimit is not None:
+            document["rlimit"] = self.rlimit
         if self.counterexample is not None:
             document["counterexample"] = self.counterexample.to_json()
         return document
@@ -111,11 +124,29 @@ class ProofReport:
                 lines.append("")
                 lines.append(result.counterexample.describe())
         counts = {v: sum(1 for r in self.results if r.verdict is v) for v in Verdict}
+        routes = self.routes()
+        hinted = ""
+        if routes[Route.HINT] or routes[Route.FALLBACK] or routes[Route.STALE]:
+            hinted = (
+                f"; hints: {routes[Route.HINT]} proved by hint, {routes[Route.FALLBACK]} "
+                f"fell back, {routes[Route.STALE]} stale"
+            )
         lines.append(
             f"{head}: {self.verdict.describe()} — {counts[Verdict.TRUE]} proved, "
-            f"{counts[Verdict.FALSE]} failed, {counts[Verdict.UNKNOWN]} unknown, {self.seconds:.2f} s"
+            f"{counts[Verdict.FALSE]} failed, {counts[Verdict.UNKNOWN]} unknown, "
+            f"{self.seconds:.2f} s{hinted}"
         )
         return "\n".join(lines)
+
+    def routes(self) -> dict[Route, int]:
+        """How many preservation obligations took each route (rule, hint, fallback...)."""
+        return {route: sum(1 for r in self.results if r.route is route) for route in Route}
+
+    def rlimit(self, kinds: Sequence[CheckKind] = tuple(CheckKind)) -> int | None:
+        """The Z3 work of the obligations of `kinds` (None unless each of them was
+        counted: an isolated proof counts init, preserve and enabled)."""
+        counts = [r.rlimit for r in self.results if r.kind in kinds]
+        return None if any(c is None for c in counts) else sum(c or 0 for c in counts)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -123,6 +154,7 @@ class ProofReport:
             "mutation": self.mutation,
             "valid": self.verdict.to_json(),
             "seconds": round(self.seconds, 3),
+            "routes": {route.value: count for route, count in self.routes().items()},
             "results": [r.to_json() for r in self.results],
         }
 
@@ -169,6 +201,9 @@ class _Instance:
         self.pre_properties = [
             self.encoder.formula(d.formula, self.pre, {}) for d in spec.properties()
         ]
+        self.hypotheses = dict(
+            zip((d.name for d in spec.properties()), self.pre_properties, strict=True)
+        )
         self._steps: dict[str, _StepQuery] = {}
 
     def step(self, action: ast.ActionDecl) -> _StepQuery:
@@ -193,11 +228,10 @@ class _StepQuery:
         self.action = action
         self.pre = instance.pre
         self.params = self.encoder.action_params(action, "")
-        self.base = [
-            *instance.axioms,
-            *instance.pre_properties,
-            self.encoder.guard(action, self.pre, self.params),
-        ]
+        self.axioms = instance.axioms
+        self.hypotheses = instance.hypotheses
+        self.guard = self.encoder.guard(action, self.pre, self.params)
+        self.base = [*instance.axioms, *instance.pre_properties, self.guard]
         self.post = self.encoder.post_state(action, self.pre, self.params)
         self._negations: dict[str, z3.BoolRef] = {}
 
@@ -213,6 +247,18 @@ class _StepQuery:
         isolated = self.isolated or prop is None or self.vocab.finite
         return ask([*self.base, *extra], budget, isolated=isolated)
 
+    def check_hinted(self, prop: ast.FormulaDecl, core: Sequence[str], budget: Budget) -> Answer:
+        """Can `prop` fail after the action from a state satisfying only the properties
+        named in `core`? Unsat here means unsat with every property (fewer hypotheses);
+        anything else says nothing about the full query."""
+        hypotheses = [self.hypotheses[name] for name in core]
+        return ask(
+            [*self.axioms, *hypotheses, self.guard, self.negation(prop)],
+            budget,
+            want_model=False,
+            isolated=self.isolated or self.vocab.finite,
+        )
+
     def counterexample(self, prop: ast.FormulaDecl, answer: Answer) -> Counterexample:
         assert answer.model is not None, "counterexample() needs a satisfiable answer"
         names = ElementNames(answer.model, self.vocab)
@@ -226,6 +272,12 @@ class _StepQuery:
             (step,),
             ("before (all properties hold)", f"after ({prop.name} fails)"),
         )
+
+
+def _work(answers: Sequence[Answer]) -> int | None:
+    """The Z3 work of `answers` (None if one was asked in the shared context, uncounted)."""
+    counts = [a.rlimit_used for a in answers]
+    return None if any(c is None for c in counts) else sum(c or 0 for c in counts)
 
 
 def _outcome(answer: Answer) -> tuple[Verdict, str]:
@@ -249,9 +301,15 @@ class Prover:
     before (about 1-2 s more CPU for raft's 175 such queries: an option)."""
 
     def __init__(
-        self, loaded: LoadedSpec, timeout_ms: int = DEFAULT_TIMEOUT_MS, isolated: bool = False
+        self,
+        loaded: LoadedSpec,
+        timeout_ms: int = DEFAULT_TIMEOUT_MS,
+        isolated: bool = False,
+        hints: Hints | None = None,
     ) -> None:
         self.loaded = loaded
+        self.hints: HintBook = book(hints, loaded.spec) if hints is not None else EMPTY_BOOK
+        self.hint_try_ms = HINT_TRY_MS
         self.isolated = isolated
         self.spec = loaded.spec
         self.info = loaded.info
@@ -320,12 +378,18 @@ class Prover:
                     time.perf_counter() - started,
                     cex,
                     note,
+                    rlimit=answer.rlimit_used,
                 )
             )
         return results
 
     def check_preserve(self, action: ast.ActionDecl, prop: ast.FormulaDecl) -> CheckResult:
-        """Does `action` preserve `prop` from every state satisfying all properties?"""
+        """Does `action` preserve `prop` from every state satisfying all properties?
+
+        With a hint for (prop, action), the query with only the hinted properties as
+        hypotheses is asked first on `hint_try_ms` of Z3 work: unsat proves the full
+        query (it has more hypotheses); anything else falls back to the full query,
+        which alone gives FALSE (with its counterexample) or UNKNOWN."""
         started = time.perf_counter()
         settled = settle(self.info, action, prop)
         if settled is not None:
@@ -339,9 +403,31 @@ class Prover:
                 time.perf_counter() - started,
                 None,
                 settled,
+                Route.RULE,
+                0,
             )
         query = self.unbounded.step(action)
+        answers: list[Answer] = []
+        route = self.hints.route_without(prop.name, action.name)
+        core = self.hints.cores.get((prop.name, action.name))
+        if core is not None:
+            hinted = query.check_hinted(prop, core, work_budget(self.hint_try_ms, self.timeout_ms))
+            answers.append(hinted)
+            if hinted.unsat:
+                return CheckResult(
+                    CheckKind.PRESERVE,
+                    prop.name,
+                    action.name,
+                    Verdict.TRUE,
+                    time.perf_counter() - started,
+                    None,
+                    "",
+                    Route.HINT,
+                    _work(answers),
+                )
+            route = Route.FALLBACK
         answer = query.check(prop, work_budget(self.first_try_ms, self.timeout_ms))
+        answers.append(answer)
         if not answer.unsat:
             # Z3 is slow at building models of quantified formulas, and its models
             # are large: look for a small counterexample on finite instances first,
@@ -351,12 +437,14 @@ class Prover:
                 finite_answer = finite_query.check(
                     prop, work_budget(FINITE_SEARCH_MS, self.timeout_ms)
                 )
+                answers.append(finite_answer)
                 if finite_answer.sat:
                     answer, query = finite_answer, finite_query
                     break
             else:
                 if not answer.sat:
                     answer = query.check(prop, self.full_budget())
+                    answers.append(answer)
         verdict, note = _outcome(answer)
         cex = query.counterexample(prop, answer) if verdict is Verdict.FALSE else None
         return CheckResult(
@@ -367,21 +455,26 @@ class Prover:
             time.perf_counter() - started,
             cex,
             note,
+            route,
+            _work(answers),
         )
 
     def check_enabled(self, action: ast.ActionDecl) -> CheckResult:
         """No vacuity: the action can fire in some state where every property holds."""
         started = time.perf_counter()
+        answers = []
         for size in ENABLED_SEARCH_SIZES:
             answer = (
                 self.finite(size)
                 .step(action)
                 .check(None, work_budget(FINITE_SEARCH_MS, self.timeout_ms))
             )
+            answers.append(answer)
             if answer.sat:
                 break
         else:
             answer = self.unbounded.step(action).check(None, self.full_budget())
+            answers.append(answer)
         verdict, note = _outcome(answer)
         enabled = {Verdict.TRUE: Verdict.FALSE, Verdict.FALSE: Verdict.TRUE}.get(
             verdict, Verdict.UNKNOWN
@@ -396,6 +489,7 @@ class Prover:
             time.perf_counter() - started,
             None,
             note,
+            rlimit=_work(answers),
         )
 
     def check_action(
@@ -497,6 +591,21 @@ class Prover:
         )
 
 
+def resolve_hints(loaded: LoadedSpec, hints: Hints | bool) -> Hints | None:
+    """The hints a proof uses: given ones, the spec's sidecar (True), or none (False)."""
+    if hints is True:
+        return load_hints(loaded)
+    if hints is False:
+        return None
+    return hints
+
+
+def hint_summary(hints: Hints | None, usable: HintBook) -> dict[str, int]:
+    """The hints a proof had: entries in the sidecar, matching the spec, stale."""
+    entries = len(hints.entries) if hints is not None else 0
+    return {"entries": entries, "usable": len(usable.cores), "stale": len(usable.stale)}
+
+
 def select_actions(spec: ast.Spec, names: Sequence[str]) -> list[ast.ActionDecl]:
     if not names:
         return spec.actions()
@@ -532,6 +641,7 @@ def prove(
     witnesses: bool = True,
     isolated: bool = False,
     jobs: int | None = None,
+    hints: Hints | bool = True,
 ) -> ProofReport:
     """Discharge every obligation of `loaded` (or only those of the named properties
     and actions). `on_result` is called after each obligation (progress output);
@@ -543,18 +653,29 @@ def prove(
     processes for a proof with many induction queries (raft) and this one otherwise;
     jobs=1 and `fail_fast` take the serial path here, in this process. A program that
     calls it with jobs != 1 needs the usual `if __name__ == "__main__":` guard (the
-    workers are started with "spawn")."""
+    workers are started with "spawn"). `hints` (default True: the sidecar next to the
+    spec, etcdspec.spec.hints, if there is one; False: none) lets each induction query
+    try its hinted subset of the properties first; verdicts do not depend on it."""
+    chosen_hints = resolve_hints(loaded, hints)
     if jobs != 1 and not fail_fast:
         from etcdspec.spec.parallel import auto_jobs, prove_parallel
 
         processes = auto_jobs(loaded, only, actions, witnesses) if jobs is None else jobs
         if processes > 1:
             return prove_parallel(
-                loaded, processes, timeout_ms, only, on_result, actions, witnesses, isolated
+                loaded,
+                processes,
+                timeout_ms,
+                only,
+                on_result,
+                actions,
+                witnesses,
+                isolated,
+                hints=chosen_hints,
             )
     started = time.perf_counter()
     targets = select_properties(loaded.spec, only)
-    prover = Prover(loaded, timeout_ms, isolated)
+    prover = Prover(loaded, timeout_ms, isolated, chosen_hints)
     results: list[CheckResult] = []
 
     def record(batch: list[CheckResult]) -> None:
@@ -578,4 +699,10 @@ def prove(
         if stop():
             break
         record([prover.check_witness(witness)])
-    return ProofReport(loaded.name, loaded.mutation, tuple(results), time.perf_counter() - started)
+    return ProofReport(
+        loaded.name,
+        loaded.mutation,
+        tuple(results),
+        time.perf_counter() - started,
+        {"hints": hint_summary(chosen_hints, prover.hints)},
+    )

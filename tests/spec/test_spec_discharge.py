@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 import z3
 from etcdspec.spec.discharge import FRAME_NOTE, MONOTONE_NOTE, polarities, settle
+from etcdspec.spec.hints import Route
 from etcdspec.spec.loader import BUILTIN_SPECS, LoadedSpec, load_spec, load_text
 from etcdspec.spec.prove import CheckKind, Prover, prove
 from etcdspec.spec.solving import Budget, ask
@@ -135,8 +136,13 @@ def test_every_settled_obligation_follows_from_the_property_alone(
 
 def test_raft_settles_frame_and_monotone_obligations_with_their_notes() -> None:
     loaded = load_spec("raft")
-    report = prove(loaded, only=["leader_is_current", "request_vote_self"], jobs=1)
+    report = prove(loaded, only=["leader_is_current", "request_vote_self"], jobs=1, hints=False)
     notes = {(r.subject, r.action): r.note for r in report.results if r.kind is CheckKind.PRESERVE}
+    routes = {
+        (r.subject, r.action): r.route for r in report.results if r.kind is CheckKind.PRESERVE
+    }
+    assert routes[("leader_is_current", "restart")] is Route.RULE
+    assert routes[("leader_is_current", "timeout")] is Route.FULL
     assert notes[("leader_is_current", "restart")] == MONOTONE_NOTE  # leader only shrinks
     assert notes[("request_vote_self", "receive_request_vote")] == MONOTONE_NOTE  # voted grows
     assert notes[("request_vote_self", "commit")] == FRAME_NOTE
