@@ -359,3 +359,26 @@ def write_hints(
     target = path or hints_path(loaded.spec.filename)
     target.write_text(render(hints))
     return target, hints
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m etcdspec.spec.hints [SPEC...]`: write each spec's sidecar (default:
+    the built-in specs), one line per hint on stderr with `--verbose`."""
+    import argparse
+    import sys
+
+    from etcdspec.spec.loader import BUILTIN_SPECS, load_spec
+
+    parser = argparse.ArgumentParser(description="Write proof hints (unsat cores) next to specs.")
+    parser.add_argument("specs", nargs="*", help="built-in names or paths (default: all built-in)")
+    parser.add_argument("--verbose", action="store_true")
+    args = parser.parse_args(argv)
+    for name in args.specs or BUILTIN_SPECS:
+        report = (lambda line: print("  " + line, file=sys.stderr)) if args.verbose else None
+        path, hints = write_hints(load_spec(name), on_hint=report)
+        print(f"{path}: {len(hints.entries)} hints")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
