@@ -4,9 +4,11 @@ Run: `.venv/bin/python -m bench.spec_bench [--json] [--repeat N]`. For each spec
 (raft, mvcc, lease): the time of every obligation (init, preserve, enabled, witness),
 the total of the proof proper (init + preserve) and the slowest queries; for each
 seeded mutation, the time to its counterexample to induction; for a few seeded bugs,
-the time bounded model checking (`--bmc`) takes to a concrete violating run; and the
-Raft proof serial (jobs=1) and parallel (jobs=2, etcdspec.spec.parallel) side by side,
-alternating, `--runs` times each, with the wall-clock ratio of each pair. Goals
+the time bounded model checking (`--bmc`) takes to a concrete violating run; the
+Raft proof serial (jobs=1) and parallel (jobs=2, etcdspec.spec.parallel), each without
+and with proof hints (etcdspec.spec.hints), alternating, `--runs` rounds, with the
+hints on/off ratio of wall and CPU per round; and the Z3 work (rlimit) of the Raft
+proof in the same four configurations, every query isolated (load-independent). Goals
 (issue 3): the whole Raft proof <= 5 s, each seeded bug's counterexample <= 10 s.
 Timings are wall clock and CPU time of this process and its finished workers (on a
 shared machine CPU time is the steadier figure); `--repeat` takes the best of N runs.
@@ -24,6 +26,7 @@ from collections import defaultdict
 from typing import Any
 
 from etcdspec.spec.bmc import bmc
+from etcdspec.spec.hints import Route
 from etcdspec.spec.loader import BUILTIN_SPECS, load_spec
 from etcdspec.spec.mutations import SEEDED_BUGS, catch, caught
 from etcdspec.spec.prove import CheckKind, prove
@@ -110,48 +113,96 @@ def bench_bmc() -> list[dict[str, Any]]:
     return rows
 
 
-def bench_jobs(name: str, runs: int, jobs: tuple[int, ...] = (1, 2)) -> dict[str, Any]:
-    """The proof of `name` with each `jobs` in turn, alternating, `runs` rounds: wall and
-    CPU per run, medians, and the wall ratio (parallel / serial) of each round."""
+# (jobs, hints) of the Raft comparison: serial and parallel, without and with hints
+CONFIGS: tuple[tuple[int, bool], ...] = ((1, False), (1, True), (2, False), (2, True))
+
+
+def config_name(jobs: int, hints: bool) -> str:
+    return f"{'serial' if jobs == 1 else f'{jobs} procs'}, hints {'on' if hints else 'off'}"
+
+
+def bench_jobs(
+    name: str, runs: int, configs: tuple[tuple[int, bool], ...] = CONFIGS
+) -> dict[str, Any]:
+    """The proof of `name` in each (jobs, hints) configuration in turn, alternating,
+    `runs` rounds: wall and CPU per run, medians, and per round the ratio hints on /
+    hints off (serial and parallel) and parallel / serial (hints on)."""
     loaded = load_spec(name)
     rows: list[dict[str, Any]] = []
     for round_number in range(runs):
-        for count in jobs:
+        for count, hints in configs:
             started, cpu_started = time.perf_counter(), cpu_seconds()
-            report = prove(loaded, jobs=count)
+            report = prove(loaded, jobs=count, hints=hints)
+            routes = report.routes()
             rows.append(
                 {
                     "round": round_number,
                     "jobs": count,
+                    "hints": hints,
                     "valid": report.verdict.to_json(),
                     "wall_seconds": round(time.perf_counter() - started, 3),
                     "cpu_seconds": round(cpu_seconds() - cpu_started, 3),
                     "by_workers": report.extra.get("by_workers", 0),
+                    "by_hint": routes[Route.HINT],
+                    "fallbacks": routes[Route.FALLBACK],
                 }
             )
-    ratios, cpu_ratios = [], []
+
+    def pick(round_number: int, count: int, hints: bool) -> dict[str, Any]:
+        return next(
+            r for r in rows if (r["round"], r["jobs"], r["hints"]) == (round_number, count, hints)
+        )
+
+    ratios: dict[str, list[float]] = defaultdict(list)
     for round_number in range(runs):
-        walls = {r["jobs"]: r["wall_seconds"] for r in rows if r["round"] == round_number}
-        cpus = {r["jobs"]: r["cpu_seconds"] for r in rows if r["round"] == round_number}
-        ratios.append(round(walls[jobs[-1]] / walls[jobs[0]], 3))
-        cpu_ratios.append(round(cpus[jobs[-1]] / cpus[jobs[0]], 3))
+        for count in sorted({c for c, _ in configs}):
+            on, off = pick(round_number, count, True), pick(round_number, count, False)
+            for key in ("wall_seconds", "cpu_seconds"):
+                ratios[f"hints on/off {config_name(count, True).split(',')[0]} {key[:-8]}"].append(
+                    round(on[key] / off[key], 3)
+                )
     medians = {
-        str(count): {
-            key: round(statistics.median(r[key] for r in rows if r["jobs"] == count), 3)
+        config_name(count, hints): {
+            key: round(
+                statistics.median(
+                    r[key] for r in rows if (r["jobs"], r["hints"]) == (count, hints)
+                ),
+                3,
+            )
             for key in ("wall_seconds", "cpu_seconds")
         }
-        for count in jobs
+        for count, hints in configs
     }
     return {
         "spec": name,
         "runs": rows,
-        "wall_ratios": ratios,
-        "cpu_ratios": cpu_ratios,
+        "ratios": dict(ratios),
+        "median_ratios": {k: round(statistics.median(v), 3) for k, v in ratios.items()},
         "median": medians,
-        "median_wall_ratio": round(statistics.median(ratios), 3),
-        "median_cpu_ratio": round(statistics.median(cpu_ratios), 3),
         "load_average": [round(x, 2) for x in os.getloadavg()],
     }
+
+
+def bench_rlimit(
+    name: str, configs: tuple[tuple[int, bool], ...] = CONFIGS
+) -> list[dict[str, Any]]:
+    """Z3's work (rlimit) of the proof of `name` in each configuration, every query in
+    a Z3 context of its own (isolated): the same on an idle and on a loaded machine."""
+    loaded = load_spec(name)
+    rows = []
+    for count, hints in configs:
+        report = prove(loaded, jobs=count, hints=hints, isolated=True)
+        rows.append(
+            {
+                "config": config_name(count, hints),
+                "valid": report.verdict.to_json(),
+                "preserve_rlimit": report.rlimit((CheckKind.PRESERVE,)),
+                "init_preserve_enabled_rlimit": report.rlimit(
+                    (CheckKind.INIT, CheckKind.PRESERVE, CheckKind.ENABLED)
+                ),
+            }
+        )
+    return rows
 
 
 def best_of(repeat: int) -> dict[str, Any]:
@@ -179,6 +230,7 @@ def main() -> None:
     args = parser.parse_args()
     result = best_of(max(args.repeat, 1))
     result["raft_jobs"] = bench_jobs("raft", max(args.runs, 1))
+    result["raft_rlimit"] = bench_rlimit("raft")
     if args.json:
         print(json.dumps(result, indent=2))
         return
@@ -204,32 +256,41 @@ def main() -> None:
         )
 
     print_jobs(result["raft_jobs"])
+    print_rlimit(result["raft_rlimit"])
 
 
 def print_jobs(jobs: dict[str, Any]) -> None:
-    """One line per round: serial and parallel wall and CPU side by side, and ratios."""
+    """One line per run (alternating configurations), then medians and ratios."""
     print(
-        f"\n{'raft proof, alternating':24} {'serial wall':>11} {'cpu':>6} {'2 procs wall':>12}"
-        f" {'cpu':>6} {'by worker':>9} {'wall ratio':>10} {'cpu ratio':>9}"
+        f"\n{'raft proof, alternating':24} {'config':26} {'wall s':>7} {'cpu s':>6}"
+        f" {'by hint':>7} {'fallback':>8} {'by worker':>9}"
     )
-    for round_number, (wall_ratio, cpu_ratio) in enumerate(
-        zip(jobs["wall_ratios"], jobs["cpu_ratios"], strict=True)
-    ):
-        serial, parallel = (r for r in jobs["runs"] if r["round"] == round_number)
+    for row in jobs["runs"]:
         print(
-            f"{'round ' + str(round_number + 1):24} {serial['wall_seconds']:>11.2f}"
-            f" {serial['cpu_seconds']:>6.2f} {parallel['wall_seconds']:>12.2f}"
-            f" {parallel['cpu_seconds']:>6.2f} {parallel['by_workers']:>9}"
-            f" {wall_ratio:>10.2f} {cpu_ratio:>9.2f}"
+            f"{'round ' + str(row['round'] + 1):24} {config_name(row['jobs'], row['hints']):26}"
+            f" {row['wall_seconds']:>7.2f} {row['cpu_seconds']:>6.2f} {row['by_hint']:>7}"
+            f" {row['fallbacks']:>8} {row['by_workers']:>9}"
         )
-    serial_median, parallel_median = jobs["median"].values()
-    print(
-        f"{'median':24} {serial_median['wall_seconds']:>11.2f} {serial_median['cpu_seconds']:>6.2f}"
-        f" {parallel_median['wall_seconds']:>12.2f} {parallel_median['cpu_seconds']:>6.2f}"
-        f" {'':>9} {jobs['median_wall_ratio']:>10.2f} {jobs['median_cpu_ratio']:>9.2f}"
-    )
+    for config, median in jobs["median"].items():
+        print(
+            f"{'median':24} {config:26} {median['wall_seconds']:>7.2f} {median['cpu_seconds']:>6.2f}"
+        )
+    for key, values in jobs["ratios"].items():
+        each = " ".join(f"{v:.2f}" for v in values)
+        print(f"{key:40} per round {each}  median {jobs['median_ratios'][key]:.2f}")
     load = ", ".join(f"{x:.2f}" for x in jobs["load_average"])
     print(f"load average at the end: {load} (2 cores; above 2, wall times are inflated)")
+
+
+def print_rlimit(rows: list[dict[str, Any]]) -> None:
+    print(
+        f"\n{'raft Z3 work (isolated)':24} {'config':26} {'preserve':>10} {'init+preserve+enabled':>22}"
+    )
+    for row in rows:
+        print(
+            f"{'':24} {row['config']:26} {row['preserve_rlimit'] / 1e6:>9.2f}M"
+            f" {row['init_preserve_enabled_rlimit'] / 1e6:>21.2f}M"
+        )
 
 
 if __name__ == "__main__":
