@@ -8,6 +8,7 @@ summary table (or, with --json, result.json on stdout), writes the report folder
 
 from __future__ import annotations
 
+import gc
 import json
 from pathlib import Path
 
@@ -86,6 +87,12 @@ def check(
         result = check_history(loaded, options)
     except BadInput as error:
         raise CliError(f"bad input: {error}", ExitCode.BAD_INPUT) from error
+    # The process ends after the report: the history and the search's objects (millions
+    # at 100k operations) go to the collector's permanent generation, so the collection
+    # the interpreter runs at exit does not scan them all once more (1.2-1.8 s at 100k
+    # operations). They are still freed by reference counting; only cyclic garbage among
+    # them would outlive a caller that runs this command in-process.
+    gc.freeze()
     if report_dir is not None:
         paths = write_report(result, report_dir, options)
         click.echo(f"report: {paths['result']} and {paths['timeline']}", err=True)
