@@ -173,33 +173,48 @@ def context_text(spec: ast.Spec) -> list[str]:
     ]
 
 
+class _Texts:
+    """The printed declarations of one spec that fingerprints are made of (printed once)."""
+
+    def __init__(self, spec: ast.Spec) -> None:
+        self.context = _digest(context_text(spec))
+        self.properties = {p.name: print_decl(p) for p in spec.properties()}
+        self._actions: dict[str, str] = {}
+
+    def fingerprint(self, action: ast.ActionDecl, prop: str, core: Sequence[str]) -> str:
+        if action.name not in self._actions:
+            body = "".join(print_stmt(s) for s in action.body)
+            self._actions[action.name] = f"action {action.name}({body})"
+        action_text = self._actions[action.name]
+        core_text = [self.properties.get(n, f"missing {n}") for n in core]
+        return _digest(
+            [self.context, action_text, self.properties.get(prop, f"missing {prop}"), *core_text]
+        )
+
+
 def fingerprint(
     spec: ast.Spec, action: ast.ActionDecl, prop: ast.FormulaDecl, core: Sequence[str]
 ) -> str:
     """A digest of the texts a hint depends on (the action's body as it will run, so
     a mutation switched on in this action changes it; the mutation blocks do not)."""
-    properties = {p.name: p for p in spec.properties()}
-    action_text = f"action {action.name}" + "".join(print_stmt(s) for s in action.body)
-    core_text = [print_decl(properties[n]) if n in properties else f"missing {n}" for n in core]
-    return _digest([*context_text(spec), action_text, print_decl(prop), *core_text])
+    return _Texts(spec).fingerprint(action, prop.name, core)
 
 
 def book(hints: Hints | None, spec: ast.Spec) -> HintBook:
     """The usable hints of `hints` for `spec` (fingerprints checked)."""
     if hints is None:
         return EMPTY_BOOK
-    properties = {p.name: p for p in spec.properties()}
+    texts = _Texts(spec)
     cores: dict[tuple[str, str], tuple[str, ...]] = {}
     stale: set[tuple[str, str]] = set()
     for hint in hints.entries:
         key = (hint.prop, hint.action)
         action = spec.action(hint.action)
-        prop = properties.get(hint.prop)
         if (
             action is None
-            or prop is None
-            or any(n not in properties for n in hint.core)
-            or fingerprint(spec, action, prop, hint.core) != hint.fingerprint
+            or hint.prop not in texts.properties
+            or any(n not in texts.properties for n in hint.core)
+            or texts.fingerprint(action, hint.prop, hint.core) != hint.fingerprint
         ):
             stale.add(key)
         else:
@@ -253,6 +268,7 @@ def compute_hints(
     properties = loaded.spec.properties()
     full = Budget(timeout_ms * 3, timeout_ms * rlimit_per_ms)
     small = Budget(timeout_ms * 3, HINT_TRY_MS * rlimit_per_ms)
+    texts = _Texts(loaded.spec)
     entries = []
     for action in loaded.spec.actions():
         step = instance.step(action)
@@ -273,11 +289,7 @@ def compute_hints(
                 continue
             ordered = tuple(p.name for p in properties if p.name in core)
             hint = Hint(
-                prop.name,
-                action.name,
-                ordered,
-                fingerprint(loaded.spec, action, prop, ordered),
-                used,
+                prop.name, action.name, ordered, texts.fingerprint(action, prop.name, ordered), used
             )
             entries.append(hint)
             if on_hint is not None:
