@@ -18,10 +18,10 @@ the core's properties). An entry whose fingerprint does not match the spec as lo
 context, every property behind an assumption literal), minimises each by deletion
 within `HINT_TRY_MS` of Z3 work per check, keeps only a core whose hinted query is
 unsat within that budget, and writes the sidecar. Reading and writing the sidecar are
-the only I/O; `compute_hints` does none. The sidecar's name ends in ".hints", not
-".json": the package data of etcdspec.spec (pyproject.toml) ships "*.lark" and "*.spec"
-only, so an installed copy proves without hints (same verdicts, more Z3 work) until
-"*.hints" is added there.
+the only I/O; `compute_hints` does none. The sidecars ship with the package
+(pyproject.toml package data "*.hints"). Regenerate them after editing a spec:
+`python -m etcdspec.spec.hints [SPEC...]` (tests/spec/test_spec_hints.py fails on a
+stale or missing hint of a built-in spec, naming that command).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from etcdspec.spec.printer import print_decl, print_stmt
 from etcdspec.spec.solving import Budget, configure
 
 HINTS_SCHEMA = "etcdspec.hints/1"
-HINTS_SUFFIX = ".hints"  # JSON inside; see the module docstring for why not ".json"
+HINTS_SUFFIX = ".hints"  # JSON inside
 # Z3 work a hinted query may take before `prove` falls back to the full query, in ms of
 # an idle core (etcdspec.spec.prove turns it into rlimit): half the full query's first
 # try. `write_hints` keeps only cores whose query is unsat within the same budget.
