@@ -64,6 +64,21 @@ from etcdspec.verdict import Verdict
 @click.option(
     "--list-mutations", is_flag=True, help="List the seeded mutations of the specs and exit."
 )
+@click.option(
+    "--hints/--no-hints",
+    "use_hints",
+    default=True,
+    show_default=True,
+    help=(
+        "Try each induction query first with only the properties its proof hint names "
+        "(the spec's .hints sidecar); verdicts do not depend on it."
+    ),
+)
+@click.option(
+    "--write-hints",
+    is_flag=True,
+    help="Compute the SPECs' proof hints (unsat cores), write their .hints sidecars, and exit.",
+)
 def prove(
     specs: tuple[str, ...],
     mutation: str | None,
@@ -77,6 +92,8 @@ def prove(
     as_json: bool,
     list_mutations: bool,
     jobs: int | None,
+    use_hints: bool,
+    write_hints: bool,
 ) -> int:
     """Prove every invariant of the SPECs inductive (default: raft, mvcc, lease).
 
@@ -113,6 +130,13 @@ def prove(
             for action in loaded.spec.actions():
                 for mut in action.mutations:
                     click.echo(f"{loaded.name}: {mut.name} (in {action.name}) — {mut.description}")
+        return int(ExitCode.HOLDS)
+    if write_hints:
+        from etcdspec.spec.hints import write_hints as write_sidecar
+
+        for loaded in loaded_plain:
+            path, hints = write_sidecar(loaded)
+            click.echo(f"{path}: {len(hints.entries)} hints")
         return int(ExitCode.HOLDS)
     targets = loaded_plain
     if mutation is not None:
@@ -165,6 +189,7 @@ def prove(
                 actions=actions,
                 fail_fast=fail_fast,
                 jobs=jobs,
+                hints=use_hints,
             )
         except SpecLookupError as error:
             raise CliError(str(error), ExitCode.USAGE) from error

@@ -23,7 +23,7 @@ FOLDERS = {
     "impl": "impl",
     "checker": "checker",
 }
-DATA_SUFFIXES = {".lark", ".spec", ".json", ".proto", ".typed"}
+DATA_SUFFIXES = {".lark", ".spec", ".hints", ".json", ".proto", ".typed"}
 PROBE = (
     "import importlib.util\n"
     "for name in ['etcdspec', 'etcdspec.cli.main', 'etcdspec.spec', 'etcdspec.model',"

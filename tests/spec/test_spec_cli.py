@@ -116,3 +116,28 @@ def test_list_mutations(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     for name in ("figure8", "two_votes", "no_truncation", "stale_append"):
         assert f"raft: {name}" in out
+
+
+def test_no_hints_proves_the_same_by_full_queries(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["prove", "lease", "--json"]) == 0
+    hinted = json.loads(capsys.readouterr().out)["specs"][0]["results"]
+    assert run(["prove", "lease", "--json", "--no-hints"]) == 0
+    plain = json.loads(capsys.readouterr().out)["specs"][0]["results"]
+    assert [(r["subject"], r["action"], r["valid"]) for r in hinted] == [
+        (r["subject"], r["action"], r["valid"]) for r in plain
+    ]
+    assert "hint" in {r.get("route") for r in hinted}
+    assert "hint" not in {r.get("route") for r in plain}
+
+
+def test_write_hints_writes_a_sidecar_that_prove_then_uses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = tmp_path / "lease.spec"
+    spec.write_text((Path(__file__).parents[2] / "spec" / "lease.spec").read_text())
+    assert run(["prove", str(spec), "--write-hints"]) == 0
+    assert f"{tmp_path / 'lease.hints'}:" in capsys.readouterr().out
+    assert (tmp_path / "lease.hints").is_file()
+    assert run(["prove", str(spec), "--json"]) == 0
+    results = json.loads(capsys.readouterr().out)["specs"][0]["results"]
+    assert "hint" in {r.get("route") for r in results}
