@@ -1,0 +1,97 @@
+"""The history reader's two JSON paths (orjson when installed, the stdlib) read every
+text alike: the same events, or the same error on the same line."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+
+import pytest
+from etcdspec.checker import history as history_module
+from etcdspec.checker.history import History, HistoryError, fast_json_usable, parse_history_text
+from etcdspec.checker.simulate import simulate_etcd
+
+HAS_ORJSON = importlib.util.find_spec("orjson") is not None
+
+INVOKE = '{"index":0,"process":0,"type":"invoke","f":"put","value":%s,"time":1}'
+OK = '{"index":1,"process":0,"type":"ok","f":"put","value":%s,"time":2}'
+PLAIN = '{"key":"k","value":"v","lease":0}'
+
+TEXTS = {
+    "plain": "\n".join([INVOKE % PLAIN, OK % '{"header":{"revision":2}}']),
+    "blank lines and spaces": "\n  \n".join([" " + INVOKE % PLAIN, OK % "null" + "  "]),
+    "big integer (19 digits)": "\n".join([INVOKE % '{"lease":-9999999999999999999}', OK % "1"]),
+    "big integer (30 digits)": "\n".join(
+        [INVOKE % '{"lease":123456789012345678901234567890}', OK % "1"]
+    ),
+    "18-digit integers": "\n".join([INVOKE % '{"lease":-999999999999999999}', OK % "1"]),
+    "nan": "\n".join([INVOKE % '{"x":NaN}', OK % "1"]),
+    "float out of range": "\n".join([INVOKE % '{"x":1e400}', OK % "1"]),
+    "escaped lone surrogate": "\n".join([INVOKE % '{"key":"\\ud800"}', OK % "1"]),
+    "duplicate field": "\n".join([INVOKE % '{"key":"a","key":"b"}', OK % "1"]),
+    "trailing text": "\n".join([INVOKE % PLAIN + " x", OK % "1"]),
+    "not json": "\n".join([INVOKE % PLAIN, "{nope"]),
+    "bad field type": '{"index":"0","process":0,"type":"invoke","f":"put","time":1}',
+}
+
+
+def read(text: str, fast: bool, monkeypatch: pytest.MonkeyPatch) -> History | str:
+    monkeypatch.setattr(history_module, "_FAST_JSON", fast)
+    try:
+        return parse_history_text(text, "h.jsonl")
+    except HistoryError as error:
+        return f"error: {error}"
+
+
+def canonical(read_as: History | str) -> str:
+    """Every field of every event and operation, types included (repr tells 1 from 1.0
+    and True, and shows nan), or the error."""
+    if isinstance(read_as, str):
+        return read_as
+    parts = [*read_as.events, *read_as.operations, *read_as.watch_events]
+    return repr([dataclasses.astuple(part) for part in parts] + [read_as.source, read_as.notes])
+
+
+def test_stdlib_path_is_taken_when_switched_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(history_module, "_FAST_JSON", False)
+    assert not fast_json_usable(TEXTS["plain"])
+
+
+@pytest.mark.parametrize(
+    ("name", "usable"),
+    [
+        ("plain", True),
+        ("18-digit integers", True),
+        ("big integer (19 digits)", False),
+        ("big integer (30 digits)", False),
+    ],
+)
+def test_long_digit_runs_keep_the_stdlib(name: str, usable: bool) -> None:
+    assert fast_json_usable(TEXTS[name]) is (usable and HAS_ORJSON)
+
+
+@pytest.mark.parametrize("name", sorted(TEXTS))
+def test_both_paths_read_alike(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    text = TEXTS[name]
+    assert canonical(read(text, True, monkeypatch)) == canonical(read(text, False, monkeypatch))
+
+
+def test_stdlib_path_keeps_big_integers_exact(monkeypatch: pytest.MonkeyPatch) -> None:
+    got = read(TEXTS["big integer (19 digits)"], True, monkeypatch)
+    assert isinstance(got, History)
+    assert got.events[0].value == {"lease": -9999999999999999999}
+
+
+def test_both_paths_read_a_simulated_history_alike(
+    tmp_path: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from etcdspec.checker.history import write_history
+
+    path = tmp_path / "h.jsonl"  # type: ignore[operator]
+    write_history(simulate_etcd(3, ops=300, processes=4, info_rate=0.1), path)
+    text = path.read_text(encoding="utf-8")
+    fast = read(text, True, monkeypatch)
+    slow = read(text, False, monkeypatch)
+    assert isinstance(fast, History)
+    assert canonical(fast) == canonical(slow)
+    assert len(fast.operations) == 300
