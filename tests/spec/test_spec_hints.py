@@ -37,29 +37,11 @@ from etcdspec.spec.prove import (
     Prover,
     prove,
 )
+from spec_toy import toy_spec
 
 from etcdspec.verdict import Verdict
 
-TOY = """
-sort node
-sort term ordered
-rigid constant zero: term
-axiom zero_least: forall t: term. zero <= t
-function current_term(node): term
-relation leader(node, term)
-init ct: forall n: node. current_term(n) = zero
-init nol: forall n: node, t: term. !leader(n, t)
-action elect(n: node, t: term) {
-  require current_term(n) < t;
-  [others] require forall m: node, u: term. leader(m, u) -> u < t;
-  current_term(n) := t;
-  leader(n, t) := true;
-  mutation unchecked "elect without looking at other leaders" { [others] skip; }
-}
-action restart(n: node) { forall t: term. leader(n, t) := false; }
-invariant leader_term: forall n: node, t: term. leader(n, t) -> t <= current_term(n)
-safety one_leader: forall n: node, m: node, t: term. leader(n, t) & leader(m, t) -> n = m
-"""
+TOY = toy_spec(witness=False)
 
 
 def toy(mutation: str | None = None, filename: str = "toy.spec") -> LoadedSpec:

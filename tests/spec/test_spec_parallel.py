@@ -17,31 +17,11 @@ from etcdspec.spec.parallel import (
     prove_parallel,
 )
 from etcdspec.spec.prove import CheckKind, CheckResult, ProofReport, prove
+from spec_toy import NOOP_ACTION, toy_spec
 
 from etcdspec.verdict import Verdict
 
-TOY = """
-sort node
-sort term ordered
-rigid constant zero: term
-axiom zero_least: forall t: term. zero <= t
-function current_term(node): term
-relation leader(node, term)
-init ct: forall n: node. current_term(n) = zero
-init nol: forall n: node, t: term. !leader(n, t)
-action elect(n: node, t: term) {
-  require current_term(n) < t;
-  [others] require forall m: node, u: term. leader(m, u) -> u < t;
-  current_term(n) := t;
-  leader(n, t) := true;
-  mutation unchecked "elect without looking at other leaders" { [others] skip; }
-}
-action restart(n: node) { forall t: term. leader(n, t) := false; }
-action noop(n: node) { require current_term(n) = zero; }
-invariant leader_term: forall n: node, t: term. leader(n, t) -> t <= current_term(n)
-safety one_leader: forall n: node, m: node, t: term. leader(n, t) & leader(m, t) -> n = m
-witness elect_twice { run elect, restart, elect; reach exists n: node, t: term. leader(n, t); }
-"""
+TOY = toy_spec(NOOP_ACTION)
 
 
 def toy(mutation: str | None = None) -> LoadedSpec:
