@@ -31,8 +31,8 @@ from etcdspec.checker.gc_pause import paused_gc
 
 
 def _find_orjson_loads() -> Callable[[str], Any] | None:
-    """orjson.loads when orjson is installed (optional: it parses the JSON lines about
-    twice as fast; `_parse_lines` reads the same with or without it)."""
+    """orjson.loads (a dependency: it parses the JSON lines about twice as fast), or None
+    where it is missing; `_parse_lines` reads the same with or without it."""
     try:
         module = importlib.import_module("orjson")
     except ImportError:
@@ -291,34 +291,39 @@ _DECODE = json.JSONDecoder().raw_decode
 # that many digits before.
 _DIGITS_TO_ZERO = bytes.maketrans(b"0123456789", b"0" * 10)
 # orjson reads an integer beyond 64 bits as a float (-9999999999999999999, 19 digits,
-# already), where the stdlib keeps an int; a history with a run of this many digits
-# anywhere is read by the stdlib alone.
+# already), where the stdlib keeps an int; a line with a run of this many digits (etcd's
+# 19-digit lease ids, say) is read by the stdlib.
 LONG_DIGITS = 19
 _FAST_JSON = True  # use orjson when it is installed (tests switch it off)
+
+
+def long_digit_run(text: str) -> bool:
+    """Whether `text` holds a run of LONG_DIGITS digits."""
+    digits = text.encode("utf-8", "surrogatepass").translate(_DIGITS_TO_ZERO)
+    return b"0" * LONG_DIGITS in digits
 
 
 def fast_json_usable(text: str) -> bool:
     """Whether orjson reads every line of `text` as the stdlib does, where it reads it at
     all (a line it refuses takes the stdlib path): it is installed and no run of
-    LONG_DIGITS digits appears (its one difference on what it accepts: big integers)."""
-    if _orjson_loads is None or not _FAST_JSON:
-        return False
-    digits = text.encode("utf-8", "surrogatepass").translate(_DIGITS_TO_ZERO)
-    return b"0" * LONG_DIGITS not in digits
+    LONG_DIGITS digits appears (its one difference on what it accepts: big integers).
+    Where one does, `_parse_lines` still reads the other lines with orjson."""
+    return _orjson_loads is not None and _FAST_JSON and not long_digit_run(text)
 
 
 def _parse_lines(text: str, source: str) -> list[HistoryEvent]:
     """Every non-blank line as a HistoryEvent. A plainly valid line (the common case) is
     decoded and checked inline; anything else takes `parse_event`'s full schema walk.
-    A line is decoded by orjson when `fast_json_usable`, else (or when orjson refuses
-    it: NaN, a float out of range, an escaped lone surrogate, text around the value) by
-    the stdlib, which decides what the line is."""
+    A line is decoded by orjson unless it holds a long digit run (`long_digit_run`) or
+    orjson refuses it (NaN, a float out of range, an escaped lone surrogate, text around
+    the value): then by the stdlib, which decides what the line is."""
     events: list[HistoryEvent] = []
     append = events.append
-    fast = _orjson_loads if fast_json_usable(text) else None
+    fast = _orjson_loads if _FAST_JSON else None
+    per_line = fast is not None and long_digit_run(text)  # else no line has one
     for number, raw in enumerate(text.splitlines(), start=1):
         try:
-            if fast is not None:
+            if fast is not None and not (per_line and long_digit_run(raw)):
                 obj = fast(raw)
             else:
                 obj, end = _DECODE(raw)

@@ -1,17 +1,14 @@
-"""The history reader's two JSON paths (orjson when installed, the stdlib) read every
-text alike: the same events, or the same error on the same line."""
+"""The history reader's two JSON paths (orjson, the stdlib) read every text alike: the
+same events, or the same error on the same line."""
 
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 
 import pytest
 from etcdspec.checker import history as history_module
 from etcdspec.checker.history import History, HistoryError, fast_json_usable, parse_history_text
 from etcdspec.checker.simulate import simulate_etcd
-
-HAS_ORJSON = importlib.util.find_spec("orjson") is not None
 
 INVOKE = '{"index":0,"process":0,"type":"invoke","f":"put","value":%s,"time":1}'
 OK = '{"index":1,"process":0,"type":"ok","f":"put","value":%s,"time":2}'
@@ -67,7 +64,7 @@ def test_stdlib_path_is_taken_when_switched_off(monkeypatch: pytest.MonkeyPatch)
     ],
 )
 def test_long_digit_runs_keep_the_stdlib(name: str, usable: bool) -> None:
-    assert fast_json_usable(TEXTS[name]) is (usable and HAS_ORJSON)
+    assert fast_json_usable(TEXTS[name]) is usable
 
 
 @pytest.mark.parametrize("name", sorted(TEXTS))
@@ -95,3 +92,21 @@ def test_both_paths_read_a_simulated_history_alike(
     assert isinstance(fast, History)
     assert canonical(fast) == canonical(slow)
     assert len(fast.operations) == 300
+
+
+def test_only_lines_with_long_digit_runs_leave_orjson(monkeypatch: pytest.MonkeyPatch) -> None:
+    decoded: list[str] = []
+    orjson_loads = history_module._orjson_loads
+    assert orjson_loads is not None, "orjson is a dependency of etcdspec"
+
+    def counting(raw: str) -> object:
+        decoded.append(raw)
+        return orjson_loads(raw)
+
+    monkeypatch.setattr(history_module, "_orjson_loads", counting)
+    big = INVOKE % '{"key":"k","value":"v","lease":7587869185929184775}'
+    text = "\n".join([big, OK % '{"header":{"revision":2}}'])
+    got = read(text, True, monkeypatch)
+    assert isinstance(got, History)
+    assert got.events[0].value["lease"] == 7587869185929184775
+    assert decoded == [OK % '{"header":{"revision":2}}']
