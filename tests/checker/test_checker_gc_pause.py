@@ -32,7 +32,9 @@ def collecting() -> Iterator[None]:
         yield
     finally:
         gc.unfreeze()
-        if not was:
+        if was:
+            gc.enable()  # also after a test that switched it off
+        else:
             gc.disable()
 
 
