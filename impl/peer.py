@@ -34,7 +34,7 @@ import logging
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 MAGIC = b"ETSP"
 VERSION = 1
@@ -221,9 +221,10 @@ class _Inbound(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-        self.owner._inbound.add(transport)
+        # A stream transport (create_server's), though not always an asyncio.Transport
+        # subclass: uvloop's TCPTransport is not one, so no isinstance check here.
+        self.transport = cast(asyncio.Transport, transport)
+        self.owner._inbound.add(self.transport)
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.transport is not None:

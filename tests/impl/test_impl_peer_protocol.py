@@ -164,3 +164,27 @@ def test_at_most_queue_limit_frames_wait_for_a_connection() -> None:
         sender.enqueue(b"x")  # not connected: nothing is scheduled, frames wait
     assert len(sender.pending) == peer.QUEUE_LIMIT
     assert sender.stats.dropped_frames == 3
+
+
+class _StreamTransportNotSubclassed(asyncio.BaseTransport):
+    """A stream transport that is not an asyncio.Transport subclass, as uvloop's is not."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+
+def test_inbound_accepts_a_stream_transport_of_another_event_loop() -> None:
+    owner, got, _ = _owner()
+    inbound = peer._Inbound(owner)
+    transport = _StreamTransportNotSubclassed()
+    inbound.connection_made(transport)
+    inbound.data_received(_stream([b"x"]))
+    assert got == [(7, b"x")]
+    assert not transport.closed
