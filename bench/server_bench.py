@@ -299,18 +299,8 @@ def format_memory_table(rows: list[MemberMemory]) -> str:
     return "\n".join(lines)
 
 
-# Our members on uvloop's event loop (`--loop uvloop`): the same `etcdspec serve`, with
-# uvloop's loop policy installed first, so that asyncio.run in the member makes a uvloop loop.
-UVLOOP_PROGRAM = (
-    "import asyncio, uvloop; asyncio.set_event_loop_policy(uvloop.EventLoopPolicy()); "
-    "from etcdspec.cli.main import main; main()"
-)
-
-
-def program_for(target: str, loop: str = "asyncio") -> list[str]:
+def program_for(target: str) -> list[str]:
     if target == "ours":
-        if loop == "uvloop":
-            return [sys.executable, "-c", UVLOOP_PROGRAM, "serve"]
         return launcher.ours_program()
     binary = Path(sys.executable).parent / "etcd"
     found = str(binary) if binary.exists() else shutil.which("etcd")
@@ -321,12 +311,12 @@ def program_for(target: str, loop: str = "asyncio") -> list[str]:
 
 @contextlib.contextmanager
 def running_cluster(
-    target: str, snapshot_count: int, loop: str = "asyncio"
+    target: str, snapshot_count: int
 ) -> Iterator[tuple[launcher.ClusterPlan, list[launcher.RunningMember]]]:
     """A fresh 3-member cluster of `target`, ready (it has a leader); always stopped."""
     directory = Path(tempfile.mkdtemp(prefix=f"etcdspec-bench-{target}-"))
     plan = launcher.plan_cluster(directory, 3, snapshot_count=snapshot_count)
-    members = launcher.start_cluster(plan, program_for(target, loop))
+    members = launcher.start_cluster(plan, program_for(target))
     try:
         launcher.wait_ready(plan.endpoints, timeout_s=60)
         yield plan, members
@@ -340,10 +330,9 @@ def bench_target(
     client_counts: list[int],
     duration: float,
     seed: int,
-    loop: str = "asyncio",
     workloads: tuple[str, ...] = WORKLOADS,
 ) -> list[Cell]:
-    with running_cluster(target, snapshot_count=10_000, loop=loop) as (plan, members):
+    with running_cluster(target, snapshot_count=10_000) as (plan, members):
         asyncio.run(_populate(plan.endpoints))
         cells = []
         for workload in workloads:
@@ -420,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
     targets = [t for t in args.targets.split(",") if t]
     if args.profile:
         os.environ["ETCDSPEC_PROFILE"] = str(Path(args.profile).resolve())
-    # Our members read it (etcdspec.impl.event_loop) once they run on event_loop.run.
+    # Our members inherit it: etcdspec.impl.event_loop picks their loop (etcd ignores it).
     os.environ[EVENT_LOOP_ENV] = args.loop
     if args.memory:
         rows: list[MemberMemory] = []
@@ -439,9 +428,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     cells: list[Cell] = []
     for target in targets:
-        cells.extend(
-            bench_target(target, client_counts, args.duration, args.seed, args.loop, workloads)
-        )
+        cells.extend(bench_target(target, client_counts, args.duration, args.seed, workloads))
     print(format_table(cells))
     if args.json_path:
         Path(args.json_path).write_text(
