@@ -303,14 +303,6 @@ def long_digit_run(text: str) -> bool:
     return b"0" * LONG_DIGITS in digits
 
 
-def fast_json_usable(text: str) -> bool:
-    """Whether orjson reads every line of `text` as the stdlib does, where it reads it at
-    all (a line it refuses takes the stdlib path): it is installed and no run of
-    LONG_DIGITS digits appears (its one difference on what it accepts: big integers).
-    Where one does, `_parse_lines` still reads the other lines with orjson."""
-    return _orjson_loads is not None and _FAST_JSON and not long_digit_run(text)
-
-
 def _parse_lines(text: str, source: str) -> list[HistoryEvent]:
     """Every non-blank line as a HistoryEvent. A plainly valid line (the common case) is
     decoded and checked inline; anything else takes `parse_event`'s full schema walk.

@@ -274,15 +274,7 @@ class Backend:
                 self._conn.execute("ROLLBACK")
                 raise
             else:
-                try:
-                    self._conn.execute("COMMIT")
-                except sqlite3.Error:
-                    # A failed commit (disk full, I/O error) may leave the transaction
-                    # open: end it so the caller sees the error and nothing half-done.
-                    self._drop_caches()
-                    if self._conn.in_transaction:
-                        self._conn.execute("ROLLBACK")
-                    raise
+                self._commit()
             finally:
                 self._in_txn = False
                 self._size_cache = None  # the transaction's writes may have grown the file
@@ -326,6 +318,13 @@ class Backend:
             return
         self._open = False
         self._open_blocks = 0
+        self._commit()
+        self._after_commit()
+
+    def _commit(self) -> None:
+        """COMMIT the open SQLite transaction. A failed commit (disk full, I/O error) may
+        leave it open: it is rolled back, so the caller sees the error and nothing
+        half-done."""
         try:
             self._conn.execute("COMMIT")
         except sqlite3.Error:
@@ -333,7 +332,6 @@ class Backend:
             if self._conn.in_transaction:
                 self._conn.execute("ROLLBACK")
             raise
-        self._after_commit()
 
     def _after_commit(self) -> None:
         """Called after each commit of group commit (a subclass may checkpoint)."""

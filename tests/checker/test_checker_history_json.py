@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 from etcdspec.checker import history as history_module
-from etcdspec.checker.history import History, HistoryError, fast_json_usable, parse_history_text
+from etcdspec.checker.history import History, HistoryError, long_digit_run, parse_history_text
 from etcdspec.checker.simulate import simulate_etcd
 
 INVOKE = '{"index":0,"process":0,"type":"invoke","f":"put","value":%s,"time":1}'
@@ -50,8 +50,11 @@ def canonical(read_as: History | str) -> str:
 
 
 def test_stdlib_path_is_taken_when_switched_off(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(history_module, "_FAST_JSON", False)
-    assert not fast_json_usable(TEXTS["plain"])
+    def refuse(raw: str) -> object:
+        raise AssertionError(f"orjson asked to decode {raw!r} while switched off")
+
+    monkeypatch.setattr(history_module, "_orjson_loads", refuse)
+    assert isinstance(read(TEXTS["plain"], False, monkeypatch), History)
 
 
 @pytest.mark.parametrize(
@@ -64,7 +67,7 @@ def test_stdlib_path_is_taken_when_switched_off(monkeypatch: pytest.MonkeyPatch)
     ],
 )
 def test_long_digit_runs_keep_the_stdlib(name: str, usable: bool) -> None:
-    assert fast_json_usable(TEXTS[name]) is usable
+    assert long_digit_run(TEXTS[name]) is not usable
 
 
 @pytest.mark.parametrize("name", sorted(TEXTS))
