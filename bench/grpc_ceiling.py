@@ -45,8 +45,10 @@ from typing import Any
 
 import grpc
 from etcdspec.impl import launcher
+from etcdspec.impl.config import DEFAULT_MAX_REQUEST_BYTES
+from etcdspec.impl.grpc_h2 import GrpcH2Server
 from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
-from etcdspec.impl.server import SERVER_OPTIONS, GenericOnly, unary
+from etcdspec.impl.server import SERVER_OPTIONS, GenericOnly, max_receive_bytes, unary
 
 from bench.server_bench import _run_cell, read_cpu_seconds
 
@@ -114,6 +116,7 @@ class ServerSetup:
     options: str = "default"  # "ours": etcdspec.impl.server's options; "extra": + EXTRA_OPTIONS
     loop: str = "asyncio"  # or "uvloop", or "threads": grpc's synchronous thread-pool server
     poll_strategy: str = ""  # GRPC_POLL_STRATEGY, when set
+    server: str = "grpc.aio"  # or "h2": etcdspec.impl.grpc_h2, our own HTTP/2 server
 
 
 # Server options tried on top of ours (the "opts" variant).
@@ -134,6 +137,9 @@ VARIANTS: dict[str, ServerSetup] = {
     "uvloop-opts": ServerSetup(
         services="all", registration="generic", options="extra", loop="uvloop"
     ),
+    "h2": ServerSetup(services="all", registration="generic", server="h2"),
+    "h2-ours": ServerSetup(services="all", registration="generic", handler="wrapped", server="h2"),
+    "h2-uvloop": ServerSetup(services="all", registration="generic", server="h2", loop="uvloop"),
     "sync": ServerSetup(registration="generic", options="ours", loop="threads"),
     "poll=epoll1": ServerSetup(services="all", options="ours", poll_strategy="epoll1"),
     "poll=poll": ServerSetup(services="all", options="ours", poll_strategy="poll"),
@@ -146,7 +152,11 @@ async def _serve(port: int, setup: ServerSetup) -> None:
         options.extend(SERVER_OPTIONS)
     if setup.options == "extra":
         options.extend(EXTRA_OPTIONS)
-    server = grpc.aio.server(options=options)
+    server: Any = (
+        GrpcH2Server(max_receive_bytes(DEFAULT_MAX_REQUEST_BYTES))
+        if setup.server == "h2"
+        else grpc.aio.server(options=options)
+    )
     servicer: rpc_pb2_grpc.KVServicer = WrappedKV() if setup.handler == "wrapped" else ConstantKV()
     target: Any = server
     if setup.registration == "generic":
