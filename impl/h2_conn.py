@@ -218,8 +218,10 @@ class H2ServerConnection:
         elif kind == SETTINGS:
             self._on_settings(flags, stream_id, payload)
         elif kind == PING:
-            if stream_id != 0 or len(payload) != 8:
-                self._connection_error(PROTOCOL_ERROR, "a malformed PING")
+            if stream_id != 0:
+                self._connection_error(PROTOCOL_ERROR, "PING on a stream")
+            elif len(payload) != 8:
+                self._connection_error(FRAME_SIZE_ERROR, f"a PING of {len(payload)} bytes")
             elif not flags & ACK:
                 self.outbound.append(frame(PING, ACK, 0, payload))
         elif kind == RST_STREAM:
