@@ -10,8 +10,9 @@ What it does:
 - the preface and SETTINGS exchange; PING answered; PRIORITY ignored; PUSH_PROMISE
   from a client is a protocol error; GOAWAY received stops new streams;
 - request header blocks (HEADERS + CONTINUATION) decoded with HPACK (the `hpack`
-  library); a block that changes nothing in the decoder's dynamic table is remembered,
-  so a client repeating the same indexed headers costs a dict lookup;
+  library); a block that changes nothing in the decoder's dynamic table (neither its
+  entries nor its size) is remembered, so a client repeating the same indexed headers
+  costs a dict lookup;
 - flow control both ways. Receiving: the connection window is replenished as data
   arrives; a stream's window as the listener reports bytes consumed (`consumed`), so
   a handler that does not read holds its client back. Sending: DATA beyond the peer's
@@ -335,6 +336,7 @@ class H2ServerConnection:
         entries = table.dynamic_entries
         size_before = len(entries)
         first_before = entries[0] if entries else None
+        maxsize_before = table.maxsize
         try:
             headers: Headers = [
                 (bytes(n), bytes(v)) for n, v in self._decoder.decode(block, raw=True)
@@ -343,12 +345,18 @@ class H2ServerConnection:
             self._connection_error(COMPRESSION_ERROR, f"header block not decodable: {error}")
             return None
         entries = table.dynamic_entries
-        if len(entries) == size_before and (entries[0] if entries else None) is first_before:
+        if (
+            len(entries) == size_before
+            and (entries[0] if entries else None) is first_before
+            and table.maxsize == maxsize_before
+        ):
             if len(self._header_cache) >= HEADER_CACHE_LIMIT:
                 self._header_cache.clear()
             self._header_cache[block] = headers
         else:
-            # The table moved: blocks remembered so far may now mean something else.
+            # The table moved or was resized (a size update, RFC 7541 §6.3): blocks
+            # remembered so far may now mean something else, and a remembered block holding
+            # a size update would skip it.
             self._header_cache.clear()
         return headers
 
