@@ -531,7 +531,8 @@ class H2ServerConnection:
         sent = 0
         limit = self._peer_max_frame
         while True:
-            room = min(self._peer_window, stream.send_window, limit, total - sent)
+            # A window may be below zero after SETTINGS shrank it (§6.9.2): no room then.
+            room = max(0, min(self._peer_window, stream.send_window, limit, total - sent))
             if room <= 0 and sent < total:
                 return sent
             piece = data[sent : sent + room] if (sent or room < total) else data
