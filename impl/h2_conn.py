@@ -314,7 +314,11 @@ class H2ServerConnection:
             self.events.on_data(stream_id, b"", True)
             return
         if stream_id <= self.last_stream_id:
-            self._connection_error(STREAM_CLOSED, f"HEADERS on closed stream {stream_id}")
+            # A new stream's id must exceed every id the client used before (§5.1.1).
+            self._connection_error(
+                PROTOCOL_ERROR,
+                f"HEADERS opening stream {stream_id}, not above stream {self.last_stream_id}",
+            )
             return
         self.last_stream_id = stream_id
         if self.goaway_sent:
