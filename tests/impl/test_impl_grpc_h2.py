@@ -14,13 +14,15 @@ import contextlib
 import json
 import os
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import grpc
+import hpack
 import pytest
+from etcdspec.impl import h2_conn
 from etcdspec.impl.grpc_h2 import GrpcH2Server
 from etcdspec.impl.launcher import free_ports
 from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
@@ -55,7 +57,7 @@ class Handshakes:
         return self.cancelled.setdefault(key, asyncio.Event())
 
 
-class KV(rpc_pb2_grpc.KVServicer):  # type: ignore[misc]
+class KV(rpc_pb2_grpc.KVServicer):
     """Range behaves by its key; every other method is the generated UNIMPLEMENTED one."""
 
     def __init__(self, shakes: Handshakes) -> None:
@@ -77,6 +79,9 @@ class KV(rpc_pb2_grpc.KVServicer):  # type: ignore[misc]
             except asyncio.CancelledError:
                 self.shakes.cancelled_event(key).set()
                 raise
+        if key == b"deadline":
+            remaining = context.time_remaining()
+            return rpc_pb2.RangeResponse(count=-1 if remaining is None else int(remaining * 1000))
         self.shakes.metadata.append(context.invocation_metadata())
         return rpc_pb2.RangeResponse(
             header={"revision": 7},
@@ -85,16 +90,21 @@ class KV(rpc_pb2_grpc.KVServicer):  # type: ignore[misc]
         )
 
 
-class Watch(rpc_pb2_grpc.WatchServicer):  # type: ignore[misc]
-    """Echoes each create request's start_revision as a created watch's id."""
+class Watch(rpc_pb2_grpc.WatchServicer):
+    """Echoes each create request's start_revision as a created watch's id; key "last"
+    ends the call after its answer, key "abort" aborts it after its answer."""
 
     async def Watch(self, request_iterator: AsyncIterator[Any], context: Any) -> AsyncIterator[Any]:
         async for request in request_iterator:
             start = request.create_request.start_revision
             yield rpc_pb2.WatchResponse(watch_id=start, created=True)
+            if request.create_request.key == b"last":
+                return  # ends the call while the client may still send
+            if request.create_request.key == b"abort":
+                await context.abort(grpc.StatusCode.OUT_OF_RANGE, TRICKY_DETAILS)
 
 
-class Maintenance(rpc_pb2_grpc.MaintenanceServicer):  # type: ignore[misc]
+class Maintenance(rpc_pb2_grpc.MaintenanceServicer):
     """Snapshot streams CHUNKS chunks of 1 KiB, each naming its index."""
 
     CHUNKS = 500
@@ -146,8 +156,8 @@ async def serving(max_receive_bytes: int = MAX_RECEIVE) -> AsyncIterator[Served]
         await server.stop(None)
 
 
-def run(scenario: Callable[[], Awaitable[T]]) -> T:
-    return asyncio.run(scenario())  # type: ignore[arg-type]
+def run(scenario: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    return asyncio.run(scenario())
 
 
 async def within(awaitable: Awaitable[T]) -> T:
@@ -387,6 +397,208 @@ def test_start_on_port_in_use_raises_runtime_error_naming_target() -> None:
             with pytest.raises(RuntimeError, match=target):
                 await server.start()
             await server.stop(None)
+
+    run(scenario)
+
+
+def test_client_stream_beyond_stream_window_flows_as_handler_reads() -> None:
+    """30 requests of 500 kB: 15 MB, far above the 4 MiB stream window we advertise, so
+    the client can only finish if the handler's reads give the window back."""
+
+    async def scenario() -> None:
+        async with serving() as served:
+            call = rpc_pb2_grpc.WatchStub(served.channel).Watch()
+            key = b"k" * 500_000
+
+            async def write_all() -> None:
+                for revision in range(30):
+                    request = rpc_pb2.WatchRequest(
+                        create_request={"key": key, "start_revision": revision}
+                    )
+                    await call.write(request)
+                await call.done_writing()
+
+            writer = asyncio.create_task(write_all())
+            ids = [(await within(call.read())).watch_id for _ in range(30)]
+            await within(writer)
+            assert ids == list(range(30))
+            assert await within(call.code()) == grpc.StatusCode.OK
+
+    run(scenario)
+
+
+def test_bidi_stream_handler_ending_before_client_half_close_ends_ok() -> None:
+    async def scenario() -> None:
+        async with serving() as served:
+            call = rpc_pb2_grpc.WatchStub(served.channel).Watch()
+            request = rpc_pb2.WatchRequest(create_request={"key": b"last", "start_revision": 5})
+            await within(call.write(request))
+            assert (await within(call.read())).watch_id == 5
+            assert await within(call.read()) is grpc.aio.EOF
+            assert await within(call.code()) == grpc.StatusCode.OK
+
+    run(scenario)
+
+
+def test_stream_abort_after_messages_delivers_them_then_status() -> None:
+    async def scenario() -> None:
+        async with serving() as served:
+            call = rpc_pb2_grpc.WatchStub(served.channel).Watch()
+            for key, revision in ((b"a", 1), (b"b", 2), (b"abort", 3)):
+                request = rpc_pb2.WatchRequest(
+                    create_request={"key": key, "start_revision": revision}
+                )
+                await within(call.write(request))
+                assert (await within(call.read())).watch_id == revision
+            assert await status_of(call.read()) == (
+                grpc.StatusCode.OUT_OF_RANGE,
+                TRICKY_DETAILS,
+            )
+
+    run(scenario)
+
+
+def test_time_remaining_reflects_client_deadline() -> None:
+    async def scenario() -> None:
+        async with serving() as served:
+            with_deadline = await within(served.kv.Range(range_request(b"deadline"), timeout=5))
+            assert 0 < with_deadline.count <= 5000
+            without = await within(served.kv.Range(range_request(b"deadline")))
+            assert without.count == -1
+
+    run(scenario)
+
+
+def test_client_closing_connection_cancels_handler() -> None:
+    async def scenario() -> None:
+        async with serving() as served:
+            call = served.kv.Range(range_request(b"wait"))
+            await within(served.shakes.started_event(b"wait").wait())
+            await served.channel.close()
+            await within(served.shakes.cancelled_event(b"wait").wait())
+            assert call.done()
+
+    run(scenario)
+
+
+# -- raw HTTP/2: what a grpc client never sends ----------------------------------------
+
+GRPC_REQUEST = [
+    (":method", "POST"),
+    (":scheme", "http"),
+    (":path", "/etcdserverpb.KV/Range"),
+    (":authority", "127.0.0.1"),
+    ("content-type", "application/grpc"),
+    ("te", "trailers"),
+]
+FOO = rpc_pb2.RangeRequest(key=b"foo").SerializeToString()
+WAIT = rpc_pb2.RangeRequest(key=b"wait").SerializeToString()
+
+
+def message(payload: bytes, compressed: bool = False) -> bytes:
+    return bytes([int(compressed)]) + len(payload).to_bytes(4, "big") + payload
+
+
+async def raw_call(
+    port: int, headers: list[tuple[str, str]], body: bytes | None
+) -> tuple[dict[bytes, bytes], bytes]:
+    """One request on a fresh connection with our own frames; the response's header
+    fields (headers and trailers merged) and its DATA bytes, once stream 1 ends."""
+    reader, writer = await within(asyncio.open_connection("127.0.0.1", port))
+    try:
+        out = h2_conn.PREFACE + h2_conn.frame(h2_conn.SETTINGS, 0, 0)
+        block = hpack.Encoder().encode(headers)
+        flags = h2_conn.END_HEADERS | (h2_conn.END_STREAM if body is None else 0)
+        out += h2_conn.frame(h2_conn.HEADERS, flags, 1, block)
+        if body is not None:
+            out += h2_conn.frame(h2_conn.DATA, h2_conn.END_STREAM, 1, body)
+        writer.write(out)
+        decoder = hpack.Decoder()
+        fields: dict[bytes, bytes] = {}
+        data = b""
+        while True:
+            head = await within(reader.readexactly(9))
+            high, low, kind, flags, stream_id = h2_conn.FRAME_HEADER.unpack(head)
+            payload = await within(reader.readexactly((high << 8) | low))
+            if stream_id != 1:
+                continue
+            if kind == h2_conn.HEADERS:
+                assert flags & h2_conn.END_HEADERS
+                fields.update((bytes(n), bytes(v)) for n, v in decoder.decode(payload, raw=True))
+            elif kind == h2_conn.DATA:
+                data += payload
+            elif kind == h2_conn.RST_STREAM:
+                fields[b"rst"] = payload
+            if flags & h2_conn.END_STREAM or kind == h2_conn.RST_STREAM:
+                return fields, data
+    finally:
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
+
+
+@pytest.mark.parametrize(
+    ("headers", "body", "status", "grpc_status"),
+    [
+        (GRPC_REQUEST, message(FOO), b"200", b"0"),
+        (
+            [(n, "text/plain") if n == "content-type" else (n, v) for n, v in GRPC_REQUEST],
+            message(FOO),
+            b"415",
+            None,
+        ),
+        (GRPC_REQUEST, message(FOO, compressed=True), b"200", b"12"),
+        (GRPC_REQUEST, message(FOO)[:-1], b"200", b"13"),
+        (GRPC_REQUEST, None, b"200", b"13"),
+        (GRPC_REQUEST, message(FOO) + message(FOO), b"200", b"13"),
+        ([*GRPC_REQUEST, ("grpc-timeout", "1m")], message(WAIT), b"200", b"4"),
+        ([*GRPC_REQUEST, ("grpc-timeout", "soon")], message(FOO), b"200", b"0"),
+        (
+            [(n, "/etcdserverpb.KV/Nope") if n == ":path" else (n, v) for n, v in GRPC_REQUEST],
+            message(FOO),
+            b"200",
+            b"12",
+        ),
+    ],
+    ids=[
+        "well-formed-ok",
+        "not-grpc-content-type-415",
+        "compressed-message-unimplemented",
+        "request-ends-inside-message-internal",
+        "unary-without-message-internal",
+        "unary-with-two-messages-internal",
+        "grpc-timeout-deadline-exceeded",
+        "malformed-grpc-timeout-ignored",
+        "unknown-path-unimplemented",
+    ],
+)
+def test_raw_request_gets_grpc_status(
+    headers: list[tuple[str, str]], body: bytes | None, status: bytes, grpc_status: bytes | None
+) -> None:
+    async def scenario() -> dict[bytes, bytes]:
+        async with serving() as served:
+            fields, _ = await raw_call(served.port, headers, body)
+            return fields
+
+    fields = run(scenario)
+    assert fields.get(b":status") == status, fields
+    assert fields.get(b"grpc-status") == grpc_status, fields
+
+
+def test_start_failing_on_second_target_releases_the_first() -> None:
+    async def scenario() -> None:
+        first = free_ports(1)[0]
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+            busy = f"127.0.0.1:{taken.getsockname()[1]}"
+            server = GrpcH2Server(MAX_RECEIVE)
+            server.add_insecure_port(f"127.0.0.1:{first}")
+            server.add_insecure_port(busy)
+            with pytest.raises(RuntimeError, match=busy):
+                await server.start()
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as again:
+            again.bind(("127.0.0.1", first))  # free again: the first listener was closed
 
     run(scenario)
 
