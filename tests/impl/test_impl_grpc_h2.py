@@ -613,32 +613,36 @@ def etcdctl() -> Iterator[Path]:
     yield ETCDCTL
 
 
-def test_etcdctl_get_against_our_server(etcdctl: Path) -> None:
-    async def scenario() -> dict[str, Any]:
-        async with serving() as served:
-            process = await asyncio.create_subprocess_exec(
-                str(etcdctl),
-                "--endpoints",
-                f"127.0.0.1:{served.port}",
-                "--command-timeout=10s",
-                "get",
-                "foo",
-                "-w",
-                "json",
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                env={**os.environ, "ETCDCTL_API": "3"},
-            )
-            try:
-                out, err = await within(process.communicate())
-            finally:
-                if process.returncode is None:
-                    process.kill()
-                    await process.wait()
-            assert process.returncode == 0, err.decode()
-            return dict(json.loads(out))
+async def run_etcdctl(etcdctl: Path, port: int, *args: str) -> tuple[int, str, str]:
+    """etcdctl's exit code, stdout and stderr against 127.0.0.1:port."""
+    process = await asyncio.create_subprocess_exec(
+        str(etcdctl),
+        "--endpoints",
+        f"127.0.0.1:{port}",
+        "--command-timeout=10s",
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "ETCDCTL_API": "3"},
+    )
+    try:
+        out, err = await within(process.communicate())
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
 
-    printed = run(scenario)
+
+def test_etcdctl_get_against_our_server(etcdctl: Path) -> None:
+    async def scenario() -> tuple[int, str, str]:
+        async with serving() as served:
+            return await run_etcdctl(etcdctl, served.port, "get", "foo", "-w", "json")
+
+    code, out, err = run(scenario)
+    assert code == 0, err
+    printed = json.loads(out)
     assert printed["count"] == 1
     assert printed["header"]["revision"] == 7
     kv = printed["kvs"][0]
@@ -646,3 +650,26 @@ def test_etcdctl_get_against_our_server(etcdctl: Path) -> None:
     assert kv["key"] == "Zm9v"
     assert kv["value"] == "dmFsdWUgb2YgZm9v"  # "value of foo"
     assert (kv["mod_revision"], kv["version"]) == (7, 1)
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (("put", "k", "v"), "code = Unimplemented desc = Method not implemented!"),
+        (
+            ("get", "abort", "naïve 100% sure ✓ «ключ» %41"),
+            "code = FailedPrecondition desc = naïve 100% sure ✓ «ключ» %41",
+        ),
+    ],
+    ids=["unimplemented-put", "abort-details-percent-encoded"],
+)
+def test_etcdctl_sees_status_of_failed_call(
+    etcdctl: Path, args: tuple[str, ...], expected: str
+) -> None:
+    async def scenario() -> tuple[int, str, str]:
+        async with serving() as served:
+            return await run_etcdctl(etcdctl, served.port, *args)
+
+    code, _, err = run(scenario)
+    assert code != 0
+    assert expected in err, err
