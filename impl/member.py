@@ -67,6 +67,7 @@ import grpc
 from etcdspec.impl import errors, event_loop, failpoints, raft_codec
 from etcdspec.impl.config import MemberConfig
 from etcdspec.impl.errors import RpcError
+from etcdspec.impl.grpc_h2 import GrpcH2Server
 from etcdspec.impl.lessor import LeaseIdGenerator, NotPrimaryError
 from etcdspec.impl.member_storage import MemberStorage
 from etcdspec.impl.metrics import Metrics, MetricsServer
@@ -195,7 +196,7 @@ class Member:
         self.storage = MemberStorage(Path(config.data_dir), self.member_id)
         self.driver: RaftDriver | None = None
         self.transport: PeerTransport | None = None
-        self.grpc_server: grpc.aio.Server | None = None
+        self.grpc_server: GrpcH2Server | None = None
         self.metrics_server: MetricsServer | None = None
         self.peer_attributes: dict[int, dict[str, Any]] = {self.member_id: self._own_attributes()}
         self._waiters: dict[int, asyncio.Future[PbMessage]] = {}

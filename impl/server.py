@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 import grpc
 from etcdspec.impl import errors, failpoints, mvcc
 from etcdspec.impl.errors import RpcError
+from etcdspec.impl.grpc_h2 import GrpcH2Server
 from etcdspec.impl.pb import raft_internal_pb2 as internal_pb2
 from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
 from google.protobuf.message import Message
@@ -273,17 +274,6 @@ class WatchServicer(rpc_pb2_grpc.WatchServicer):
                 stream.progress()
 
 
-# The client-facing server's options, but for its receive limit (per member, see
-# max_receive_bytes). bench.grpc_ceiling tried more (optimization target "throughput",
-# no channelz, no BDP probe): none moved the CPU a call costs.
-SERVER_OPTIONS: tuple[tuple[str, int], ...] = (
-    ("grpc.max_send_message_length", 2**31 - 1),
-    ("grpc.so_reuseport", 0),
-    ("grpc.keepalive_permit_without_calls", 1),
-    ("grpc.http2.min_ping_interval_without_data_ms", 5000),
-)
-
-
 def max_receive_bytes(max_request_bytes: int) -> int:
     return max_request_bytes + GRPC_OVERHEAD_BYTES
 
@@ -315,10 +305,9 @@ class GenericOnly:
         """Ignored: the same handlers arrive through add_generic_rpc_handlers."""
 
 
-async def start_grpc_server(member: Member, targets: list[str]) -> grpc.aio.Server:
+async def start_grpc_server(member: Member, targets: list[str]) -> GrpcH2Server:
     """Create, bind and start the gRPC server with every servicer; returns it running."""
-    limit = max_receive_bytes(member.config.max_request_bytes)
-    server = grpc.aio.server(options=[("grpc.max_receive_message_length", limit), *SERVER_OPTIONS])
+    server = GrpcH2Server(max_receive_bytes(member.config.max_request_bytes))
     handlers = GenericOnly(server)
     rpc_pb2_grpc.add_KVServicer_to_server(KVServicer(member), handlers)
     rpc_pb2_grpc.add_LeaseServicer_to_server(LeaseServicer(member), handlers)
