@@ -12,7 +12,8 @@ What it does:
 - request header blocks (HEADERS + CONTINUATION) decoded with HPACK (the `hpack`
   library); a block that changes nothing in the decoder's dynamic table (neither its
   entries nor its size) is remembered, so a client repeating the same indexed headers
-  costs a dict lookup;
+  costs a dict lookup; a list above the advertised MAX_HEADER_LIST_SIZE resets its
+  stream alone (ENHANCE_YOUR_CALM);
 - flow control both ways. Receiving: the connection window is replenished as data
   arrives; a stream's window as the listener reports bytes consumed (`consumed`), so
   a handler that does not read holds its client back. Sending: DATA beyond the peer's
@@ -91,6 +92,12 @@ STREAM_WINDOW = 4 * 1024 * 1024
 CONNECTION_WINDOW = 32 * 1024 * 1024
 MAX_FRAME = 1024 * 1024
 MAX_HEADER_LIST = 64 * 1024
+# A decoded header list above MAX_HEADER_LIST costs its stream only (RST_STREAM
+# ENHANCE_YOUR_CALM, which gRPC clients read as RESOURCE_EXHAUSTED): the block is decoded
+# whole, so the HPACK table stays in step and the connection's other calls go on. Above
+# this hard bound (indexed fields can inflate a small block a thousandfold) decoding stops
+# and the connection ends.
+HEADER_LIST_HARD_LIMIT = 16 * MAX_HEADER_LIST
 HEADER_CACHE_LIMIT = 256
 
 Headers = list[tuple[bytes, bytes]]
@@ -148,7 +155,7 @@ class H2ServerConnection:
         self._buffer = b""
         self._preface_seen = False
         self._decoder = hpack.Decoder()
-        self._decoder.max_header_list_size = MAX_HEADER_LIST
+        self._decoder.max_header_list_size = HEADER_LIST_HARD_LIMIT
         self._header_cache: dict[bytes, Headers] = {}
         self._continuing: tuple[int, bool, list[bytes]] | None = None  # id, end, fragments
         self._peer_window = DEFAULT_WINDOW
@@ -301,12 +308,16 @@ class H2ServerConnection:
             self._header_block(stream_id, end_stream, b"".join(fragments))
 
     def _header_block(self, stream_id: int, end_stream: bool, block: bytes) -> None:
-        headers = self._decode(block)
-        if headers is None:
+        decoded = self._decode(block)
+        if decoded is None:
             return
+        headers, fits = decoded
         stream = self.streams.get(stream_id)
         if stream is not None:
             # Trailers from the client: they must end the stream; gRPC sends none.
+            if not fits:
+                self._stream_error(stream_id, ENHANCE_YOUR_CALM)
+                return
             if not end_stream or stream.remote_ended:
                 self._stream_error(stream_id, PROTOCOL_ERROR)
                 return
@@ -324,6 +335,9 @@ class H2ServerConnection:
         if self.goaway_sent:
             self.outbound.append(_rst(stream_id, REFUSED_STREAM))
             return
+        if not fits:
+            self.outbound.append(_rst(stream_id, ENHANCE_YOUR_CALM))
+            return
         self.streams[stream_id] = StreamState(
             send_window=self._peer_initial_window,
             recv_window=self.stream_window,
@@ -331,11 +345,12 @@ class H2ServerConnection:
         )
         self.events.on_headers(stream_id, headers, end_stream)
 
-    def _decode(self, block: bytes) -> Headers | None:
-        """The header list of a block; None after a compression error (connection closed)."""
+    def _decode(self, block: bytes) -> tuple[Headers, bool] | None:
+        """The header list of a block and whether it fits MAX_HEADER_LIST; None after a
+        compression error (connection closed)."""
         cached = self._header_cache.get(block)
         if cached is not None:
-            return cached
+            return cached, True
         table = self._decoder.header_table
         entries = table.dynamic_entries
         size_before = len(entries)
@@ -348,21 +363,23 @@ class H2ServerConnection:
         except hpack.HPACKError as error:
             self._connection_error(COMPRESSION_ERROR, f"header block not decodable: {error}")
             return None
+        # The list's size as RFC 9113 §6.5.2 counts it (32 octets of overhead a field).
+        fits = sum(len(n) + len(v) + 32 for n, v in headers) <= MAX_HEADER_LIST
         entries = table.dynamic_entries
         if (
-            len(entries) == size_before
-            and (entries[0] if entries else None) is first_before
-            and table.maxsize == maxsize_before
+            len(entries) != size_before
+            or (entries[0] if entries else None) is not first_before
+            or table.maxsize != maxsize_before
         ):
-            if len(self._header_cache) >= HEADER_CACHE_LIMIT:
-                self._header_cache.clear()
-            self._header_cache[block] = headers
-        else:
             # The table moved or was resized (a size update, RFC 7541 §6.3): blocks
             # remembered so far may now mean something else, and a remembered block holding
             # a size update would skip it.
             self._header_cache.clear()
-        return headers
+        elif fits:
+            if len(self._header_cache) >= HEADER_CACHE_LIMIT:
+                self._header_cache.clear()
+            self._header_cache[block] = headers
+        return headers, fits
 
     def _on_window_update(self, stream_id: int, payload: bytes) -> None:
         if len(payload) != 4:

@@ -273,6 +273,24 @@ def test_request_just_below_max_receive_bytes_is_served() -> None:
     run(scenario)
 
 
+def test_oversized_metadata_fails_its_call_only() -> None:
+    """Metadata above the server's header list limit: RESOURCE_EXHAUSTED for that call, and
+    a call in flight on the same connection still completes."""
+
+    async def scenario() -> None:
+        async with serving() as served:
+            other = served.kv.Range(range_request(b"slow"))
+            await within(served.shakes.started_event(b"slow").wait())
+            big = [("x-big", "a" * 70_000)]
+            code, _ = await status_of(served.kv.Range(range_request(b"foo"), metadata=big))
+            assert code == grpc.StatusCode.RESOURCE_EXHAUSTED
+            served.shakes.release.set()
+            assert (await within(other)).kvs[0].key == b"slow"
+            assert (await within(served.kv.Range(range_request(b"next")))).count == 1
+
+    run(scenario)
+
+
 def test_response_bigger_than_client_windows_arrives_whole() -> None:
     async def scenario() -> None:
         async with serving() as served:

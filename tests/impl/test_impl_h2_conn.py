@@ -370,6 +370,34 @@ def test_header_block_with_bad_index_is_compression_error() -> None:
     assert recorder.events == []
 
 
+def test_header_list_above_advertised_limit_is_stream_error_10_5_1() -> None:
+    """A header list above SETTINGS_MAX_HEADER_LIST_SIZE costs its own stream only; the
+    block is still decoded, so the HPACK table stays in step for the next request."""
+    conn, recorder = open_conn()
+    encoder = hpack.Encoder()
+    conn.receive(request(1, encoder=encoder))
+    big = encoder.encode([*REQUEST, ("x-big", "a" * (h2_conn.MAX_HEADER_LIST + 1))])
+    conn.receive(frame(HEADERS, END_HEADERS | END_STREAM, 3, big))
+    assert rst_codes(take(conn)) == [(3, h2_conn.ENHANCE_YOUR_CALM)]
+    conn.receive(request(5, encoder=encoder))
+    assert not conn.closed, conn.close_reason
+    assert [(e[0], e[1]) for e in recorder.events] == [("headers", 1), ("headers", 5)]
+    assert recorder.events[-1] == ("headers", 5, RAW_REQUEST, False)
+    assert 1 in conn.streams and 3 not in conn.streams
+    conn.receive(frame(DATA, END_STREAM, 3, b"late"))  # after our reset: ignored
+    assert take(conn) == [] and not conn.closed
+
+
+def test_header_list_inflating_past_hard_limit_is_compression_error_rfc7541_7_3() -> None:
+    """An "HPACK bomb": one large table entry referenced over and over."""
+    conn, recorder = open_conn()
+    insert = b"\x40\x03x-a" + b"\x7f\x81\x1f" + b"v" * 4000  # x-a: 4000 v's, indexed
+    references = bytes([0x80 | 62]) * 300  # 300 x 4 kB decoded
+    conn.receive(frame(HEADERS, END_HEADERS, 1, insert + references))
+    assert conn.closed and goaway_code(take(conn)) == h2_conn.COMPRESSION_ERROR
+    assert recorder.events == []
+
+
 class CountingDecoder:
     """Wraps the connection's HPACK decoder, counting decode calls."""
 
