@@ -157,7 +157,7 @@ class H2ServerConnection:
         self._decoder = hpack.Decoder()
         self._decoder.max_header_list_size = HEADER_LIST_HARD_LIMIT
         self._header_cache: dict[bytes, Headers] = {}
-        self._continuing: tuple[int, bool, list[bytes]] | None = None  # id, end, fragments
+        self._continuing: tuple[int, bool, bytearray] | None = None  # id, end, block so far
         self._peer_window = DEFAULT_WINDOW
         self._peer_initial_window = DEFAULT_WINDOW
         self._peer_max_frame = DEFAULT_MAX_FRAME
@@ -291,21 +291,23 @@ class H2ServerConnection:
         if flags & END_HEADERS:
             self._header_block(stream_id, end_stream, payload)
         else:
-            self._continuing = (stream_id, end_stream, [payload])
+            self._continuing = (stream_id, end_stream, bytearray(payload))
 
     def _on_continuation(self, flags: int, stream_id: int, payload: bytes) -> None:
         if self._continuing is None or self._continuing[0] != stream_id:
             self._connection_error(PROTOCOL_ERROR, "CONTINUATION without its HEADERS")
             return
-        fragments = self._continuing[2]
-        fragments.append(payload)
-        if sum(len(f) for f in fragments) > MAX_HEADER_LIST:
+        block = self._continuing[2]
+        block += payload
+        # The same bound as a block in one HEADERS frame (MAX_FRAME): below it, the block is
+        # decoded and only its stream pays for a list too long.
+        if len(block) > HEADER_LIST_HARD_LIMIT:
             self._connection_error(ENHANCE_YOUR_CALM, "a header block too large")
             return
         if flags & END_HEADERS:
             _, end_stream, _ = self._continuing
             self._continuing = None
-            self._header_block(stream_id, end_stream, b"".join(fragments))
+            self._header_block(stream_id, end_stream, bytes(block))
 
     def _header_block(self, stream_id: int, end_stream: bool, block: bytes) -> None:
         decoded = self._decode(block)

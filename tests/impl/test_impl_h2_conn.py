@@ -376,7 +376,7 @@ def test_header_list_above_advertised_limit_is_stream_error_10_5_1() -> None:
     conn, recorder = open_conn()
     encoder = hpack.Encoder()
     conn.receive(request(1, encoder=encoder))
-    big = encoder.encode([*REQUEST, ("x-big", "a" * (h2_conn.MAX_HEADER_LIST + 1))])
+    big = encoder.encode([*REQUEST, ("x-big", "a" * (h2_conn.MAX_HEADER_LIST + 1))], huffman=False)
     conn.receive(frame(HEADERS, END_HEADERS | END_STREAM, 3, big))
     assert rst_codes(take(conn)) == [(3, h2_conn.ENHANCE_YOUR_CALM)]
     conn.receive(request(5, encoder=encoder))
@@ -386,6 +386,39 @@ def test_header_list_above_advertised_limit_is_stream_error_10_5_1() -> None:
     assert 1 in conn.streams and 3 not in conn.streams
     conn.receive(frame(DATA, END_STREAM, 3, b"late"))  # after our reset: ignored
     assert take(conn) == [] and not conn.closed
+
+
+@pytest.mark.parametrize(
+    "piece", [None, 16_384, 1000], ids=["one-frame", "16k-pieces", "1k-pieces"]
+)
+def test_oversized_header_list_same_answer_whether_split_or_not_4_3(piece: int | None) -> None:
+    conn, recorder = open_conn()
+    encoder = hpack.Encoder()
+    block = encoder.encode(
+        [*REQUEST, ("x-big", "a" * (h2_conn.MAX_HEADER_LIST + 1))], huffman=False
+    )
+    assert len(block) > 16_384
+    if piece is None:
+        conn.receive(frame(HEADERS, END_HEADERS | END_STREAM, 1, block))
+    else:
+        pieces = [block[i : i + piece] for i in range(0, len(block), piece)]
+        conn.receive(frame(HEADERS, END_STREAM, 1, pieces[0]))
+        for middle in pieces[1:-1]:
+            conn.receive(frame(CONTINUATION, 0, 1, middle))
+        conn.receive(frame(CONTINUATION, END_HEADERS, 1, pieces[-1]))
+    assert not conn.closed, conn.close_reason
+    assert rst_codes(take(conn)) == [(1, h2_conn.ENHANCE_YOUR_CALM)]
+    conn.receive(request(3, encoder=encoder))
+    assert recorder.events == [("headers", 3, RAW_REQUEST, False)]
+
+
+def test_header_block_past_hard_limit_over_continuation_is_connection_error() -> None:
+    conn, _ = open_conn()
+    piece = b"\x82" * 65_536
+    conn.receive(frame(HEADERS, 0, 1, piece))
+    for _ in range(h2_conn.HEADER_LIST_HARD_LIMIT // len(piece)):
+        conn.receive(frame(CONTINUATION, 0, 1, piece))
+    assert conn.closed and goaway_code(take(conn)) == h2_conn.ENHANCE_YOUR_CALM
 
 
 def test_header_list_inflating_past_hard_limit_is_compression_error_rfc7541_7_3() -> None:
