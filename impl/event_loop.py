@@ -1,6 +1,6 @@
 """Which asyncio event loop a member runs on: asyncio's, or uvloop's when asked for.
 
-A member's one event-loop thread does all of its work (Raft, apply, the gRPC aio server,
+A member's one event-loop thread does all of its work (Raft, apply, the gRPC server,
 the peer transport), so the loop's own cost per callback, timer and socket event is paid
 on every client call. uvloop's loop does the same work for less CPU (9-18% less per op
 in paired server_bench runs; measure with `bench.grpc_ceiling --variants generic,uvloop`

@@ -33,7 +33,7 @@ import logging
 import socket
 from collections import deque
 from collections.abc import AsyncIterator, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NoReturn
 
 import grpc
 from etcdspec.impl import h2_conn
@@ -263,8 +263,11 @@ class Call:
                 behavior = handler.unary_stream if message is not None else handler.stream_stream
                 responses = behavior(request, self)
                 if hasattr(responses, "__aiter__"):
-                    async for response in responses:
-                        await self.write(response)
+                    # aclosing: a cancelled call runs the generator's cleanup now, not
+                    # whenever the generator is collected.
+                    async with contextlib.aclosing(responses):
+                        async for response in responses:
+                            await self.write(response)
                 elif responses is not None:
                     for response in responses:
                         await self.write(response)
@@ -287,7 +290,7 @@ class Call:
             if self._code is not None and self._code != grpc.StatusCode.OK:
                 self._finish(self._code, self._details)
             else:
-                log.exception("unexpected error in %s", self.metadata_path())
+                log.exception("unexpected error in %s", self.path())
                 self._finish(grpc.StatusCode.UNKNOWN, f"Unexpected {type(error)}: {error}")
         finally:
             self._close()
@@ -364,7 +367,8 @@ class Call:
         self._wake_reader()
         self.connection.call_closed(self)
 
-    def metadata_path(self) -> str:
+    def path(self) -> str:
+        """The method this call asked for ("/etcdserverpb.KV/Range")."""
         for name, value in self.metadata:
             if name == b":path":
                 return value.decode("latin-1")
@@ -372,7 +376,7 @@ class Call:
 
     # -- the handler's context (what grpc.aio.ServicerContext offers our servicers) -----
 
-    async def abort(self, code: grpc.StatusCode, details: str = "") -> None:
+    async def abort(self, code: grpc.StatusCode, details: str = "") -> NoReturn:
         raise Abort(code, details)
 
     def set_code(self, code: grpc.StatusCode) -> None:

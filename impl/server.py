@@ -1,4 +1,4 @@
-"""The client API: etcd v3's gRPC services on grpc.aio, over one member.
+"""The client API: etcd v3's gRPC services over one member, served by `grpc_h2`.
 
 Each servicer validates a request as etcd's v3rpc layer does (empty keys, txn op counts
 and duplicate keys, request size), then hands it to the member (`etcdspec.impl.member`):
@@ -10,8 +10,10 @@ rejected request is applied: validation happens before the proposal.
 
 Every unary method is one `@unary` handler `(self, request) -> response`; the decorator
 does the error mapping. Proposals go through `_propose(member, field, request, answer)`.
-The servicers reach grpc.aio as generic handlers only (`GenericOnly`): per-method
-registration costs CPU on every call and changes nothing on the wire.
+The servicers are grpc's generated servicer classes, registered as generic handlers
+(`GenericOnly`) into our own HTTP/2 gRPC server (`etcdspec.impl.grpc_h2`), which costs
+a seventh of grpc.aio's CPU per call (bench/grpc_ceiling.py); grpc.aio's server would
+take them unchanged. A handler's context is anything with grpc's `abort` (`Context`).
 
 Ownership: servicers hold no state of their own except per-stream state (watch ids and
 lease keep-alive loops), which ends with the stream.
@@ -24,7 +26,7 @@ import contextlib
 import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
 
 import grpc
 from etcdspec.impl import errors, failpoints, mvcc
@@ -49,7 +51,7 @@ def status_of(error: BaseException) -> tuple[grpc.StatusCode, str] | None:
     return None
 
 
-async def _abort_with(context: grpc.aio.ServicerContext, error: Exception) -> None:
+async def _abort_with(context: Context, error: Exception) -> None:
     """Abort the call as etcd would for `error`: its code and message, or UNKNOWN."""
     mapped = status_of(error)
     if mapped is None:
@@ -59,11 +61,18 @@ async def _abort_with(context: grpc.aio.ServicerContext, error: Exception) -> No
         await context.abort(mapped[0], mapped[1])
 
 
+class Context(Protocol):
+    """What our servicers use of a call's context: grpc_h2's Call and grpc.aio's
+    ServicerContext both have it."""
+
+    async def abort(self, code: grpc.StatusCode, details: str = "") -> NoReturn: ...
+
+
 Req = TypeVar("Req", bound=Message)
 Resp = TypeVar("Resp", bound=Message)
 S = TypeVar("S")
 Handler = Callable[[S, Req], Awaitable[Resp]]
-Method = Callable[[S, Req, grpc.aio.ServicerContext], Awaitable[Resp]]
+Method = Callable[[S, Req, Context], Awaitable[Resp]]
 
 
 def unary(handler: Handler[S, Req, Resp]) -> Method[S, Req, Resp]:
@@ -71,7 +80,7 @@ def unary(handler: Handler[S, Req, Resp]) -> Method[S, Req, Resp]:
     with etcd's code and message when it raises an etcd error (UNKNOWN otherwise)."""
 
     @functools.wraps(handler)
-    async def method(self: S, request: Req, context: grpc.aio.ServicerContext) -> Resp:
+    async def method(self: S, request: Req, context: Context) -> Resp:
         try:
             return await handler(self, request)
         except asyncio.CancelledError:
@@ -139,7 +148,7 @@ class LeaseServicer(rpc_pb2_grpc.LeaseServicer):
     async def LeaseKeepAlive(
         self,
         request_iterator: AsyncIterator[rpc_pb2.LeaseKeepAliveRequest],
-        context: grpc.aio.ServicerContext,
+        context: Context,
     ) -> AsyncIterator[rpc_pb2.LeaseKeepAliveResponse]:
         async for request in request_iterator:
             try:
@@ -209,7 +218,7 @@ class MaintenanceServicer(rpc_pb2_grpc.MaintenanceServicer):
         return self.member.hash_kv(request.revision)
 
     async def Snapshot(
-        self, request: rpc_pb2.SnapshotRequest, context: grpc.aio.ServicerContext
+        self, request: rpc_pb2.SnapshotRequest, context: Context
     ) -> AsyncIterator[rpc_pb2.SnapshotResponse]:
         try:
             chunks = await self.member.snapshot_chunks()
@@ -248,7 +257,7 @@ class WatchServicer(rpc_pb2_grpc.WatchServicer):
     async def Watch(
         self,
         request_iterator: AsyncIterator[rpc_pb2.WatchRequest],
-        context: grpc.aio.ServicerContext,
+        context: Context,
     ) -> AsyncIterator[rpc_pb2.WatchResponse]:
         stream = self.member.open_watch_stream()
         reader = asyncio.create_task(self._read(request_iterator, stream))
@@ -279,7 +288,7 @@ def max_receive_bytes(max_request_bytes: int) -> int:
 
 
 class GenericHandlerSink(Protocol):
-    """What GenericOnly needs of a server: grpc.aio.Server is one."""
+    """What GenericOnly needs of a server: GrpcH2Server and grpc.aio.Server are both one."""
 
     def add_generic_rpc_handlers(self, handlers: Sequence[grpc.GenericRpcHandler]) -> None: ...
 
@@ -288,8 +297,8 @@ class GenericOnly:
     """A server as the generated `add_*Servicer_to_server` functions see it, keeping only
     their generic handlers.
 
-    The generated code also registers every method with `add_registered_method_handlers`;
-    grpc.aio then keeps one pending request per registered method (19 for our five
+    The generated code also registers every method with `add_registered_method_handlers`,
+    which GrpcH2Server does not have; grpc.aio (bench/grpc_ceiling.py) then keeps one pending request per registered method (19 for our five
     services) and waits on all of them with `asyncio.wait` for every call it accepts,
     which costs more CPU per call than the registration saves. With generic handlers only,
     one pending request serves every method; the handlers, codes and messages are the same.
