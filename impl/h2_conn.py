@@ -429,6 +429,11 @@ class H2ServerConnection:
                 self._peer_initial_window = value
                 for stream in self.streams.values():
                     stream.send_window += delta
+                    if stream.send_window > MAX_WINDOW:  # §6.9.2
+                        self._connection_error(
+                            FLOW_CONTROL_ERROR, "INITIAL_WINDOW_SIZE overflowed a stream window"
+                        )
+                        return
             elif identifier == SETTINGS_MAX_FRAME_SIZE:
                 if not DEFAULT_MAX_FRAME <= value <= MAX_FRAME_LIMIT:
                     self._connection_error(PROTOCOL_ERROR, f"MAX_FRAME_SIZE {value}")
@@ -443,8 +448,11 @@ class H2ServerConnection:
             self._flush_queues()
 
     def _on_rst_stream(self, stream_id: int, payload: bytes) -> None:
-        if stream_id == 0 or len(payload) != 4:
-            self._connection_error(PROTOCOL_ERROR, "a malformed RST_STREAM")
+        if stream_id == 0:
+            self._connection_error(PROTOCOL_ERROR, "RST_STREAM on stream 0")
+            return
+        if len(payload) != 4:
+            self._connection_error(FRAME_SIZE_ERROR, f"a RST_STREAM of {len(payload)} bytes")
             return
         if stream_id > self.last_stream_id:
             self._connection_error(PROTOCOL_ERROR, f"RST_STREAM on idle stream {stream_id}")

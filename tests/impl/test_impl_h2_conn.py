@@ -230,6 +230,7 @@ def test_ping_ack_is_not_answered() -> None:
         (frame(h2_conn.PRIORITY, 0, 0, b"\x00\x00\x00\x00\x10"), h2_conn.PROTOCOL_ERROR),
         (frame(DATA, 0, 0, b"x"), h2_conn.PROTOCOL_ERROR),
         (frame(RST_STREAM, 0, 0, b"\x00\x00\x00\x00"), h2_conn.PROTOCOL_ERROR),
+        (frame(RST_STREAM, 0, 1, b"\x00\x00\x00"), h2_conn.FRAME_SIZE_ERROR),
     ],
     ids=[
         "ping-length-not-8-6.7",
@@ -246,6 +247,7 @@ def test_ping_ack_is_not_answered() -> None:
         "priority-on-stream-0-6.3",
         "data-on-stream-0-6.1",
         "rst-stream-on-stream-0-6.4",
+        "rst-stream-length-not-4-6.4",
     ],
 )
 def test_malformed_control_frame_is_connection_error(bad: bytes, code: int) -> None:
@@ -582,6 +584,15 @@ def test_initial_window_size_change_adjusts_open_streams_6_9_2(
             assert data_frames(take(conn), 1) == []
         conn.receive(window_update(1, 100))
         assert [len(f.payload) for f in data_frames(take(conn), 1)] == [100]
+
+
+def test_initial_window_size_overflowing_a_stream_window_is_flow_control_error_6_9_2() -> None:
+    conn, _ = open_conn()
+    conn.receive(request(1))
+    conn.receive(window_update(1, h2_conn.MAX_WINDOW - h2_conn.DEFAULT_WINDOW))
+    assert not conn.closed and conn.streams[1].send_window == h2_conn.MAX_WINDOW
+    conn.receive(settings((h2_conn.SETTINGS_INITIAL_WINDOW_SIZE, h2_conn.DEFAULT_WINDOW + 1)))
+    assert conn.closed and goaway_code(take(conn)) == h2_conn.FLOW_CONTROL_ERROR
 
 
 def test_initial_window_size_increase_releases_queued_data() -> None:
