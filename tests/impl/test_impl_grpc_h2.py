@@ -69,7 +69,10 @@ class KV(rpc_pb2_grpc.KVServicer):
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, request.range_end.decode())
         if key == b"boom":
             raise ValueError("an unexpected failure")
-        if key == b"big":
+        if key == b"slow-big":
+            self.shakes.started_event(key).set()
+            await self.shakes.release.wait()
+        if key in (b"big", b"slow-big"):
             value = bytes(i % 251 for i in range(256)) * (BIG_RESPONSE // 256)
             return rpc_pb2.RangeResponse(kvs=[{"key": key, "value": value}], count=1)
         if key in (b"wait", b"slow"):
@@ -400,6 +403,24 @@ def test_stop_lets_call_finish_within_grace_cancels_the_rest_refuses_connections
             with pytest.raises(OSError):
                 _, writer = await within(asyncio.open_connection("127.0.0.1", served.port))
                 writer.close()
+
+    run(scenario)
+
+
+def test_stop_grace_lets_a_finished_handler_answer_leave_whole() -> None:
+    """A handler that returns within grace an answer bigger than the client's windows:
+    the answer must reach the client whole before stop closes the connection."""
+
+    async def scenario() -> None:
+        async with serving() as served:
+            call = served.kv.Range(range_request(b"slow-big"))
+            await within(served.shakes.started_event(b"slow-big").wait())
+            stopping = asyncio.create_task(served.server.stop(grace=10.0))
+            await asyncio.sleep(0)  # one loop turn: stop() is waiting on the call
+            served.shakes.release.set()
+            response = await within(call)
+            assert len(response.kvs[0].value) == BIG_RESPONSE
+            await within(stopping)
 
     run(scenario)
 
