@@ -442,6 +442,7 @@ class GrpcConnection(asyncio.Protocol):
             call.cancel()
         self.calls.clear()
         self._wake_writers()
+        self.server.idle_connection()
 
     def pause_writing(self) -> None:
         self._write_paused = True
@@ -494,6 +495,8 @@ class GrpcConnection(asyncio.Protocol):
 
     def on_send_ready(self) -> None:
         self._wake_writers()
+        if not self.busy:
+            self.server.idle_connection()
 
     # -- output ----------------------------------------------------------------------------
 
@@ -530,8 +533,13 @@ class GrpcConnection(asyncio.Protocol):
     def call_closed(self, call: Call) -> None:
         if self.calls.get(call.stream_id) is call:
             del self.calls[call.stream_id]
-        if not self.calls:
+        if not self.busy:
             self.server.idle_connection()
+
+    @property
+    def busy(self) -> bool:
+        """A call runs, or an answer still waits for the client's window."""
+        return bool(self.calls or self.h2.streams) and self.transport is not None
 
     def close(self) -> None:
         if self.transport is not None:
@@ -569,9 +577,13 @@ class GrpcH2Server:
         self._methods.clear()
 
     def add_insecure_port(self, target: str) -> int:
-        """Listen on `target` ("host:port") once started; returns the port."""
+        """Listen on `target` ("host:port") once started; returns the port. Port 0 (any
+        free port) is refused: this server binds in `start`, so it could not say which."""
+        port = int(target.rsplit(":", 1)[1])
+        if port == 0:
+            raise ValueError(f"{target}: give a port; GrpcH2Server does not pick one")
         self._targets.append(target)
-        return int(target.rsplit(":", 1)[1])
+        return port
 
     def method_handler(self, path: str) -> grpc.RpcMethodHandler | None:
         """The handler serving `path` ("/etcdserverpb.KV/Range"), or None."""
@@ -609,19 +621,19 @@ class GrpcH2Server:
         for connection in list(self.connections):
             connection.h2.goaway()
             connection.schedule_flush()
-        if grace and any(c.calls for c in self.connections):
+        if grace and any(c.busy for c in self.connections):
             self._idle = asyncio.Event()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._idle.wait(), grace)
         for connection in list(self.connections):
             for call in list(connection.calls.values()):
                 call.cancel()
-        await asyncio.sleep(0)  # let cancelled handlers write their last status
+        await asyncio.sleep(0)  # let cancelled handlers run their cleanup
         for connection in list(self.connections):
             connection.close()
 
     def idle_connection(self) -> None:
-        if self._idle is not None and not any(c.calls for c in self.connections):
+        if self._idle is not None and not any(c.busy for c in self.connections):
             self._idle.set()
 
     async def _close_listeners(self) -> None:

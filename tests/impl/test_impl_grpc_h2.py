@@ -440,6 +440,11 @@ def test_start_on_port_in_use_raises_runtime_error_naming_target() -> None:
     run(scenario)
 
 
+def test_port_zero_is_refused_with_what_to_do() -> None:
+    with pytest.raises(ValueError, match="give a port"):
+        GrpcH2Server(MAX_RECEIVE).add_insecure_port("127.0.0.1:0")
+
+
 def test_client_stream_beyond_stream_window_flows_as_handler_reads() -> None:
     """30 requests of 500 kB: 15 MB, far above the 4 MiB stream window we advertise, so
     the client can only finish if the handler's reads give the window back."""
