@@ -1,30 +1,34 @@
-"""The gRPC layer's ceiling: a trivial grpc.aio KV servicer driven by server_bench's load.
+"""The gRPC layer's ceiling: a trivial KV servicer driven by server_bench's load.
 
-Starts N server processes (default 1), each a grpc.aio server whose KV.Range returns a
-constant RangeResponse and whose KV.Put returns at once, and drives them with
-server_bench's own load generator (`_run_cell`: async clients, one request at a time,
-12 channels) for --duration seconds per cell. Prints calls/s, p50/p99 and the servers'
-CPU time per call (all threads, from /proc). This is the most a Python grpc.aio process
-on this machine can serve, and the CPU a call costs in the gRPC layer alone, so it says
-how much of a member's CPU per serializable range is grpc.aio itself.
+Starts N server processes (default 1), each a gRPC server (grpc.aio, grpc's thread-pool
+server, or ours: etcdspec.impl.grpc_h2) whose KV.Range returns a constant RangeResponse
+and whose KV.Put returns at once, and drives them with server_bench's own load generator
+(`_run_cell`: async clients, one request at a time, 12 channels) for --duration seconds
+per cell. Prints calls/s, p50/p99 and the servers' CPU time per call (all threads, from
+/proc). This is the most such a server process can serve on this machine, and the CPU a
+call costs in the gRPC layer alone, so it says how much of a member's CPU per
+serializable range is the server framework itself.
 
 Variants (`--variants`, comma-separated; see VARIANTS), each a server process setup:
   plain        KV only, the generated add_KVServicer_to_server, default options
   all          the five services our server has, registered as generated; our options
   generic      all five, generic handlers only (etcdspec.impl.server.GenericOnly)
   wrapped      as all, with the handlers behind our @unary wrapper, a response per call
-  ours         generic + wrapped: what start_grpc_server builds around a constant answer
+  ours         generic + wrapped: what start_grpc_server built on grpc.aio until session 4
   opts         generic, plus EXTRA_OPTIONS (optimization target, channelz, BDP probe)
   uvloop       generic, on uvloop's event loop (uvloop must be installed)
   uvloop-opts  opts on uvloop
   sync         KV only, grpc's synchronous server (a pool of SYNC_WORKERS threads)
   poll=X       all, with GRPC_POLL_STRATEGY=X in the server's environment
+  h2           all five, generic, on etcdspec.impl.grpc_h2 (what the member serves with)
+  h2-ours      h2 with the @unary wrapper: what start_grpc_server builds around a constant
+  h2-uvloop    h2 on uvloop's event loop
 With --rounds N the variants alternate N times and a summary gives medians. CPU per call
 moves with the machine's load; the summary's "norm" (server CPU per call / the load
 generator's, which runs the same code in every cell) is the steadier figure.
 
 Usage: python -m bench.grpc_ceiling [--duration 3] [--clients 64] [--processes 1]
-       [--workloads range-serializable,put] [--variants all,generic,uvloop] [--rounds 3]
+       [--workloads range-serializable,put] [--variants generic,h2] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -350,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=64)
     parser.add_argument("--processes", type=int, default=1)
     parser.add_argument("--workloads", default="range-serializable,put")
-    parser.add_argument("--variants", default="all,generic,uvloop")
+    parser.add_argument("--variants", default="generic,h2")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=1, help="variants alternate each round")
     args = parser.parse_args(argv)

@@ -298,10 +298,11 @@ class GenericOnly:
     their generic handlers.
 
     The generated code also registers every method with `add_registered_method_handlers`,
-    which GrpcH2Server does not have; grpc.aio (bench/grpc_ceiling.py) then keeps one pending request per registered method (19 for our five
-    services) and waits on all of them with `asyncio.wait` for every call it accepts,
-    which costs more CPU per call than the registration saves. With generic handlers only,
-    one pending request serves every method; the handlers, codes and messages are the same.
+    which GrpcH2Server does not have. grpc.aio (bench/grpc_ceiling.py) has it, and then
+    keeps one pending request per registered method (19 for our five services) and waits
+    on all of them with `asyncio.wait` for every call it accepts, which costs more CPU per
+    call than the registration saves. With generic handlers only, the handlers, codes and
+    messages are the same.
     """
 
     def __init__(self, server: GenericHandlerSink) -> None:
