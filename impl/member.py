@@ -447,6 +447,7 @@ class Member:
         )
         if early:
             self._send(ready.messages, encode, appends=True)
+            self.transport.flush()
         if ready.soft_state is not None:
             self._on_soft_state(ready.soft_state.leader_id, ready.soft_state.role)
         # While the fsync runs, apply the committed entries this member persisted in an
@@ -464,8 +465,12 @@ class Member:
         if persisting is not None:
             self.metrics.wal_fsyncs += 1
             self._persisted(ready)
-        # 2. Send (the rest, when a leader's MsgApp already left).
+        # 2. Send (the rest, when a leader's MsgApp already left), before applying: a
+        # leader's MsgApp carrying a new commit index lets the followers apply (and answer
+        # their clients) while this member applies.
         self._send(ready.messages, encode, appends=False if early else None)
+        if ready.messages:
+            self.transport.flush()
         # 3. Apply.
         if ready.snapshot is not None:
             log.info("snapshot received", extra={"snapshot": ready.snapshot.describe()})

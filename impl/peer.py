@@ -323,6 +323,14 @@ class PeerTransport:
             return
         sender.enqueue(payload)
 
+    def flush(self) -> None:
+        """Write the frames queued so far now, rather than at the end of this loop turn:
+        for a caller with more work to do in this turn before it yields (applying, say)
+        whose messages should not wait for it."""
+        for sender in self._senders.values():
+            if sender.pending:
+                sender._flush()
+
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()

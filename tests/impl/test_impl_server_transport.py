@@ -69,6 +69,34 @@ def test_messages_arrive_in_order_and_after_a_restart() -> None:
     asyncio.run(run())
 
 
+def test_flush_writes_queued_frames_before_the_loop_turn_ends() -> None:
+    """flush() hands the frames to the socket at once (the member calls it before it
+    applies), where send() alone leaves them for the end of the loop turn."""
+
+    async def run() -> None:
+        port_a, port_b = free_ports(2)
+        peers = {1: ("127.0.0.1", port_a), 2: ("127.0.0.1", port_b)}
+        got_b: list[bytes] = []
+        a = peer.PeerTransport(1, "127.0.0.1", port_a, peers, lambda f, p: None)
+        b = peer.PeerTransport(2, "127.0.0.1", port_b, peers, lambda f, p: got_b.append(p))
+        await a.start()
+        await b.start()
+        try:
+            await _wait_for(lambda: (a.send(2, b"hello"), got_b)[1] != [])
+            await asyncio.sleep(0)  # the last hello's end-of-turn write
+            sent = a.stats.sent_frames
+            a.send(2, b"queued")
+            assert a.stats.sent_frames == sent  # not yet: at the end of this turn
+            a.flush()
+            assert a.stats.sent_frames == sent + 1  # written now, in this turn
+            await _wait_for(lambda: b"queued" in got_b)
+        finally:
+            await a.close()
+            await b.close()
+
+    asyncio.run(run())
+
+
 def test_metrics_endpoint_serves_prometheus_text() -> None:
     async def run() -> dict[str, float]:
         metrics = Metrics(proposals_committed=7, leader_changes_seen=2, has_leader=True)
