@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
@@ -20,7 +21,8 @@ import pytest
 from etcdspec.impl import snapshot_cli
 from etcdspec.impl.config import MemberConfig, build_config
 from etcdspec.impl.launcher import free_ports
-from etcdspec.impl.member import Member
+from etcdspec.impl.member import FsyncPace, Member
+from etcdspec.impl.member_storage import PreparedPersist
 from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
 
 
@@ -78,6 +80,51 @@ async def _status_of(call: Awaitable[object]) -> tuple[grpc.StatusCode, str]:
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await call
     return caught.value.code(), caught.value.details() or ""
+
+
+@pytest.mark.parametrize(("recent_fsync_s", "on_loop_thread"), [(0.0, True), (10.0, False)])
+def test_wal_fsync_runs_inline_while_fast_and_in_a_worker_while_slow(
+    tmp_path: Path, recent_fsync_s: float, on_loop_thread: bool
+) -> None:
+    """FsyncPace picks where a Ready's write and fsync run; puts are acknowledged and
+    durable (read back after a restart) on either path."""
+    config = member_config(tmp_path / "d")
+    threads: list[bool] = []
+
+    async def scenario(member: Member, client: Client) -> None:
+        write_persist = member._write_persist
+
+        def recording(prepared: PreparedPersist) -> float:
+            threads.append(threading.current_thread() is threading.main_thread())
+            return write_persist(prepared)
+
+        member._write_persist = recording  # type: ignore[method-assign]
+        member._fsync_pace.average_s = recent_fsync_s
+        fsyncs = member.metrics.wal_fsyncs
+        for index in range(5):
+            await client.put(f"k{index}".encode(), b"v")
+        assert member.metrics.wal_fsyncs >= fsyncs + 5
+
+    run(config, scenario)
+    assert threads and set(threads) == {on_loop_thread}
+
+    async def read_back(member: Member, client: Client) -> None:
+        got = await client.kv.Range(rpc_pb2.RangeRequest(key=b"k", range_end=b"l"))
+        assert [kv.key for kv in got.kvs] == [f"k{index}".encode() for index in range(5)]
+
+    run(config, read_back)
+
+
+def test_fsync_pace_goes_to_a_worker_after_slow_fsyncs_and_back_after_fast_ones() -> None:
+    pace = FsyncPace()
+    assert pace.inline()
+    pace.observe(0.05)  # one slow fsync (a loaded disk) is enough to leave the loop
+    assert not pace.inline()
+    fast = 0
+    while not pace.inline():
+        pace.observe(0.0001)
+        fast += 1
+    assert 5 <= fast <= 30  # a run of fast ones brings it back, not a single one
 
 
 def test_every_header_names_cluster_member_revision_and_term(tmp_path: Path) -> None:
