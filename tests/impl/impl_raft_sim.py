@@ -205,6 +205,7 @@ class Cluster:
         self.leaders_by_term: dict[int, int] = {}
         self.committed: dict[int, Entry] = {}  # index -> the entry applied there by anyone
         self.read_floor: dict[bytes, int] = {}  # read context -> commit known at request
+        self.reads_served = 0  # read states handed out, restarts included
         self.elections = 0
         self.delivered: Counter[MessageType] = Counter()
         self.log: list[str] = []
@@ -337,6 +338,7 @@ class Cluster:
             for read_state in ready.read_states:
                 self._check_read(node_id, read_state)
                 node.read_states.append(read_state)
+                self.reads_served += 1
             if ready.soft_state is not None and ready.soft_state.role is Role.LEADER:
                 self._on_leader(node_id)
             driver.advance(ready)

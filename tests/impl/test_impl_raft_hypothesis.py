@@ -142,7 +142,8 @@ class RaftMachine(RuleBasedStateMachine):
             WITNESS["runs"] += 1
             WITNESS["runs with a leader"] += bool(self.cluster.leaders_by_term)
             WITNESS["runs with commits"] += len(self.cluster.committed) > 1
-            WITNESS["runs with reads"] += any(n.read_states for n in self.cluster.nodes.values())
+            # Counted over the whole run: a restart forgets a node's read states.
+            WITNESS["runs with reads"] += self.cluster.reads_served > 0
 
 
 def test_raft_safety_under_hypothesis_exploration() -> None:
@@ -154,4 +155,4 @@ def test_raft_safety_under_hypothesis_exploration() -> None:
     assert runs > 0
     assert WITNESS["runs with a leader"] >= runs // 4, WITNESS
     assert WITNESS["runs with commits"] >= runs // 8, WITNESS
-    assert WITNESS["runs with reads"] >= 1, WITNESS
+    assert WITNESS["runs with reads"] >= runs // 8, WITNESS
