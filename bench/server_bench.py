@@ -6,8 +6,10 @@ linearizable range, serializable range) and each client count (1, 16, 64 by defa
 runs async gRPC clients for --duration seconds, each client issuing one request at a
 time with 256-byte values, spread over the three members. Prints throughput, p50/p99
 latency and the members' CPU time per operation side by side, with ratios ours/etcd
-(on a shared machine, CPU per operation varies less than throughput). Clusters are
-always stopped.
+(on a shared machine, CPU per operation varies less than throughput). The endpoints are
+ordered leader first in both clusters (`leader_first`), so that a one-client cell talks
+to the leader of each: a client on a follower pays a forwarding hop, and where the
+election put the leader would otherwise decide that cell. Clusters are always stopped.
 
 With --memory, instead: loads --memory-keys keys (256-byte values, in Txns of
 MEMORY_TXN_PUTS puts) into each target's cluster and prints each member's resident
@@ -40,6 +42,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from math import nan
 from pathlib import Path
+from typing import Any
 
 import grpc
 from etcdspec.impl import launcher
@@ -154,6 +157,14 @@ async def _run_cell(
         p99_ms=_percentile(latencies, 0.99) * 1000,
         errors=errors[0],
     )
+
+
+def leader_first(statuses: list[dict[str, Any]]) -> list[str]:
+    """The endpoints of `statuses` (launcher.probe_status answers), the leader's first."""
+    return [
+        status["endpoint"]
+        for status in sorted(statuses, key=lambda status: status["leader"] != status["member_id"])
+    ]
 
 
 async def _populate(endpoints: list[str]) -> None:
@@ -334,13 +345,12 @@ def bench_target(
 ) -> list[Cell]:
     with running_cluster(target, snapshot_count=10_000) as (plan, members):
         asyncio.run(_populate(plan.endpoints))
+        endpoints = leader_first([launcher.probe_status(e, 10) for e in plan.endpoints])
         cells = []
         for workload in workloads:
             for clients in client_counts:
                 cpu_before = sum(read_cpu_seconds(m.pid) for m in members)
-                cell = asyncio.run(
-                    _run_cell(target, plan.endpoints, workload, clients, duration, seed)
-                )
+                cell = asyncio.run(_run_cell(target, endpoints, workload, clients, duration, seed))
                 cpu = sum(read_cpu_seconds(m.pid) for m in members) - cpu_before
                 cell = replace(cell, cpu_ms_per_op=1000 * cpu / cell.ops if cell.ops else nan)
                 print(cell.describe(), file=sys.stderr)

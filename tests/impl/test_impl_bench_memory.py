@@ -1,4 +1,5 @@
-"""bench/server_bench.py: the RSS and CPU time it reads, and the tables it prints."""
+"""bench/server_bench.py: the RSS and CPU time it reads, the tables it prints, and the
+leader-first order of endpoints."""
 
 from __future__ import annotations
 
@@ -61,3 +62,12 @@ def test_throughput_table_shows_latencies_and_cpu_per_op_side_by_side() -> None:
         "  500.00    60.00",
         "    1.10     0.30",
     ]
+
+
+def test_leader_first_puts_the_leaders_endpoint_first_and_keeps_the_rest_in_order() -> None:
+    statuses = [
+        {"endpoint": "http://a", "member_id": 1, "leader": 2},
+        {"endpoint": "http://b", "member_id": 2, "leader": 2},
+        {"endpoint": "http://c", "member_id": 3, "leader": 2},
+    ]
+    assert server_bench.leader_first(statuses) == ["http://b", "http://a", "http://c"]
