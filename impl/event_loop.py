@@ -2,14 +2,15 @@
 
 A member's one event-loop thread does all of its work (Raft, apply, the gRPC server,
 the peer transport), so the loop's own cost per callback, timer and socket event is paid
-on every client call. uvloop's loop does the same work for less CPU (9-18% less per op
-in paired server_bench runs; measure with `bench.grpc_ceiling --variants generic,uvloop`
-and `bench.server_bench --loop`). It is not the default: with uvloop members, the
-conformance run with kill -9 and partition (tests/checker/test_conform_runs.py,
-test_short_run_with_kill_and_partition_holds[reference]) failed in 6 of 34 runs --
-twice a restarted member logged "member ready" and then neither answered gRPC nor
-followed the leader; once the members did not converge within 30 s; once a restart
-could not bind its client port -- while with asyncio's loop 16 of 16 held.
+on every client call. uvloop's loop does the same work for less CPU (bench/grpc_ceiling:
+42 against 50 µs of server CPU per call on grpc_h2; measure with `--variants h2,h2-uvloop`
+and `bench.server_bench --loop`). It is not the default, which keeps the dependencies
+small: the gain is within the run-to-run noise of the cluster benchmark. While the
+members served clients with grpc.aio, the conformance run with kill -9 and partition
+(tests/checker/test_conform_runs.py, test_short_run_with_kill_and_partition_holds
+[reference]) failed in 6 of 34 runs on uvloop (restarted members that said "ready" and
+then answered nothing); on grpc_h2 it held in 12 of 12 runs on uvloop and 12 of 12 on
+asyncio's loop (session 4).
 
 `run(coroutine)` runs the coroutine to completion on the chosen loop, as `asyncio.run`
 does. The choice: the environment variable ETCDSPEC_EVENT_LOOP, "asyncio" (the default
