@@ -122,8 +122,13 @@ def read_snapshot_meta(reader: Reader) -> SnapshotMeta:
 
 
 def encode_snapshot(snapshot: Snapshot) -> bytes:
-    data = snapshot.data
-    return encode_snapshot_meta(snapshot.meta) + _U64.pack(len(data)) + data
+    return encode_snapshot_head(snapshot) + snapshot.data
+
+
+def encode_snapshot_head(snapshot: Snapshot) -> bytes:
+    """What precedes a snapshot's data in its encoding: the metadata and the data's length
+    (a writer of large snapshots sends this, then the data itself, uncopied)."""
+    return encode_snapshot_meta(snapshot.meta) + _U64.pack(len(snapshot.data))
 
 
 def read_snapshot(reader: Reader) -> Snapshot:

@@ -26,6 +26,20 @@ def test_save_then_load_round_trips(tmp_path: Path) -> None:
     assert loaded.skipped == ()
 
 
+@pytest.mark.parametrize("data", [b"", b"x", bytes(range(256)) * 4096])
+def test_saved_file_holds_the_encoding_written_piece_by_piece(tmp_path: Path, data: bytes) -> None:
+    """save writes head, snapshot head and data separately (the data is never copied);
+    the file is byte for byte what `encode` gives, and its checksum covers all of it."""
+    snapshot = snap(7, 3, data)
+    path = snapfile.save(tmp_path, snapshot)
+    assert path.read_bytes() == snapfile.encode(snapshot)
+    assert snapfile.decode(path.read_bytes(), str(path)) == snapshot
+    damaged = bytearray(path.read_bytes())
+    damaged[-1 if data else 20] ^= 0xFF
+    with pytest.raises(snapfile.SnapshotFileError):
+        snapfile.decode(bytes(damaged), str(path))
+
+
 def test_newest_valid_snapshot_wins_and_damaged_ones_are_skipped(tmp_path: Path) -> None:
     snapfile.save(tmp_path, snap(5, 1, b"old"))
     newest = snapfile.save(tmp_path, snap(9, 1, b"new"))
