@@ -7,9 +7,10 @@ runs async gRPC clients for --duration seconds, each client issuing one request 
 time with 256-byte values, spread over the three members. Prints throughput, p50/p99
 latency and the members' CPU time per operation side by side, with ratios ours/etcd
 (on a shared machine, CPU per operation varies less than throughput). The endpoints are
-ordered leader first in both clusters (`leader_first`), so that a one-client cell talks
-to the leader of each: a client on a follower pays a forwarding hop, and where the
-election put the leader would otherwise decide that cell. Clusters are always stopped.
+ordered leader first in both clusters (`order_endpoints`), so that a one-client cell
+talks to the leader of each: a client on a follower pays a forwarding hop, and where the
+election put the leader would otherwise decide that cell; with --via follower, a
+follower comes first instead. Clusters are always stopped.
 
 With --memory, instead: loads --memory-keys keys (256-byte values, in Txns of
 MEMORY_TXN_PUTS puts) into each target's cluster and prints each member's resident
@@ -22,6 +23,7 @@ With --loop uvloop, our members run on uvloop's event loop (etcd is unaffected).
 
 Usage: python -m bench.server_bench [--duration 3] [--clients 1,16,64] [--json FILE]
        [--workloads put,range-linearizable,range-serializable] [--loop asyncio|uvloop]
+       [--via leader|follower]
        python -m bench.server_bench --memory [--memory-keys 100000]
 """
 
@@ -159,11 +161,15 @@ async def _run_cell(
     )
 
 
-def leader_first(statuses: list[dict[str, Any]]) -> list[str]:
-    """The endpoints of `statuses` (launcher.probe_status answers), the leader's first."""
+def order_endpoints(statuses: list[dict[str, Any]], via: str = "leader") -> list[str]:
+    """The endpoints of `statuses` (launcher.probe_status answers), the leader's first
+    (`via` "leader") or last ("follower"), the others in their order."""
     return [
         status["endpoint"]
-        for status in sorted(statuses, key=lambda status: status["leader"] != status["member_id"])
+        for status in sorted(
+            statuses,
+            key=lambda status: (status["leader"] == status["member_id"]) == (via == "follower"),
+        )
     ]
 
 
@@ -342,10 +348,12 @@ def bench_target(
     duration: float,
     seed: int,
     workloads: tuple[str, ...] = WORKLOADS,
+    via: str = "leader",
 ) -> list[Cell]:
     with running_cluster(target, snapshot_count=10_000) as (plan, members):
         asyncio.run(_populate(plan.endpoints))
-        endpoints = leader_first([launcher.probe_status(e, 10) for e in plan.endpoints])
+        statuses = [launcher.probe_status(e, 10) for e in plan.endpoints]
+        endpoints = order_endpoints(statuses, via)
         cells = []
         for workload in workloads:
             for clients in client_counts:
@@ -407,6 +415,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--memory-keys", type=int, default=100_000)
     parser.add_argument("--profile", default=None, help="cProfile our members to PREFIX.mN")
     parser.add_argument(
+        "--via",
+        choices=("leader", "follower"),
+        default="leader",
+        help="which member comes first (a one-client cell talks to it only)",
+    )
+    parser.add_argument(
         "--loop",
         choices=("asyncio", "uvloop"),
         default="asyncio",
@@ -438,7 +452,9 @@ def main(argv: list[str] | None = None) -> int:
         )
     cells: list[Cell] = []
     for target in targets:
-        cells.extend(bench_target(target, client_counts, args.duration, args.seed, workloads))
+        cells.extend(
+            bench_target(target, client_counts, args.duration, args.seed, workloads, args.via)
+        )
     print(format_table(cells))
     if args.json_path:
         Path(args.json_path).write_text(

@@ -64,10 +64,15 @@ def test_throughput_table_shows_latencies_and_cpu_per_op_side_by_side() -> None:
     ]
 
 
-def test_leader_first_puts_the_leaders_endpoint_first_and_keeps_the_rest_in_order() -> None:
+def test_endpoints_go_leader_first_or_follower_first_the_rest_in_order() -> None:
     statuses = [
         {"endpoint": "http://a", "member_id": 1, "leader": 2},
         {"endpoint": "http://b", "member_id": 2, "leader": 2},
         {"endpoint": "http://c", "member_id": 3, "leader": 2},
     ]
-    assert server_bench.leader_first(statuses) == ["http://b", "http://a", "http://c"]
+    assert server_bench.order_endpoints(statuses) == ["http://b", "http://a", "http://c"]
+    assert server_bench.order_endpoints(statuses, "follower") == [
+        "http://a",
+        "http://c",
+        "http://b",
+    ]
