@@ -472,11 +472,9 @@ class H2ServerConnection:
     def send_headers(self, stream_id: int, block: bytes, end_stream: bool = False) -> None:
         """Send a header block (response headers, or trailers with end_stream), after any
         DATA still queued on the stream."""
-        stream = self.streams.get(stream_id)
-        if stream is None or stream.local_ended:
+        stream = self._sending(stream_id, end_stream)
+        if stream is None:
             return
-        if end_stream:
-            stream.local_ended = True
         if stream.queue:
             stream.queue.append((HEADERS, block, end_stream))
             return
@@ -485,11 +483,9 @@ class H2ServerConnection:
     def send_data(self, stream_id: int, data: bytes, end_stream: bool = False) -> None:
         """Send body bytes now as far as the windows allow; the rest waits in the stream's
         queue (see `pending`)."""
-        stream = self.streams.get(stream_id)
-        if stream is None or stream.local_ended:
+        stream = self._sending(stream_id, end_stream)
+        if stream is None:
             return
-        if end_stream:
-            stream.local_ended = True
         if stream.queue:
             stream.queue.append((DATA, data, end_stream))
             stream.queued_bytes += len(data)
@@ -499,6 +495,16 @@ class H2ServerConnection:
             stream.queue.append((DATA, data[sent:], end_stream))
             stream.queued_bytes += len(data) - sent
             self._blocked[stream_id] = None
+
+    def _sending(self, stream_id: int, end_stream: bool) -> StreamState | None:
+        """The stream a frame is for, marked ended when the frame ends it; None when the
+        stream is gone or our side has ended it already (the frame is dropped)."""
+        stream = self.streams.get(stream_id)
+        if stream is None or stream.local_ended:
+            return None
+        if end_stream:
+            stream.local_ended = True
+        return stream
 
     def pending(self, stream_id: int) -> int:
         """Bytes of DATA queued on the stream, waiting for window (0 for unknown streams)."""

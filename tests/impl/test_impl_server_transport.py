@@ -4,6 +4,8 @@ and the metrics endpoint's text format."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -69,19 +71,32 @@ def test_messages_arrive_in_order_and_after_a_restart() -> None:
     asyncio.run(run())
 
 
+@contextlib.asynccontextmanager
+async def _two_transports() -> AsyncIterator[
+    tuple[peer.PeerTransport, peer.PeerTransport, list[bytes]]
+]:
+    """Transports of members 1 and 2 on free loopback ports, started, closed after; the
+    list collects what 2 receives."""
+    port_a, port_b = free_ports(2)
+    peers = {1: ("127.0.0.1", port_a), 2: ("127.0.0.1", port_b)}
+    got_b: list[bytes] = []
+    a = peer.PeerTransport(1, "127.0.0.1", port_a, peers, lambda f, p: None)
+    b = peer.PeerTransport(2, "127.0.0.1", port_b, peers, lambda f, p: got_b.append(p))
+    await a.start()
+    await b.start()
+    try:
+        yield a, b, got_b
+    finally:
+        await a.close()
+        await b.close()
+
+
 def test_flush_writes_queued_frames_before_the_loop_turn_ends() -> None:
     """flush() hands the frames to the socket at once (the member calls it before it
     applies), where send() alone leaves them for the end of the loop turn."""
 
     async def run() -> None:
-        port_a, port_b = free_ports(2)
-        peers = {1: ("127.0.0.1", port_a), 2: ("127.0.0.1", port_b)}
-        got_b: list[bytes] = []
-        a = peer.PeerTransport(1, "127.0.0.1", port_a, peers, lambda f, p: None)
-        b = peer.PeerTransport(2, "127.0.0.1", port_b, peers, lambda f, p: got_b.append(p))
-        await a.start()
-        await b.start()
-        try:
+        async with _two_transports() as (a, _, got_b):
             await _wait_for(lambda: (a.send(2, b"hello"), got_b)[1] != [])
             await asyncio.sleep(0)  # the last hello's end-of-turn write
             sent = a.stats.sent_frames
@@ -90,9 +105,6 @@ def test_flush_writes_queued_frames_before_the_loop_turn_ends() -> None:
             a.flush()
             assert a.stats.sent_frames == sent + 1  # written now, in this turn
             await _wait_for(lambda: b"queued" in got_b)
-        finally:
-            await a.close()
-            await b.close()
 
     asyncio.run(run())
 
@@ -150,14 +162,7 @@ def test_bad_fault_file_is_refused_with_its_name(tmp_path: Path, content: str) -
 
 def test_blocked_peer_is_neither_sent_to_nor_heard() -> None:
     async def run() -> tuple[list[bytes], int]:
-        port_a, port_b = free_ports(2)
-        peers = {1: ("127.0.0.1", port_a), 2: ("127.0.0.1", port_b)}
-        got_b: list[bytes] = []
-        a = peer.PeerTransport(1, "127.0.0.1", port_a, peers, lambda f, p: None)
-        b = peer.PeerTransport(2, "127.0.0.1", port_b, peers, lambda f, p: got_b.append(p))
-        await a.start()
-        await b.start()
-        try:
+        async with _two_transports() as (a, b, got_b):
             b.blocked = frozenset({1})
             a.send(2, b"dropped by the receiver")
             a.blocked = frozenset({2})
@@ -167,9 +172,6 @@ def test_blocked_peer_is_neither_sent_to_nor_heard() -> None:
             a.send(2, b"heard")
             await _wait_for(lambda: got_b == [b"heard"])
             return got_b, a.stats.dropped_frames
-        finally:
-            await a.close()
-            await b.close()
 
     got, dropped_by_sender = asyncio.run(run())
     assert got == [b"heard"] and dropped_by_sender >= 1
