@@ -391,21 +391,24 @@ class Prover:
         query (it has more hypotheses); anything else falls back to the full query,
         which alone gives FALSE (with its counterexample) or UNKNOWN."""
         started = time.perf_counter()
+
+        def result(
+            verdict: Verdict,
+            route: Route,
+            work: int | None,
+            cex: Counterexample | None = None,
+            note: str = "",
+        ) -> CheckResult:
+            seconds = time.perf_counter() - started
+            return CheckResult(
+                CheckKind.PRESERVE, prop.name, action.name, verdict, seconds, cex, note, route, work
+            )
+
         settled = settle(self.info, action, prop)
         if settled is not None:
             # The action leaves the property's symbols alone (frame) or moves them only
             # the way the property allows (monotone): see etcdspec.spec.discharge.
-            return CheckResult(
-                CheckKind.PRESERVE,
-                prop.name,
-                action.name,
-                Verdict.TRUE,
-                time.perf_counter() - started,
-                None,
-                settled,
-                Route.RULE,
-                0,
-            )
+            return result(Verdict.TRUE, Route.RULE, 0, note=settled)
         query = self.unbounded.step(action)
         answers: list[Answer] = []
         route = self.hints.route_without(prop.name, action.name)
@@ -414,17 +417,7 @@ class Prover:
             hinted = query.check_hinted(prop, core, work_budget(self.hint_try_ms, self.timeout_ms))
             answers.append(hinted)
             if hinted.unsat:
-                return CheckResult(
-                    CheckKind.PRESERVE,
-                    prop.name,
-                    action.name,
-                    Verdict.TRUE,
-                    time.perf_counter() - started,
-                    None,
-                    "",
-                    Route.HINT,
-                    _work(answers),
-                )
+                return result(Verdict.TRUE, Route.HINT, _work(answers))
             route = Route.FALLBACK
         answer = query.check(prop, work_budget(self.first_try_ms, self.timeout_ms))
         answers.append(answer)
@@ -447,17 +440,7 @@ class Prover:
                     answers.append(answer)
         verdict, note = _outcome(answer)
         cex = query.counterexample(prop, answer) if verdict is Verdict.FALSE else None
-        return CheckResult(
-            CheckKind.PRESERVE,
-            prop.name,
-            action.name,
-            verdict,
-            time.perf_counter() - started,
-            cex,
-            note,
-            route,
-            _work(answers),
-        )
+        return result(verdict, route, _work(answers), cex, note)
 
     def check_enabled(self, action: ast.ActionDecl) -> CheckResult:
         """No vacuity: the action can fire in some state where every property holds."""
