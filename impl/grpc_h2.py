@@ -38,6 +38,7 @@ from typing import Any, NamedTuple, NoReturn
 import grpc
 from etcdspec.impl import h2_conn
 from etcdspec.impl.h2_conn import H2ServerConnection, Headers
+from etcdspec.impl.scratch_recv import ScratchProtocol, new_scratch
 
 log = logging.getLogger("etcdspec.impl.grpc_h2")
 
@@ -404,10 +405,11 @@ class Call:
         return self.connection.peer
 
 
-class GrpcConnection(asyncio.Protocol):
+class GrpcConnection(ScratchProtocol):
     """One client TCP connection: bytes to the HTTP/2 core, streams to calls."""
 
     def __init__(self, server: GrpcH2Server) -> None:
+        super().__init__(server.scratch)
         self.server = server
         self.loop = asyncio.get_running_loop()
         self.h2 = H2ServerConnection(self, stream_window=server.stream_window)
@@ -565,6 +567,7 @@ class GrpcH2Server:
         self.max_receive_bytes = max_receive_bytes
         self.stream_window = max(h2_conn.STREAM_WINDOW, 2 * (max_receive_bytes + MESSAGE_PREFIX))
         self.connections: set[GrpcConnection] = set()
+        self.scratch = new_scratch()  # every connection's reads (scratch_recv)
         self.stopping = False
         self._generic: list[grpc.GenericRpcHandler] = []
         self._methods: dict[str, grpc.RpcMethodHandler | None] = {}

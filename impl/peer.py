@@ -15,7 +15,8 @@ down or the connection breaks), as Raft allows. The frames sent during one turn 
 event loop leave together, in one write, at the end of that turn. Each peer's sender
 task (re)connects with exponential backoff (BACKOFF_START_S doubling up to
 BACKOFF_MAX_S). Inbound bytes are parsed as they arrive (an asyncio Protocol, no task
-or await per frame), and each frame is handed, in order per connection, to the
+or await per frame; reads land in a shared scratch, `etcdspec.impl.scratch_recv`), and
+each frame is handed, in order per connection, to the
 `deliver(from_id, payload)` callback on the event loop thread. `close()` stops the
 listener and every task this transport started.
 
@@ -35,6 +36,8 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
+
+from etcdspec.impl.scratch_recv import ScratchProtocol, new_scratch
 
 MAGIC = b"ETSP"
 VERSION = 1
@@ -209,11 +212,12 @@ class _PeerSender:
             backoff = min(BACKOFF_MAX_S, backoff * 2)
 
 
-class _Inbound(asyncio.Protocol):
+class _Inbound(ScratchProtocol):
     """One connection from a peer: its hello, its attributes frame, then raft frames,
     parsed from the bytes as they arrive and handed to the transport's `deliver`."""
 
     def __init__(self, owner: PeerTransport) -> None:
+        super().__init__(owner._scratch)
         self.owner = owner
         self.buffer = bytearray()
         self.from_id: int | None = None
@@ -303,6 +307,7 @@ class PeerTransport:
         }
         self._server: asyncio.Server | None = None
         self._inbound: set[asyncio.Transport] = set()
+        self._scratch = new_scratch()  # every inbound connection's reads (scratch_recv)
         self.bound_port: int | None = None
         self.blocked: frozenset[int] = frozenset()
 
