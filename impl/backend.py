@@ -189,6 +189,7 @@ class Backend:
         self._meta_cache: dict[str, int] = {}
         self._alarm_cache: list[tuple[int, int]] | None = None
         self._size_cache: int | None = None
+        self._page_size: int | None = None
         self._conn = self._connect()
 
     # ---- lifecycle ----
@@ -197,6 +198,7 @@ class Backend:
         self._meta_cache = {}
         self._alarm_cache = None
         self._size_cache = None
+        self._page_size = None
 
     def _connect(self) -> sqlite3.Connection:
         self._drop_caches()
@@ -637,8 +639,7 @@ class Backend:
             return cached
         with self._lock:
             pages = self._conn.execute("PRAGMA page_count").fetchone()[0]
-            page_size = self._conn.execute("PRAGMA page_size").fetchone()[0]
-            size = int(pages) * int(page_size)
+            size = int(pages) * self._page_bytes()
             if not self._in_txn:
                 self._size_cache = size
         return size
@@ -648,8 +649,14 @@ class Backend:
         with self._lock:
             pages = self._conn.execute("PRAGMA page_count").fetchone()[0]
             free = self._conn.execute("PRAGMA freelist_count").fetchone()[0]
-            page_size = self._conn.execute("PRAGMA page_size").fetchone()[0]
-        return (int(pages) - int(free)) * int(page_size)
+            return (int(pages) - int(free)) * self._page_bytes()
+
+    def _page_bytes(self) -> int:
+        """The file's page size (cached: only a restore or rebuild, which drop the caches,
+        could change it)."""
+        if self._page_size is None:
+            self._page_size = int(self._conn.execute("PRAGMA page_size").fetchone()[0])
+        return self._page_size
 
     def defragment(self) -> None:
         """Rebuild the file without free pages; afterwards size() == size_in_use()."""

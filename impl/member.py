@@ -435,8 +435,9 @@ class Member:
                 self._issue_read_index()
                 while self.driver.has_ready():
                     await self._handle_ready(self.driver.ready())
-                    # Let other tasks (gRPC, peers) run between Readies.
-                    await asyncio.sleep(0)
+                    if self.driver.has_ready():
+                        # Let other tasks (gRPC, peers) run between Readies.
+                        await asyncio.sleep(0)
                 self.storage.flush_backend_if_due()
             except Exception as error:
                 log.exception("fatal error in the raft loop; stopping the member")

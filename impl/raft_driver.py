@@ -223,6 +223,9 @@ class RaftDriver:
         core = self.core
         log = core.log
         last = log.last_index()
+        hard, soft = self._prev_hard, self._prev_soft
+        # The hard and soft state compared field by field: called several times per
+        # request, this builds no HardState or SoftState.
         return bool(
             core.msgs
             or core.broadcast_pending
@@ -230,8 +233,11 @@ class RaftDriver:
             or log.pending_snapshot is not None
             or last > max(log.stable_index, log.offset)
             or min(log.committed, last) > max(log.applied, log.offset)
-            or core.hard_state() != self._prev_hard
-            or core.soft_state() != self._prev_soft
+            or core.term != hard.term
+            or core.vote != hard.vote
+            or log.committed != hard.commit
+            or core.lead != soft.leader_id
+            or core.role is not soft.role
         )
 
     def ready(self) -> Ready:
