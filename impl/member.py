@@ -21,7 +21,11 @@ The loop (`_loop`) follows the driver's Ready contract, in this order:
    and a crash loses only batches the WAL replays), answer the client
    calls waiting on those entries (matched by the request id in the entry), and the
    linearizable reads whose read index is now applied;
-4. advance.
+4. advance; if the leader now owes its followers a commit index (the Raft core runs with
+   defer_commit_broadcast), start a COMMIT_FLUSH_S timer that sends it, unless an
+   MsgApp (the next write's) carries it first. One client's writes then cost one round
+   of peer messages each, not two; a follower applies a lone write COMMIT_FLUSH_S later
+   (but a write it forwarded at once: its client waits for it to apply that one).
 A client write is acknowledged only after its entry is committed (durable on a quorum)
 and applied here. Serializable reads read the local backend at once; linearizable reads
 wait for a ReadIndex round. The leader proposes LeaseRevoke for leases its lessor finds
@@ -97,6 +101,9 @@ SNAPSHOT_CHUNK_BYTES = 32 * 1024
 REQUEST_TIMEOUT_S = 7.0
 AUTO_COMPACTION_CHECK_S = 1.0  # etcd's revision mode checks every 5 min; we check often
 WATCH_PROGRESS_S = 600.0  # etcd's default progress notify interval (10 minutes)
+# How long a leader waits for an MsgApp to carry a new commit index to the followers
+# before it sends them one for that alone (RaftConfig.defer_commit_broadcast).
+COMMIT_FLUSH_S = 0.002
 _ID_MASK = (1 << 48) - 1
 # Collector thresholds of a serving member (see `tune_gc`); Python's default is (700, 10, 10).
 GC_THRESHOLDS = (50_000, 20, 20)
@@ -252,6 +259,7 @@ class Member:
         self._compact_proposed = 0
         self.tracer: TraceWriter | None = None
         self._fault_stamp = -1
+        self._commit_flush: asyncio.TimerHandle | None = None
         self.storage.on_watch_ready = self._on_watch_ready
 
     # ---- life cycle -------------------------------------------------------------------
@@ -286,6 +294,7 @@ class Member:
             voters=voters,
             election_tick=self.config.election_ticks,
             heartbeat_tick=1,
+            defer_commit_broadcast=True,
         )
         self.driver = RaftDriver(
             raft_config, self.rng, persisted=recovered.persisted, applied=recovered.applied
@@ -344,6 +353,8 @@ class Member:
         if self._stopping:
             return
         self._stopping = True
+        if self._commit_flush is not None:
+            self._commit_flush.cancel()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -527,9 +538,28 @@ class Member:
             self.storage.persist(ready.hard_state, ready.entries, ready.snapshot, sync=False)
             self._persisted(ready)
         self.driver.advance(ready)
+        self._schedule_commit_flush()
         self._maybe_snapshot()
         if self.tracer is not None:
             self.tracer.flush()
+
+    def _schedule_commit_flush(self) -> None:
+        """Time the sending of a commit index the followers are owed (step 4)."""
+        assert self.driver is not None
+        owed = self.driver.commit_pending
+        if owed and self._commit_flush is None:
+            self._commit_flush = asyncio.get_running_loop().call_later(
+                COMMIT_FLUSH_S, self._flush_commit
+            )
+        elif not owed and self._commit_flush is not None:
+            self._commit_flush.cancel()  # an MsgApp carried it
+            self._commit_flush = None
+
+    def _flush_commit(self) -> None:
+        self._commit_flush = None
+        if self.driver is not None and self.driver.commit_pending and not self._stopping:
+            self.driver.flush_commit()
+            self._wake.set()
 
     def _send(
         self,

@@ -90,6 +90,13 @@ class RaftConfig:
     max_size_per_msg: at most this many bytes of entry data per MsgApp (at least one
         entry is always sent).
     max_inflight_msgs: at most this many unacknowledged MsgApps per follower in REPLICATE.
+    defer_commit_broadcast: when the leader's commit index advances, do not send each
+        follower an MsgApp just to carry it (etcd raft does): the next MsgApp or
+        heartbeat carries it, or `flush_commit()`, which the server calls when a
+        commit has waited a moment (`commit_pending`). One write at a time then costs
+        one round of messages instead of two; followers learn of a commit that late.
+        Except a commit that covers an entry a follower forwarded (whose client waits
+        for that follower to apply it): that one goes out at once.
     """
 
     id: int
@@ -101,6 +108,7 @@ class RaftConfig:
     pre_vote: bool = True
     check_quorum: bool = True
     forward_proposals: bool = True
+    defer_commit_broadcast: bool = False
 
     def validate(self) -> None:
         if self.id == NONE:
@@ -123,6 +131,7 @@ class RaftConfig:
             f"node {self.id} of {list(self.voters)} election={self.election_tick}"
             f" heartbeat={self.heartbeat_tick} pre_vote={self.pre_vote}"
             f" check_quorum={self.check_quorum}"
+            + (" defer_commit_broadcast" if self.defer_commit_broadcast else "")
         )
 
 
@@ -199,6 +208,8 @@ class RaftCore:
         self.read_only = ReadOnly()
         self.pending_read_index: list[Message] = []
         self.broadcast_pending = False
+        self.commit_pending = False
+        self.forwarded_last = 0  # the last entry appended from a follower's MsgProp
         self._reset(self.term)
 
     # --- small helpers -----------------------------------------------------------------
@@ -250,6 +261,8 @@ class RaftCore:
         self.pending_read_index = []
         self.progress = {}
         self.broadcast_pending = False
+        self.commit_pending = False
+        self.forwarded_last = 0
 
     def become_follower(self, term: int, lead: int) -> None:
         self._transition(Role.FOLLOWER)
@@ -544,6 +557,8 @@ class RaftCore:
             raise ProposalDropped(f"leadership is moving to {self.lead_transferee}", self.id)
         last = self.log.last_index()
         self.log.append([Entry(self.term, last + i + 1, e.data) for i, e in enumerate(m.entries)])
+        if m.from_ != self.id:
+            self.forwarded_last = self.log.last_index()
         # Replicate lazily: every proposal until the next Ready goes out in one MsgApp
         # per follower (flush_broadcast), not one MsgApp per proposal.
         self.broadcast_pending = True
@@ -553,6 +568,20 @@ class RaftCore:
         if self.broadcast_pending and self.role is Role.LEADER:
             self._broadcast_append()
         self.broadcast_pending = False
+
+    def flush_commit(self) -> None:
+        """Send every follower the commit index it is owed (defer_commit_broadcast)."""
+        if self.commit_pending and self.role is Role.LEADER:
+            self._broadcast_append()
+        self.commit_pending = False
+
+    def _committed_more(self) -> None:
+        """The commit index advanced: tell the followers now, or owe it to them."""
+        forwarded_committed = 0 < self.forwarded_last <= self.log.committed
+        if self.config.defer_commit_broadcast and not forwarded_committed:
+            self.commit_pending = True
+        else:
+            self._broadcast_append()
 
     def _step_leader_response(self, m: Message, pr: Progress) -> None:
         t = m.type
@@ -578,7 +607,9 @@ class RaftCore:
             elif pr.state is ProgressState.REPLICATE:
                 pr.inflights.free_le(m.index)
             if self._maybe_commit():
-                self._broadcast_append()
+                self._committed_more()
+                if self.commit_pending and was_paused:
+                    self._send_append(m.from_)
             elif was_paused:
                 self._send_append(m.from_)
             while self._send_append(m.from_, send_if_empty=False):
@@ -670,10 +701,14 @@ class RaftCore:
             if own.maybe_update(min(self.log.stable_index, self.log.last_index())):
                 own.next = max(own.next, self.log.last_index() + 1)
                 if self._maybe_commit():
-                    self._broadcast_append()
+                    self._committed_more()
 
     def _broadcast_append(self) -> None:
+        # Every follower's MsgApp carries the commit index: nothing is owed after this.
         self.broadcast_pending = False
+        self.commit_pending = False
+        if self.forwarded_last <= self.log.committed:
+            self.forwarded_last = 0
         for peer in self.voters:
             if peer != self.id:
                 self._send_append(peer)

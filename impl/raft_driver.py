@@ -218,6 +218,15 @@ class RaftDriver:
     def compact(self, index: int, data: bytes) -> Snapshot:
         return self.core.compact(index, data)
 
+    @property
+    def commit_pending(self) -> bool:
+        """A leader with defer_commit_broadcast owes its followers a commit index."""
+        return self.core.commit_pending
+
+    def flush_commit(self) -> None:
+        """Send the commit index owed (see RaftConfig.defer_commit_broadcast)."""
+        self.core.flush_commit()
+
     # --- the hand-off ------------------------------------------------------------------
     def has_ready(self) -> bool:
         core = self.core

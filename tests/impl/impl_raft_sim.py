@@ -173,6 +173,7 @@ class Cluster:
         heartbeat_tick: int = 1,
         max_size_per_msg: int = 1024 * 1024,
         max_inflight_msgs: int = 256,
+        defer_commit_broadcast: bool = False,
         bugs: frozenset[str] = frozenset(),
         record_events: bool = False,
         storage_root: Path | None = None,
@@ -191,6 +192,7 @@ class Cluster:
             heartbeat_tick=heartbeat_tick,
             max_size_per_msg=max_size_per_msg,
             max_inflight_msgs=max_inflight_msgs,
+            defer_commit_broadcast=defer_commit_broadcast,
         )
         self.nodes: dict[int, SimNode] = {}
         self.restarts = 0
@@ -300,6 +302,11 @@ class Cluster:
             return False
         self.process(node_id)
         return True
+
+    def flush_commit(self, node_id: int) -> None:
+        """What a server's commit timer does (RaftConfig.defer_commit_broadcast)."""
+        self.driver(node_id).flush_commit()
+        self.process(node_id)
 
     def campaign(self, node_id: int) -> None:
         self.driver(node_id).campaign()

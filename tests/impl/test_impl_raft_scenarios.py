@@ -341,3 +341,74 @@ def test_proposals_between_readies_are_batched_into_one_append_per_follower() ->
     assert len(appends) == 2
     assert all(len(m.entries) == 5 for m in appends)
     cluster.stabilize()
+
+
+def _deliver_in_flight(cluster: Cluster) -> None:
+    """Deliver the messages in flight now, not the ones they cause (one network hop)."""
+    for _ in range(len(cluster.network)):
+        cluster.deliver(0)
+
+
+def _commit_carriers(cluster: Cluster) -> list[int]:
+    """The commit index of each MsgApp in flight that carries no entries."""
+    return [m.commit for m in cluster.network if m.type is MessageType.APP and not m.entries]
+
+
+@pytest.mark.parametrize("defer", [False, True])
+def test_a_new_commit_index_goes_out_at_once_or_rides_on_the_next_message(defer: bool) -> None:
+    """etcd raft sends each follower an MsgApp only to carry a commit index that
+    advanced. With defer_commit_broadcast the leader owes it instead (commit_pending):
+    the next write's MsgApp carries it, or flush_commit() sends it, or a heartbeat does.
+    Without the option the same steps show the commit-only MsgApps."""
+    cluster = Cluster(3, seed=21, defer_commit_broadcast=defer)
+    leader = elected(cluster)
+    cluster.deliver_all()
+    followers = [i for i in cluster.ids if i != leader]
+    driver = cluster.driver(leader)
+
+    def round_trip(data: bytes) -> int:
+        assert cluster.propose(leader, data)
+        _deliver_in_flight(cluster)  # the MsgApps
+        _deliver_in_flight(cluster)  # the answers: the entry commits
+        return driver.core.log.committed
+
+    first = round_trip(b"a")
+    assert driver.commit_pending is defer
+    assert _commit_carriers(cluster) == ([] if defer else [first, first])
+    if not defer:
+        return
+    assert all(cluster.driver(f).core.log.committed < first for f in followers)
+    second = round_trip(b"b")  # b's MsgApps carried a's commit index
+    assert all(cluster.driver(f).core.log.committed == first for f in followers)
+    assert all(cluster.nodes[f].applied[-1].data == b"a" for f in followers)
+    cluster.flush_commit(leader)
+    assert not driver.commit_pending and _commit_carriers(cluster) == [second, second]
+    cluster.deliver_all()
+    assert all(cluster.nodes[f].applied[-1].data == b"b" for f in followers)
+    third = round_trip(b"c")
+    cluster.tick(leader)  # the heartbeat carries the commit index too
+    cluster.deliver_all()
+    assert all(cluster.driver(f).core.log.committed == third for f in followers)
+    assert all(cluster.nodes[f].applied[-1].data == b"c" for f in followers)
+
+
+def test_a_commit_a_followers_client_waits_for_is_not_deferred() -> None:
+    """A write forwarded by a follower is answered by that follower once it has applied
+    it, so with defer_commit_broadcast too the commit covering it goes out at once."""
+    cluster = Cluster(3, seed=21, defer_commit_broadcast=True)
+    leader = elected(cluster)
+    cluster.deliver_all()
+    follower = next(i for i in cluster.ids if i != leader)
+    assert cluster.propose(follower, b"forwarded")
+    for _ in range(3):  # the MsgProp, the MsgApps, their answers
+        _deliver_in_flight(cluster)
+    committed = cluster.driver(leader).core.log.committed
+    assert cluster.driver(leader).core.log.slice(committed, committed + 1)[0].data == b"forwarded"
+    assert not cluster.driver(leader).commit_pending
+    assert _commit_carriers(cluster) == [committed, committed]
+    cluster.deliver_all()
+    assert cluster.nodes[follower].applied[-1].data == b"forwarded"
+    assert cluster.propose(leader, b"local")  # the leader's own write is deferred again
+    for _ in range(2):
+        _deliver_in_flight(cluster)
+    assert cluster.driver(leader).commit_pending and _commit_carriers(cluster) == []
