@@ -5,14 +5,22 @@ duplication, partitions, crashes and restarts, proposals, reads, compaction, lea
 transfer); the safety invariants (Election Safety, Log Matching, State Machine Safety,
 Leader Completeness, each node's own invariants) are checked after every rule. Witness
 counts make a run that never elects a leader or never commits fail instead of passing
-vacuously; `target()` steers toward higher terms and more committed entries.
+vacuously; `target()` steers toward higher terms, more committed entries and more reads
+served. The exploration is derandomized (a fixed seed, settings of its own rather than
+the session's profile, and `replayable_draws()`, without which the draws depend on which
+modules the pytest session imported): which rules a run favours varies a lot from seed to
+seed, and in some runs no read was ever served, so the witness failed now and then; now
+every run checks the same ground.
+Half the runs defer the leader's commit broadcast (`flush_commit` fires when the network
+drains, as a server's timer would).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 
-from hypothesis import event, settings, target
+from etcdspec.model.hypothesis_replay import replayable_draws
+from hypothesis import HealthCheck, event, settings, target
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -36,8 +44,17 @@ class RaftMachine(RuleBasedStateMachine):
         pre_vote=st.booleans(),
         check_quorum=st.booleans(),
         inflight=st.sampled_from([1, 4, 256]),
+        defer_commit=st.booleans(),
     )
-    def start(self, n: int, seed: int, pre_vote: bool, check_quorum: bool, inflight: int) -> None:
+    def start(
+        self,
+        n: int,
+        seed: int,
+        pre_vote: bool,
+        check_quorum: bool,
+        inflight: int,
+        defer_commit: bool,
+    ) -> None:
         self.cluster = Cluster(
             n,
             seed=seed,
@@ -46,6 +63,7 @@ class RaftMachine(RuleBasedStateMachine):
             election_tick=4,
             max_inflight_msgs=inflight,
             max_size_per_msg=16,
+            defer_commit_broadcast=defer_commit,
         )
         self.counter = 0
 
@@ -69,6 +87,11 @@ class RaftMachine(RuleBasedStateMachine):
 
     @rule()
     def deliver_all(self) -> None:
+        # Time passes while the network drains: a server's commit timer would fire.
+        leader = self.cluster.leader()
+        if leader is not None and self.cluster.driver(leader).commit_pending:
+            self.cluster.flush_commit(leader)
+            event("commit flushed")
         self.cluster.deliver_all(max_rounds=500)
 
     @precondition(lambda self: bool(self.cluster.network))
@@ -93,6 +116,15 @@ class RaftMachine(RuleBasedStateMachine):
         if alive:
             self.counter += 1
             self.cluster.read_index(data.draw(st.sampled_from(alive)), f"r{self.counter}".encode())
+
+    @rule()
+    def read_on_a_quiet_network(self) -> None:
+        """A read at the leader while nothing is lost: the heartbeat round completes."""
+        leader = self.cluster.leader()
+        if leader is not None:
+            self.counter += 1
+            self.cluster.read_index(leader, f"r{self.counter}".encode())
+            self.cluster.deliver_all(max_rounds=500)
 
     @rule(data=st.data())
     def crash(self, data: st.DataObject) -> None:
@@ -139,6 +171,7 @@ class RaftMachine(RuleBasedStateMachine):
         if hasattr(self, "cluster"):
             target(float(max(self.cluster.leaders_by_term, default=0)), label="max leader term")
             target(float(len(self.cluster.committed)), label="committed entries")
+            target(float(self.cluster.reads_served), label="reads served")
             WITNESS["runs"] += 1
             WITNESS["runs with a leader"] += bool(self.cluster.leaders_by_term)
             WITNESS["runs with commits"] += len(self.cluster.committed) > 1
@@ -148,9 +181,18 @@ class RaftMachine(RuleBasedStateMachine):
 
 def test_raft_safety_under_hypothesis_exploration() -> None:
     WITNESS.clear()
-    run_state_machine_as_test(
-        RaftMachine, settings=settings(settings.default, stateful_step_count=100)
-    )
+    with replayable_draws():
+        run_state_machine_as_test(
+            RaftMachine,
+            settings=settings(
+                max_examples=100,
+                stateful_step_count=100,
+                derandomize=True,
+                database=None,
+                deadline=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+            ),
+        )
     runs = WITNESS["runs"]
     assert runs > 0
     assert WITNESS["runs with a leader"] >= runs // 4, WITNESS
