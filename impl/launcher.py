@@ -407,7 +407,9 @@ def stop_cluster(directory: str | Path) -> list[RunningMember]:
 
 
 def wait_ready(endpoints: list[str], timeout_s: float = 30.0) -> dict[str, Any]:
-    """Wait until every endpoint answers Maintenance.Status with a leader; its statuses."""
+    """Wait until every endpoint answers Maintenance.Status naming the same leader; their
+    statuses. (The same one: a leader cut off from the others goes on naming itself
+    until it hears of the new term, after a partition heals, say.)"""
     deadline = time.monotonic() + timeout_s
     last_error = ""
     while time.monotonic() < deadline:
@@ -418,6 +420,9 @@ def wait_ready(endpoints: list[str], timeout_s: float = 30.0) -> dict[str, Any]:
                 if status["leader"] == 0:
                     raise LauncherError(f"{endpoint} has no leader yet")
                 statuses[endpoint] = status
+            named = {f"{status['leader']:x}" for status in statuses.values()}
+            if len(named) > 1:
+                raise LauncherError(f"the members name different leaders: {sorted(named)}")
             return statuses
         except (LauncherError, OSError) as error:
             last_error = str(error)
