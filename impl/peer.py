@@ -16,9 +16,9 @@ event loop leave together, in one write, at the end of that turn. Each peer's se
 task (re)connects with exponential backoff (BACKOFF_START_S doubling up to
 BACKOFF_MAX_S). Inbound bytes are parsed as they arrive (an asyncio Protocol, no task
 or await per frame; reads land in a shared scratch, `etcdspec.impl.scratch_recv`), and
-each frame is handed, in order per connection, to the
-`deliver(from_id, payload)` callback on the event loop thread. `close()` stops the
-listener and every task this transport started.
+each frame is handed, in order per connection, to the `deliver(from_id, payload)`
+callback on the event loop thread. `close()` stops the listener and every task this
+transport started.
 
 Fault injection (tests and conformance runs only): `blocked` is a set of peer ids this
 member neither sends to nor accepts frames from — a network partition seen from this

@@ -704,7 +704,8 @@ class RaftCore:
                     self._committed_more()
 
     def _broadcast_append(self) -> None:
-        # Every follower's MsgApp carries the commit index: nothing is owed after this.
+        # Every MsgApp carries the commit index, so nothing is owed after this (a paused
+        # follower has it with its next MsgApp or heartbeat).
         self.broadcast_pending = False
         self.commit_pending = False
         if self.forwarded_last <= self.log.committed:

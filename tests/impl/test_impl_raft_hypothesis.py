@@ -10,9 +10,8 @@ served. The exploration is derandomized (a fixed seed, settings of its own rathe
 the session's profile, and `replayable_draws()`, without which the draws depend on which
 modules the pytest session imported): which rules a run favours varies a lot from seed to
 seed, and in some runs no read was ever served, so the witness failed now and then; now
-every run checks the same ground.
-Half the runs defer the leader's commit broadcast (`flush_commit` fires when the network
-drains, as a server's timer would).
+every run checks the same ground. Half the runs defer the leader's commit broadcast
+(`flush_commit` fires when the network drains, as a server's timer would).
 """
 
 from __future__ import annotations
