@@ -457,15 +457,21 @@ class GrpcConnection(ScratchProtocol):
 
     def on_headers(self, stream_id: int, headers: Headers, end_stream: bool) -> None:
         path = b""
+        method = b""
         timeout: float | None = None
         content_type = b""
         for name, value in headers:
             if name == b":path":
                 path = value
+            elif name == b":method":
+                method = value
             elif name == b"content-type":
                 content_type = value
             elif name == b"grpc-timeout":
                 timeout = parse_timeout(value)
+        if method != b"POST":  # a gRPC call is a POST: anything else, 405 Method Not Allowed
+            self.h2.send_headers(stream_id, _status_field(b"405"), end_stream=True)
+            return
         if not content_type.startswith(CONTENT_TYPE):
             self.h2.send_headers(stream_id, _status_field(b"415"), end_stream=True)
             return

@@ -13,7 +13,10 @@ What it does:
   library); a block that changes nothing in the decoder's dynamic table (neither its
   entries nor its size) is remembered, so a client repeating the same indexed headers
   costs a dict lookup; a list above the advertised MAX_HEADER_LIST_SIZE resets its
-  stream alone (ENHANCE_YOUR_CALM);
+  stream alone (ENHANCE_YOUR_CALM), and so does a malformed request (§8.2-8.3,
+  `malformed_request`: an uppercase name, a connection-specific field, a missing,
+  repeated, unknown or misplaced pseudo-header; PROTOCOL_ERROR), as do trailers that
+  carry a pseudo-header;
 - flow control both ways. Receiving: the connection window is replenished as data
   arrives; a stream's window as the listener reports bytes consumed (`consumed`), so
   a handler that does not read holds its client back. Sending: DATA beyond the peer's
@@ -320,7 +323,7 @@ class H2ServerConnection:
             if not fits:
                 self._stream_error(stream_id, ENHANCE_YOUR_CALM)
                 return
-            if not end_stream or stream.remote_ended:
+            if not end_stream or stream.remote_ended or any(n[:1] == b":" for n, _ in headers):
                 self._stream_error(stream_id, PROTOCOL_ERROR)
                 return
             stream.remote_ended = True
@@ -339,6 +342,9 @@ class H2ServerConnection:
             return
         if not fits:
             self.outbound.append(_rst(stream_id, ENHANCE_YOUR_CALM))
+            return
+        if malformed_request(headers) is not None:
+            self.outbound.append(_rst(stream_id, PROTOCOL_ERROR))
             return
         self.streams[stream_id] = StreamState(
             send_window=self._peer_initial_window,
@@ -625,6 +631,38 @@ class H2ServerConnection:
             del self.streams[stream_id]
             self.events.on_reset(stream_id, error_code)
         self._blocked.clear()
+
+
+_REQUEST_PSEUDO = frozenset({b":method", b":scheme", b":authority", b":path"})
+_REQUIRED_PSEUDO = frozenset({b":method", b":scheme", b":path"})
+_CONNECTION_SPECIFIC = frozenset(
+    {b"connection", b"proxy-connection", b"keep-alive", b"transfer-encoding", b"upgrade"}
+)
+
+
+def malformed_request(headers: Headers) -> str | None:
+    """What makes a request's header list malformed (RFC 9113 §8.2-8.3), or None."""
+    seen: set[bytes] = set()
+    regular = False
+    for name, value in headers:
+        if name != name.lower():
+            return f"the field name {name!r} is not lowercase"
+        if name[:1] == b":":
+            if regular:
+                return f"the pseudo-header {name!r} follows a regular field"
+            if name not in _REQUEST_PSEUDO:
+                return f"{name!r} is not a request pseudo-header"
+            if name in seen:
+                return f"the pseudo-header {name!r} appears twice"
+            seen.add(name)
+        else:
+            regular = True
+            if name in _CONNECTION_SPECIFIC or (name == b"te" and value != b"trailers"):
+                return f"the connection-specific field {name!r}"
+    missing = _REQUIRED_PSEUDO - seen
+    if missing:
+        return f"no {b', '.join(sorted(missing))!r}"
+    return None
 
 
 def _rst(stream_id: int, error_code: int) -> bytes:

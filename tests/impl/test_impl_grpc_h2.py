@@ -592,6 +592,12 @@ async def raw_call(
             b"415",
             None,
         ),
+        (
+            [(n, "GET") if n == ":method" else (n, v) for n, v in GRPC_REQUEST],
+            message(FOO),
+            b"405",
+            None,
+        ),
         (GRPC_REQUEST, message(FOO, compressed=True), b"200", b"12"),
         (GRPC_REQUEST, message(FOO)[:-1], b"200", b"13"),
         (GRPC_REQUEST, None, b"200", b"13"),
@@ -608,6 +614,7 @@ async def raw_call(
     ids=[
         "well-formed-ok",
         "not-grpc-content-type-415",
+        "not-post-405",
         "compressed-message-unimplemented",
         "request-ends-inside-message-internal",
         "unary-without-message-internal",

@@ -41,6 +41,10 @@ REQUEST = [
     ("te", "trailers"),
 ]
 RAW_REQUEST = [(n.encode(), v.encode()) for n, v in REQUEST]
+# The pseudo-headers a request needs, from HPACK's static table alone (indexed fields 3, 6
+# and 4): a prefix that leaves the dynamic table as it is.
+STATIC_PSEUDO = b"\x83\x86\x84"
+STATIC_PSEUDO_LIST = [(b":method", b"POST"), (b":scheme", b"http"), (b":path", b"/")]
 
 
 @dataclass(frozen=True)
@@ -372,6 +376,43 @@ def test_header_block_with_bad_index_is_compression_error() -> None:
     assert recorder.events == []
 
 
+_PSEUDO = REQUEST[:3]  # :method, :scheme, :path
+_REGULAR = REQUEST[3:]
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        [*_PSEUDO[:2], *_REGULAR],
+        [*_PSEUDO, ("Content-Length", "5")],
+        [_PSEUDO[0], ("x-early", "1"), *_PSEUDO[1:]],
+        [*_PSEUDO, (":status", "200")],
+        [*_PSEUDO, (":method", "GET")],
+        [*_PSEUDO, ("connection", "keep-alive")],
+        [*_PSEUDO, ("te", "gzip")],
+    ],
+    ids=["no-path", "uppercase", "pseudo-after-regular", "unknown-pseudo", "twice", "conn", "te"],
+)
+def test_malformed_request_is_stream_error_8_2_and_8_3(headers: list[tuple[str, str]]) -> None:
+    conn, recorder = open_conn()
+    encoder = hpack.Encoder()
+    conn.receive(frame(HEADERS, END_HEADERS, 1, encoder.encode(headers)))
+    assert rst_codes(take(conn)) == [(1, h2_conn.PROTOCOL_ERROR)]
+    assert recorder.events == [] and not conn.closed
+    conn.receive(frame(HEADERS, END_HEADERS, 3, encoder.encode(REQUEST)))  # the next is served
+    assert recorder.events == [("headers", 3, RAW_REQUEST, False)]
+
+
+def test_trailers_with_a_pseudo_header_are_stream_error_8_1() -> None:
+    conn, recorder = open_conn()
+    encoder = hpack.Encoder()
+    conn.receive(request(1, encoder=encoder))
+    take(conn)
+    conn.receive(frame(HEADERS, END_HEADERS | END_STREAM, 1, encoder.encode([(":path", "/x")])))
+    assert rst_codes(take(conn)) == [(1, h2_conn.PROTOCOL_ERROR)]
+    assert recorder.events[-1] == ("reset", 1, h2_conn.PROTOCOL_ERROR)
+
+
 def test_header_list_above_advertised_limit_is_stream_error_10_5_1() -> None:
     """A header list above SETTINGS_MAX_HEADER_LIST_SIZE costs its own stream only; the
     block is still decoded, so the HPACK table stays in step for the next request."""
@@ -480,14 +521,15 @@ def test_header_block_cache_cleared_when_block_inserts_into_dynamic_table() -> N
 def test_header_block_cache_after_table_moved_means_new_entry_rfc7541_2_3_3() -> None:
     conn, recorder = open_conn()
     encoder = hpack.Encoder()
-    dynamic_62 = bytes([0x80 | 62])  # an indexed field: the newest dynamic entry
-    conn.receive(frame(HEADERS, END_HEADERS, 1, encoder.encode([("x-a", "1")])))
+    dynamic_62 = STATIC_PSEUDO + bytes([0x80 | 62])  # the newest dynamic entry
+    conn.receive(frame(HEADERS, END_HEADERS, 1, STATIC_PSEUDO + encoder.encode([("x-a", "1")])))
     conn.receive(frame(HEADERS, END_HEADERS, 3, dynamic_62))
     conn.receive(frame(HEADERS, END_HEADERS, 5, dynamic_62))  # now from the cache
-    conn.receive(frame(HEADERS, END_HEADERS, 7, encoder.encode([("x-b", "2")])))  # shifts x-a
+    shift = STATIC_PSEUDO + encoder.encode([("x-b", "2")])  # shifts x-a
+    conn.receive(frame(HEADERS, END_HEADERS, 7, shift))
     conn.receive(frame(HEADERS, END_HEADERS, 9, dynamic_62))
-    conn.receive(frame(HEADERS, END_HEADERS, 11, bytes([0x80 | 63])))
-    got = {e[1]: e[2] for e in recorder.events}
+    conn.receive(frame(HEADERS, END_HEADERS, 11, STATIC_PSEUDO + bytes([0x80 | 63])))
+    got = {e[1]: e[2][len(STATIC_PSEUDO_LIST) :] for e in recorder.events}
     assert got[3] == got[5] == [(b"x-a", b"1")]
     assert got[9] == [(b"x-b", b"2")]
     assert got[11] == [(b"x-a", b"1")]
@@ -498,16 +540,16 @@ def test_header_block_cache_keeps_table_size_updates_rfc7541_6_3() -> None:
     no entry moves: served from the cache, the update would be lost and the decoder's
     table would drift from the encoder's."""
     conn, recorder = open_conn()
-    grow = b"\x3f\xe1\x1f" + b"\x82"  # size update to 4096, then :method GET
-    shrink = b"\x20" + b"\x82"  # size update to 0, then :method GET
-    insert = b"\x40\x03x-a\x011"  # literal with incremental indexing: x-a: 1
+    grow = b"\x3f\xe1\x1f" + STATIC_PSEUDO  # size update to 4096, then the pseudo-headers
+    shrink = b"\x20" + STATIC_PSEUDO  # size update to 0
+    insert = STATIC_PSEUDO + b"\x40\x03x-a\x011"  # literal with incremental indexing: x-a: 1
     conn.receive(frame(HEADERS, END_HEADERS, 1, grow))  # table empty: nothing moves
     conn.receive(frame(HEADERS, END_HEADERS, 3, shrink))  # table size 0
     conn.receive(frame(HEADERS, END_HEADERS, 5, grow))  # must grow the table again
     conn.receive(frame(HEADERS, END_HEADERS, 7, insert))  # x-a: 1 at index 62
-    conn.receive(frame(HEADERS, END_HEADERS, 9, bytes([0x80 | 62])))
+    conn.receive(frame(HEADERS, END_HEADERS, 9, STATIC_PSEUDO + bytes([0x80 | 62])))
     assert not conn.closed, conn.close_reason
-    assert recorder.events[-1] == ("headers", 9, [(b"x-a", b"1")], False)
+    assert recorder.events[-1] == ("headers", 9, [*STATIC_PSEUDO_LIST, (b"x-a", b"1")], False)
 
 
 # -- flow control, sending (§6.9) ------------------------------------------------------
