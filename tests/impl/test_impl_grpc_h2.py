@@ -27,6 +27,7 @@ from etcdspec.impl.grpc_h2 import GrpcH2Server
 from etcdspec.impl.launcher import free_ports
 from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
 from etcdspec.impl.server import GenericOnly
+from grpc_request import GRPC_REQUEST
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -528,14 +529,6 @@ def test_client_closing_connection_cancels_handler() -> None:
 
 # -- raw HTTP/2: what a grpc client never sends ----------------------------------------
 
-GRPC_REQUEST = [
-    (":method", "POST"),
-    (":scheme", "http"),
-    (":path", "/etcdserverpb.KV/Range"),
-    (":authority", "127.0.0.1"),
-    ("content-type", "application/grpc"),
-    ("te", "trailers"),
-]
 FOO = rpc_pb2.RangeRequest(key=b"foo").SerializeToString()
 WAIT = rpc_pb2.RangeRequest(key=b"wait").SerializeToString()
 

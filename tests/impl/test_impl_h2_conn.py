@@ -31,15 +31,8 @@ from etcdspec.impl.h2_conn import (
     H2ServerConnection,
     frame,
 )
+from grpc_request import GRPC_REQUEST as REQUEST
 
-REQUEST = [
-    (":method", "POST"),
-    (":scheme", "http"),
-    (":path", "/etcdserverpb.KV/Range"),
-    (":authority", "127.0.0.1"),
-    ("content-type", "application/grpc"),
-    ("te", "trailers"),
-]
 RAW_REQUEST = [(n.encode(), v.encode()) for n, v in REQUEST]
 # The pseudo-headers a request needs, from HPACK's static table alone (indexed fields 3, 6
 # and 4): a prefix that leaves the dynamic table as it is.
