@@ -159,7 +159,8 @@ class H2ServerConnection:
         self._preface_seen = False
         self._decoder = hpack.Decoder()
         self._decoder.max_header_list_size = HEADER_LIST_HARD_LIMIT
-        self._header_cache: dict[bytes, Headers] = {}
+        # block -> its header list and what makes it a malformed request (None: nothing)
+        self._header_cache: dict[bytes, tuple[Headers, str | None]] = {}
         self._continuing: tuple[int, bool, bytearray] | None = None  # id, end, block so far
         self._peer_window = DEFAULT_WINDOW
         self._peer_initial_window = DEFAULT_WINDOW
@@ -316,7 +317,7 @@ class H2ServerConnection:
         decoded = self._decode(block)
         if decoded is None:
             return
-        headers, fits = decoded
+        headers, fits, malformed = decoded
         stream = self.streams.get(stream_id)
         if stream is not None:
             # Trailers from the client: they must end the stream; gRPC sends none.
@@ -343,7 +344,7 @@ class H2ServerConnection:
         if not fits:
             self.outbound.append(_rst(stream_id, ENHANCE_YOUR_CALM))
             return
-        if malformed_request(headers) is not None:
+        if malformed is not None:
             self.outbound.append(_rst(stream_id, PROTOCOL_ERROR))
             return
         self.streams[stream_id] = StreamState(
@@ -353,12 +354,13 @@ class H2ServerConnection:
         )
         self.events.on_headers(stream_id, headers, end_stream)
 
-    def _decode(self, block: bytes) -> tuple[Headers, bool] | None:
-        """The header list of a block and whether it fits MAX_HEADER_LIST; None after a
-        compression error (connection closed)."""
+    def _decode(self, block: bytes) -> tuple[Headers, bool, str | None] | None:
+        """The header list of a block, whether it fits MAX_HEADER_LIST and what makes it a
+        malformed request (judged once per remembered block); None after a compression
+        error (connection closed)."""
         cached = self._header_cache.get(block)
         if cached is not None:
-            return cached, True
+            return cached[0], True, cached[1]
         table = self._decoder.header_table
         entries = table.dynamic_entries
         size_before = len(entries)
@@ -373,6 +375,7 @@ class H2ServerConnection:
             return None
         # The list's size as RFC 9113 §6.5.2 counts it (32 octets of overhead a field).
         fits = sum(len(n) + len(v) + 32 for n, v in headers) <= MAX_HEADER_LIST
+        malformed = malformed_request(headers)
         entries = table.dynamic_entries
         if (
             len(entries) != size_before
@@ -386,8 +389,8 @@ class H2ServerConnection:
         elif fits:
             if len(self._header_cache) >= HEADER_CACHE_LIMIT:
                 self._header_cache.clear()
-            self._header_cache[block] = headers
-        return headers, fits
+            self._header_cache[block] = (headers, malformed)
+        return headers, fits, malformed
 
     def _on_window_update(self, stream_id: int, payload: bytes) -> None:
         if len(payload) != 4:

@@ -389,11 +389,13 @@ _REGULAR = REQUEST[3:]
 def test_malformed_request_is_stream_error_8_2_and_8_3(headers: list[tuple[str, str]]) -> None:
     conn, recorder = open_conn()
     encoder = hpack.Encoder()
-    conn.receive(frame(HEADERS, END_HEADERS, 1, encoder.encode(headers)))
-    assert rst_codes(take(conn)) == [(1, h2_conn.PROTOCOL_ERROR)]
+    # Sent three times: the last two are all indexed, the third served from the cache.
+    for stream_id in (1, 3, 5):
+        conn.receive(frame(HEADERS, END_HEADERS, stream_id, encoder.encode(headers)))
+    assert rst_codes(take(conn)) == [(i, h2_conn.PROTOCOL_ERROR) for i in (1, 3, 5)]
     assert recorder.events == [] and not conn.closed
-    conn.receive(frame(HEADERS, END_HEADERS, 3, encoder.encode(REQUEST)))  # the next is served
-    assert recorder.events == [("headers", 3, RAW_REQUEST, False)]
+    conn.receive(frame(HEADERS, END_HEADERS, 7, encoder.encode(REQUEST)))  # the next is served
+    assert recorder.events == [("headers", 7, RAW_REQUEST, False)]
 
 
 def test_trailers_with_a_pseudo_header_are_stream_error_8_1() -> None:
