@@ -828,17 +828,20 @@ class Member:
             ) from error
         self.metrics.proposals_pending = len(self._waiters)
         self._wake.set()
+        # A plain await with a timer on the future itself: no extra task or shield, so
+        # the answer reaches the caller in the loop iteration after `_apply` sets it; and
+        # no asyncio.timeout, which needs a task (grpc_h2 runs a handler's first steps
+        # before it makes one).
+        timer = asyncio.get_running_loop().call_later(REQUEST_TIMEOUT_S, _time_out, future)
         try:
-            # A plain await under a deadline: no extra task or shield, so the answer
-            # reaches the caller in the loop iteration after `_apply` sets it.
-            async with asyncio.timeout(REQUEST_TIMEOUT_S):
-                response = await future
+            response = await future
         except TimeoutError as error:
             self.metrics.proposals_failed += 1
             raise RpcError(
                 errors.TIMEOUT if self._leader_id != NONE else errors.TIMEOUT_LEADER_FAIL
             ) from error
         finally:
+            timer.cancel()
             self._waiters.pop(request_id, None)
             self.metrics.proposals_pending = len(self._waiters)
         header = getattr(response, "header", None)
@@ -855,17 +858,19 @@ class Member:
         """Return once this member has applied everything committed before the call."""
         if self._stopping:
             raise RpcError(errors.STOPPED)
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
         self._read_pending.append(future)
         self._wake.set()
+        timer = loop.call_later(REQUEST_TIMEOUT_S, _time_out, future)  # as in `propose`
         try:
-            async with asyncio.timeout(REQUEST_TIMEOUT_S):
-                await future
+            await future  # done by then: no later ReadIndex carries it
         except TimeoutError as error:
-            future.cancel()  # done: no later ReadIndex carries it
             raise RpcError(
                 errors.TIMEOUT if self._leader_id != NONE else errors.TIMEOUT_LEADER_FAIL
             ) from error
+        finally:
+            timer.cancel()
 
     def _issue_read_index(self) -> None:
         """Send one ReadIndex for all reads queued since the last one (etcd batches them)."""
@@ -1056,6 +1061,12 @@ async def serve_member(
     log.info("member ready", extra={"pid": os.getpid(), "member_id": f"{member.member_id:x}"})
     await member.stopped.wait()
     return member.failure
+
+
+def _time_out(future: asyncio.Future[Any]) -> None:
+    """A request's deadline passed: its future fails with TimeoutError (if still open)."""
+    if not future.done():
+        future.set_exception(TimeoutError())
 
 
 def tune_gc() -> None:
