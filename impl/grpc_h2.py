@@ -7,7 +7,9 @@ and the context offers what grpc.aio's does for our servicers (`abort`, `set_cod
 `set_details`, `write`, `time_remaining`, `invocation_metadata`, `cancelled`, `peer`).
 Why: grpc.aio's per-call machinery costs 240-430 µs of CPU per call on this machine
 (bench/grpc_ceiling.py), most of a member's CPU per read; this server parses frames in
-one pass per socket read and answers a unary call with one task and one write.
+one pass per socket read, starts each handler right after the read that completed its
+request (a task takes it on only if it waits: a serializable read never does), and
+answers in one write.
 
 The gRPC wire protocol (PROTOCOL-HTTP2 of grpc/grpc): a call is an HTTP/2 stream opened
 by a POST to /package.Service/Method with content-type application/grpc; each message is
@@ -20,8 +22,10 @@ receive limit ends the call with RESOURCE_EXHAUSTED; a compressed one with UNIMP
 (no client of ours compresses, etcd does not by default either).
 
 Threading: everything runs on the event loop thread. Ownership: a connection owns its
-calls; a call owns its handler task, which ends with the call (a client reset, a
-deadline, a lost connection or the server's stop cancels it).
+calls; a call owns its handler (and the task that drives it once it has waited), which
+ends with the call (a client reset, a deadline, a lost connection or the server's stop
+cancels it). A handler may therefore run without a current task: it must not use
+asyncio.timeout, which needs one.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ import inspect
 import logging
 import socket
 from collections import deque
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Coroutine, Generator, Sequence
 from typing import Any, NamedTuple, NoReturn
 
 import grpc
@@ -120,6 +124,33 @@ class CallDetails(NamedTuple):
     invocation_metadata: tuple[tuple[str, str], ...]
 
 
+class _Resumed(Coroutine[Any, Any, None]):
+    """A handler coroutine already run to its first wait (`first`: what it yielded there),
+    for a task to drive on: the task's first send gets `first`; everything after,
+    cancellation included, goes to the handler itself."""
+
+    def __init__(self, handler: Coroutine[Any, Any, None], first: Any) -> None:
+        self._handler = handler
+        self._first: Any = first
+        self._fresh = True
+
+    def send(self, value: Any) -> Any:
+        if self._fresh:
+            self._fresh = False
+            return self._first
+        return self._handler.send(value)
+
+    def throw(self, *error: Any) -> Any:
+        self._fresh = False
+        return self._handler.throw(*error)
+
+    def close(self) -> None:
+        self._handler.close()
+
+    def __await__(self) -> Generator[Any, None, None]:
+        raise TypeError("a resumed handler is driven by its task, not awaited")
+
+
 class Call:
     """One RPC: its request bytes in, its handler's task, its answer out. It is also the
     handler's context."""
@@ -131,6 +162,7 @@ class Call:
         "_details",
         "_done",
         "_expired",
+        "_first_message",
         "_headers_sent",
         "_remote_ended",
         "_request_waiter",
@@ -164,6 +196,7 @@ class Call:
         self._headers_sent = False
         self._done = False
         self._task: asyncio.Task[None] | None = None
+        self._first_message: bytes | None = None  # a unary call's request, for `begin`
         self._timer: asyncio.TimerHandle | None = None
         self._deadline: float | None = None
         self._expired = False
@@ -248,8 +281,23 @@ class Call:
     # -- the handler -------------------------------------------------------------------
 
     def _start(self, message: bytes | None) -> None:
+        """The handler starts once the connection has parsed this read (`begin`)."""
         self._started = True
-        self._task = self.connection.loop.create_task(self._run(message))
+        self._first_message = message
+        self.connection.starting.append(self)
+
+    def begin(self) -> None:
+        """Run the handler at once, up to its first real wait; a task takes it on from
+        there. A handler that never waits (a serializable read) answers without a task
+        or a loop turn: its answer leaves with this read's other output."""
+        if self._done:
+            return  # ended (reset, refused) before it began
+        handler = self._run(self._first_message)
+        try:
+            first = handler.send(None)
+        except StopIteration:
+            return
+        self._task = self.connection.loop.create_task(_Resumed(handler, first))
 
     async def _run(self, message: bytes | None) -> None:
         handler = self.handler
@@ -419,6 +467,7 @@ class GrpcConnection(ScratchProtocol):
         self._flush_scheduled = False
         self._write_paused = False
         self._writers: list[asyncio.Future[None]] = []
+        self.starting: list[Call] = []  # calls whose handler starts after this read
 
     # -- asyncio.Protocol ----------------------------------------------------------------
 
@@ -435,6 +484,12 @@ class GrpcConnection(ScratchProtocol):
 
     def data_received(self, data: bytes) -> None:
         self.h2.receive(data)
+        # Handlers start once the read is parsed, not while the HTTP/2 core is inside it.
+        starting = self.starting
+        if starting:
+            self.starting = []
+            for call in starting:
+                call.begin()
         self._flush()
 
     def connection_lost(self, exc: Exception | None) -> None:

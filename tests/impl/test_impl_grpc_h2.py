@@ -50,6 +50,7 @@ class Handshakes:
     release: asyncio.Event = field(default_factory=asyncio.Event)
     never: asyncio.Event = field(default_factory=asyncio.Event)
     metadata: list[tuple[tuple[str, str], ...]] = field(default_factory=list)
+    in_task: list[bool] = field(default_factory=list)  # key "task": inside a task or not
 
     def started_event(self, key: bytes) -> asyncio.Event:
         return self.started.setdefault(key, asyncio.Event())
@@ -83,6 +84,10 @@ class KV(rpc_pb2_grpc.KVServicer):
             except asyncio.CancelledError:
                 self.shakes.cancelled_event(key).set()
                 raise
+        if key == b"task":
+            self.shakes.in_task.append(asyncio.current_task() is not None)
+            await asyncio.sleep(0)
+            self.shakes.in_task.append(asyncio.current_task() is not None)
         if key == b"deadline":
             remaining = context.time_remaining()
             return rpc_pb2.RangeResponse(count=-1 if remaining is None else int(remaining * 1000))
@@ -304,6 +309,19 @@ def test_response_bigger_than_client_windows_arrives_whole() -> None:
             assert response.kvs[0].value == expected
 
     run(scenario)
+
+
+def test_handler_runs_in_the_read_callback_until_it_first_waits() -> None:
+    """A handler starts in the callback that read its request (no task, no loop turn);
+    only when it first waits does a task take it on, and the call still ends well."""
+
+    async def scenario() -> list[bool]:
+        async with serving() as served:
+            answer = await served.kv.Range(range_request(b"task"), timeout=5)
+            assert answer.count == 1
+            return served.shakes.in_task
+
+    assert run(scenario) == [False, True]
 
 
 def test_deadline_gives_deadline_exceeded_and_cancels_handler() -> None:
