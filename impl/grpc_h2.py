@@ -152,8 +152,8 @@ class _Resumed(Coroutine[Any, Any, None]):
 
 
 class Call:
-    """One RPC: its request bytes in, its handler's task, its answer out. It is also the
-    handler's context."""
+    """One RPC: its request bytes in, its handler (begun at once, driven by a task once it
+    waits), its answer out. It is also the handler's context."""
 
     __slots__ = (
         "_buffer",
