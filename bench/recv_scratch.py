@@ -29,21 +29,24 @@ from etcdspec.impl.scratch_recv import ScratchProtocol, new_scratch
 
 
 class _Counting:
-    """Counts the bytes that arrived; `more` sends the next message when one is whole."""
+    """Counts the bytes that arrived; sends the next message when one is whole, and ends
+    `done` when all have arrived."""
 
-    def __init__(self, size: int, more: asyncio.Future[None], messages: int) -> None:
+    def __init__(
+        self, size: int, messages: int, sender: socket.socket, done: asyncio.Future[None]
+    ) -> None:
         self.size = size
         self.messages = messages
-        self.done = more
+        self.sender = sender
+        self.done = done
         self.received = 0
-        self.sender: socket.socket | None = None
 
     def take(self, data: bytes) -> None:
         self.received += len(data)
         if self.received >= self.messages * self.size:
             if not self.done.done():
                 self.done.set_result(None)
-        elif self.received % self.size == 0 and self.sender is not None:
+        elif self.received % self.size == 0:
             self.sender.send(bytes(self.size))
 
 
@@ -69,8 +72,7 @@ async def _round(kind: str, messages: int, size: int) -> float:
     loop = asyncio.get_running_loop()
     receiving, sending = socket.socketpair()
     done: asyncio.Future[None] = loop.create_future()
-    counting = _Counting(size, done, messages)
-    counting.sender = sending
+    counting = _Counting(size, messages, sending, done)
     scratch = new_scratch()
     transport, _ = await loop.connect_accepted_socket(
         (lambda: _Plain(counting)) if kind == "plain" else (lambda: _Scratch(counting, scratch)),

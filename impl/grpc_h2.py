@@ -293,6 +293,7 @@ class Call:
         if self._done:
             return  # ended (reset, refused) before it began
         handler = self._run(self._first_message)
+        self._first_message = None  # the handler holds the request from here
         try:
             first = handler.send(None)
         except StopIteration:

@@ -864,7 +864,7 @@ class Member:
         self._wake.set()
         timer = loop.call_later(REQUEST_TIMEOUT_S, _time_out, future)  # as in `propose`
         try:
-            await future  # done by then: no later ReadIndex carries it
+            await future  # a timed-out future is done: no later ReadIndex carries it
         except TimeoutError as error:
             raise RpcError(
                 errors.TIMEOUT if self._leader_id != NONE else errors.TIMEOUT_LEADER_FAIL

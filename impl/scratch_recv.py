@@ -39,4 +39,5 @@ class ScratchProtocol(asyncio.BufferedProtocol):
         self.data_received(bytes(self._scratch[:nbytes]))
 
     def data_received(self, data: bytes) -> None:
-        raise NotImplementedError
+        """The bytes of one read, copied out of the scratch: each subclass's own."""
+        raise NotImplementedError(f"{type(self).__name__} must implement data_received")
