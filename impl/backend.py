@@ -45,6 +45,10 @@ Contract:
   statement that changes the file (the size is read again after each transaction),
   and any rollback, restore, defragmentation or reconnect drops the cache, so it never
   shows what the file does not hold. The connection is the file's only writer.
+- Under group commit the meta values (current revision, consistent index) are written
+  once per SQLite transaction, just before its COMMIT, rather than by every block: they
+  are in the same transaction as the rows they describe either way. A rolled-back block
+  undoes the values it set.
 """
 
 from __future__ import annotations
@@ -187,6 +191,9 @@ class Backend:
         self._open_blocks = 0
         self._open_since = 0.0
         self._meta_cache: dict[str, int] = {}
+        # Meta values set under group commit, written to the file once, just before the
+        # COMMIT (or before a statement that reads the table), not by every block.
+        self._meta_dirty: dict[str, int] = {}
         self._alarm_cache: list[tuple[int, int]] | None = None
         self._size_cache: int | None = None
         self._page_size: int | None = None
@@ -195,7 +202,7 @@ class Backend:
     # ---- lifecycle ----
 
     def _drop_caches(self) -> None:
-        self._meta_cache = {}
+        self._meta_cache = dict(self._meta_dirty)
         self._alarm_cache = None
         self._size_cache = None
         self._page_size = None
@@ -293,9 +300,11 @@ class Backend:
                 self._open_since = time.monotonic()
             self._conn.execute("SAVEPOINT block")
             self._in_txn = True
+            dirty = dict(self._meta_dirty)
             try:
                 yield
             except BaseException:
+                self._meta_dirty = dirty  # what the block set is undone with it
                 self._drop_caches()
                 self._conn.execute("ROLLBACK TO block")
                 self._conn.execute("RELEASE block")
@@ -318,6 +327,7 @@ class Backend:
         (whose applied state ran ahead of the file) must stop and recover."""
         if not self._open:
             return
+        self._write_meta()
         self._open = False
         self._open_blocks = 0
         self._commit()
@@ -330,6 +340,7 @@ class Backend:
         try:
             self._conn.execute("COMMIT")
         except sqlite3.Error:
+            self._meta_dirty = {}  # rolled back below: the file's values are the truth
             self._drop_caches()
             if self._conn.in_transaction:
                 self._conn.execute("ROLLBACK")
@@ -366,9 +377,11 @@ class Backend:
         """A nested rollback point inside the open transaction (undone if the block raises)."""
         self._require_txn()
         self._conn.execute(f"SAVEPOINT {name}")
+        dirty = dict(self._meta_dirty)
         try:
             yield
         except BaseException:
+            self._meta_dirty = dirty
             self._drop_caches()
             self._conn.execute(f"ROLLBACK TO {name}")
             self._conn.execute(f"RELEASE {name}")
@@ -400,8 +413,20 @@ class Backend:
 
     def _set_meta(self, name: str, value: int) -> None:
         self._require_txn()
-        self._conn.execute("UPDATE meta SET value = ? WHERE name = ?", (value, name))
+        if self._open:  # group commit: written once, before the COMMIT (_write_meta)
+            self._meta_dirty[name] = value
+        else:
+            self._conn.execute("UPDATE meta SET value = ? WHERE name = ?", (value, name))
         self._meta_cache[name] = value
+
+    def _write_meta(self) -> None:
+        """Write the meta values group commit has held back, in the open transaction."""
+        if self._meta_dirty:
+            self._conn.executemany(
+                "UPDATE meta SET value = ? WHERE name = ?",
+                [(value, name) for name, value in self._meta_dirty.items()],
+            )
+            self._meta_dirty = {}
 
     def consistent_index(self) -> int:
         """The index of the last Raft entry whose effects this file holds."""
@@ -412,11 +437,15 @@ class Backend:
 
     def set_applied(self, index: int, term: int) -> None:
         self._require_txn()
-        self._conn.execute(
-            "UPDATE meta SET value = CASE name WHEN 'consistent_index' THEN ? ELSE ? END "
-            "WHERE name IN ('consistent_index', 'term')",
-            (index, term),
-        )
+        if self._open:
+            self._meta_dirty["consistent_index"] = index
+            self._meta_dirty["term"] = term
+        else:
+            self._conn.execute(
+                "UPDATE meta SET value = CASE name WHEN 'consistent_index' THEN ? ELSE ? END "
+                "WHERE name IN ('consistent_index', 'term')",
+                (index, term),
+            )
         self._meta_cache["consistent_index"] = index
         self._meta_cache["term"] = term
 
@@ -682,6 +711,7 @@ class Backend:
         """CRC-32 over every table's contents in a canonical order (Maintenance.Hash)."""
         crc = 0
         with self._lock:
+            self._write_meta()
             for table, order in (
                 ("kv", "main, sub"),
                 ("lease", "id"),

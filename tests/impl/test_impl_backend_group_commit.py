@@ -75,6 +75,38 @@ def test_a_block_that_raises_is_undone_alone(tmp_path: Path) -> None:
         backend.close()
 
 
+def test_held_meta_values_survive_a_rolled_back_savepoint_and_count_in_the_hash(
+    tmp_path: Path,
+) -> None:
+    """The meta values a block sets are held until the COMMIT: a savepoint rolled back
+    inside the block keeps the ones set before it, and the hash (which reads the meta
+    table) sees them, as it does with a backend that writes every value at once."""
+
+    class _Direct(Backend):
+        group_commit_limit = 1
+
+    grouped, direct = _Grouped(tmp_path / "grouped"), _Direct(tmp_path / "direct")
+    try:
+        for backend in (grouped, direct):
+            _block(backend, 1)
+            with backend.transaction():
+                backend.set_current_revision(5)
+                backend.set_applied(2, 1)
+                with pytest.raises(RuntimeError, match="refused"), backend.savepoint():
+                    backend.set_current_revision(6)
+                    backend.set_applied(3, 1)
+                    raise RuntimeError("refused")
+                assert (backend.current_revision(), backend.consistent_index()) == (5, 2)
+        assert _on_file(tmp_path / "grouped") == 0  # nothing committed yet
+        assert grouped.hash() == direct.hash()
+        grouped.flush()
+        assert _on_file(tmp_path / "grouped") == 2
+        assert grouped.hash() == direct.hash()
+    finally:
+        grouped.close()
+        direct.close()
+
+
 def test_a_nested_transaction_or_a_flush_inside_one_is_refused(tmp_path: Path) -> None:
     backend = _Grouped(tmp_path / "db")
     try:
