@@ -36,7 +36,7 @@ import inspect
 import logging
 import socket
 from collections import deque
-from collections.abc import AsyncIterator, Coroutine, Generator, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Sequence
 from typing import Any, NamedTuple, NoReturn
 
 import grpc
@@ -542,6 +542,8 @@ class GrpcConnection(ScratchProtocol):
         if self.server.stopping:
             self.h2.reset(stream_id, h2_conn.REFUSED_STREAM)
             return
+        if self.server.before_call is not None:
+            self.server.before_call()
         call = Call(self, stream_id, handler, headers, timeout)
         self.calls[stream_id] = call
         if end_stream:
@@ -631,6 +633,8 @@ class GrpcH2Server:
         self.connections: set[GrpcConnection] = set()
         self.scratch = new_scratch()  # every connection's reads (scratch_recv)
         self.stopping = False
+        # Run before each call's handler starts (the member catches up its state machine).
+        self.before_call: Callable[[], None] | None = None
         self._generic: list[grpc.GenericRpcHandler] = []
         self._methods: dict[str, grpc.RpcMethodHandler | None] = {}
         self._targets: list[str] = []

@@ -1,0 +1,132 @@
+"""A follower holds back committed entries nobody there waits for and applies them in a
+batch (impl/member.py `_defer_apply`): at most APPLY_DEFER_S later, at once when
+APPLY_DEFER_LIMIT accumulate, and before any client call it serves, so that a client
+reading from the follower sees what it would without the deferral.
+
+The member runs in-process as one of three; its peers do not exist, and the test plays
+the leader, handing it MsgApps through the member's peer-frame entry point. Its election
+timeout is a minute, so it stays a follower throughout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+
+import grpc
+from etcdspec.impl.applier import encode_request
+from etcdspec.impl.config import MemberConfig, build_config
+from etcdspec.impl.launcher import free_ports
+from etcdspec.impl.member import APPLY_DEFER_LIMIT, APPLY_DEFER_S, Member
+from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
+from etcdspec.impl.raft_messages import Entry, Message, MessageType
+
+TERM = 2
+
+
+def _config(tmp_path: Path) -> MemberConfig:
+    client, *peers = free_ports(4)
+    cluster = ",".join(f"m{n}=http://127.0.0.1:{port}" for n, port in enumerate(peers, 1))
+    return build_config(
+        name="m1",
+        data_dir=str(tmp_path / "m1"),
+        listen_client_urls=f"http://127.0.0.1:{client}",
+        advertise_client_urls=None,
+        listen_peer_urls=f"http://127.0.0.1:{peers[0]}",
+        initial_advertise_peer_urls=None,
+        initial_cluster=cluster,
+        heartbeat_interval_ms=100,
+        election_timeout_ms=60_000,
+    )
+
+
+class _Leader:
+    """Member m2 as the test plays it: appends puts of keys k<index> to the follower."""
+
+    def __init__(self, member: Member, config: MemberConfig) -> None:
+        assert member.driver is not None
+        self.member = member
+        self.id = config.peer_by_name("m2").member_id
+        self.last = member.driver.status().last_index
+        self.last_term = member.driver.core.log.term(self.last)
+
+    def append(self, count: int, commit: int) -> None:
+        first = self.last + 1
+        entries = tuple(
+            Entry(
+                term=TERM,
+                index=index,
+                data=encode_request(rpc_pb2.PutRequest(key=b"k%d" % index, value=b"v")),
+            )
+            for index in range(first, first + count)
+        )
+        message = Message(
+            MessageType.APP,
+            to=self.member.member_id,
+            from_=self.id,
+            term=TERM,
+            log_term=self.last_term,
+            index=self.last,
+            entries=entries,
+            commit=commit,
+        )
+        self.member._on_peer_frame(self.id, self.member.storage.encode_message(message))
+        self.last, self.last_term = entries[-1].index, TERM
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    deadline = asyncio.get_running_loop().time() + 10
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, "the member did not get there"
+        await asyncio.sleep(0.001)
+
+
+def _revision(member: Member) -> int:
+    return member.storage.current_revision()  # read in-process: no client call, no catch-up
+
+
+def test_a_follower_defers_applying_until_a_client_call_its_timer_or_its_limit(
+    tmp_path: Path,
+) -> None:
+    config = _config(tmp_path)
+
+    async def scenario() -> None:
+        member = Member(config)
+        await member.start()
+        channel = grpc.aio.insecure_channel(config.listen_client_urls[0].target)
+        try:
+            assert member.driver is not None
+            leader = _Leader(member, config)
+            start = _revision(member)
+            # Three puts, then a fourth whose MsgApp commits the first three.
+            leader.append(3, commit=0)
+            leader.append(1, commit=leader.last)
+            await _until(lambda: member.driver is not None and not member.driver.has_ready())
+            assert member.driver.status().commit_index == leader.last - 1
+            assert _revision(member) == start  # committed, held back
+            # A client call catches the follower up before it is served.
+            kv = rpc_pb2_grpc.KVStub(channel)
+            response = await kv.Range(
+                rpc_pb2.RangeRequest(key=b"k", range_end=b"l", serializable=True), timeout=5
+            )
+            assert response.count == 3
+            assert _revision(member) == start + 3
+
+            # Nobody calls: the timer applies what is held, APPLY_DEFER_S after.
+            leader.append(1, commit=leader.last)
+            await _until(lambda: member.driver is not None and not member.driver.has_ready())
+            assert _revision(member) == start + 3
+            await asyncio.sleep(APPLY_DEFER_S * 3)  # a later deadline than the member's timer
+            assert _revision(member) == start + 4
+
+            # APPLY_DEFER_LIMIT committed entries are applied at once.
+            leader.append(APPLY_DEFER_LIMIT, commit=leader.last)  # commits the one before
+            leader.append(1, commit=leader.last)  # commits the batch
+            await _until(lambda: member.driver is not None and not member.driver.has_ready())
+            assert _revision(member) == start + 5 + APPLY_DEFER_LIMIT
+        finally:
+            await channel.close()
+            await member.stop()
+
+    asyncio.run(scenario())
