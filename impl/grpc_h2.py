@@ -36,11 +36,12 @@ import inspect
 import logging
 import socket
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, NamedTuple, NoReturn
 
 import grpc
 from etcdspec.impl import h2_conn
+from etcdspec.impl.eager import start_eagerly
 from etcdspec.impl.h2_conn import H2ServerConnection, Headers
 from etcdspec.impl.scratch_recv import ScratchProtocol, new_scratch
 
@@ -122,33 +123,6 @@ class CallDetails(NamedTuple):
 
     method: str
     invocation_metadata: tuple[tuple[str, str], ...]
-
-
-class _Resumed(Coroutine[Any, Any, None]):
-    """A handler coroutine already run to its first wait (`first`: what it yielded there),
-    for a task to drive on: the task's first send gets `first`; everything after,
-    cancellation included, goes to the handler itself."""
-
-    def __init__(self, handler: Coroutine[Any, Any, None], first: Any) -> None:
-        self._handler = handler
-        self._first: Any = first
-        self._fresh = True
-
-    def send(self, value: Any) -> Any:
-        if self._fresh:
-            self._fresh = False
-            return self._first
-        return self._handler.send(value)
-
-    def throw(self, *error: Any) -> Any:
-        self._fresh = False
-        return self._handler.throw(*error)
-
-    def close(self) -> None:
-        self._handler.close()
-
-    def __await__(self) -> Generator[Any, None, None]:
-        raise TypeError("a resumed handler is driven by its task, not awaited")
 
 
 class Call:
@@ -294,11 +268,7 @@ class Call:
             return  # ended (reset, refused) before it began
         handler = self._run(self._first_message)
         self._first_message = None  # the handler holds the request from here
-        try:
-            first = handler.send(None)
-        except StopIteration:
-            return
-        self._task = self.connection.loop.create_task(_Resumed(handler, first))
+        self._task = start_eagerly(self.connection.loop, handler)
 
     async def _run(self, message: bytes | None) -> None:
         handler = self.handler
@@ -491,6 +461,7 @@ class GrpcConnection(ScratchProtocol):
             self.starting = []
             for call in starting:
                 call.begin()
+            self.server.after_read()
         self._flush()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -633,8 +604,10 @@ class GrpcH2Server:
         self.connections: set[GrpcConnection] = set()
         self.scratch = new_scratch()  # every connection's reads (scratch_recv)
         self.stopping = False
-        # Run before each call's handler starts (the member catches up its state machine).
+        # Run before each call's handler starts (the member catches up its state machine),
+        # and after the calls a read completed have begun (the member handles its Readies).
         self.before_call: Callable[[], None] | None = None
+        self.after_read: Callable[[], None] = lambda: None
         self._generic: list[grpc.GenericRpcHandler] = []
         self._methods: dict[str, grpc.RpcMethodHandler | None] = {}
         self._targets: list[str] = []

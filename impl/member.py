@@ -5,7 +5,9 @@ it): the Raft driver (etcdspec.impl.raft_driver), the WAL and snapshot files, th
 applier over the SQLite backend, the lessor and the watch hub, the peer transport, the
 gRPC server and the metrics endpoint.
 
-The loop (`_loop`) follows the driver's Ready contract, in this order:
+The Raft pump (`pump`) handles the driver's Readies at the end of the read that brought
+the messages or requests that made them (or in the next turn of the loop, for a timer's or
+the ticker's), and follows the driver's Ready contract, in this order:
 1. persist the Ready's snapshot, entries and hard state in the WAL, one fsync: on the
    loop thread while the disk's recent fsyncs are fast (`FsyncPace`), else in a worker
    thread, while which the committed entries that earlier Readies persisted are
@@ -17,7 +19,7 @@ The loop (`_loop`) follows the driver's Ready contract, in this order:
    MsgAppResp and every vote still leave only after the fsync;
 3. restore a received snapshot, apply committed entries through the applier (the
    backend stores the applied index in the same SQLite transaction; its commits are
-   grouped, at most GROUP_COMMIT_S apart: the loop commits a due group at each wake,
+   grouped, at most GROUP_COMMIT_S apart: the pump commits a due group at each run,
    and a crash loses only batches the WAL replays), answer the client
    calls waiting on those entries (matched by the request id in the entry), and the
    linearizable reads whose read index is now applied;
@@ -26,6 +28,8 @@ The loop (`_loop`) follows the driver's Ready contract, in this order:
    MsgApp (the next write's) carries it first. One client's writes then cost one round
    of peer messages each, not two; a follower applies a lone write COMMIT_FLUSH_S later
    (but a write it forwarded at once: its client waits for it to apply that one).
+   A follower holds back committed entries nobody there waits for, to apply them in a
+   batch, at most APPLY_DEFER_S later (`_defer_apply`).
 A client write is acknowledged only after its entry is committed (durable on a quorum)
 and applied here. Serializable reads read the local backend at once; linearizable reads
 wait for a ReadIndex round. The leader proposes LeaseRevoke for leases its lessor finds
@@ -71,6 +75,7 @@ from typing import Any
 import grpc
 from etcdspec.impl import errors, event_loop, failpoints, raft_codec
 from etcdspec.impl.config import MemberConfig
+from etcdspec.impl.eager import start_eagerly
 from etcdspec.impl.errors import RpcError
 from etcdspec.impl.grpc_h2 import GrpcH2Server
 from etcdspec.impl.lessor import LeaseIdGenerator, NotPrimaryError
@@ -243,7 +248,11 @@ class Member:
         self._read_waiting_apply: list[_ReadBatch] = []
         self._read_seq = 0
         self._revoking: dict[int, float] = {}
-        self._wake = asyncio.Event()
+        # The Raft pump (`pump`): whether Readies wait to be handled, whether one runs, and
+        # the task driving it on when it had to wait.
+        self._pump_wanted = False
+        self._pumping = False
+        self._pump_task: asyncio.Task[None] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
         self._leader_id = NONE
@@ -330,6 +339,7 @@ class Member:
             listen.port,
             peers,
             self._on_peer_frame,
+            after_read=self.pump,
             attributes=self._own_attributes(),
             on_attributes=self._on_peer_attributes,
         )
@@ -340,6 +350,7 @@ class Member:
         try:
             self.grpc_server = await start_grpc_server(self, targets)
             self.grpc_server.before_call = self.catch_up
+            self.grpc_server.after_read = self.pump
         except RuntimeError as error:
             raise MemberStartError(
                 f"cannot listen for clients on {', '.join(targets)} ({error}); "
@@ -351,10 +362,9 @@ class Member:
             )
             await self.metrics_server.start()
         self._tasks.append(asyncio.create_task(self._ticker(), name="ticker"))
-        self._tasks.append(asyncio.create_task(self._loop(), name="raft-loop"))
         if len(voters) == 1:
             self.driver.campaign()
-        self._wake.set()
+        self._request_pump()
 
     async def stop(self) -> None:
         if self._stopping:
@@ -364,9 +374,10 @@ class Member:
             self._commit_flush.cancel()
         if self._apply_timer is not None:
             self._apply_timer.cancel()
-        for task in self._tasks:
+        tasks = [*self._tasks, *([self._pump_task] if self._pump_task is not None else [])]
+        for task in tasks:
             task.cancel()
-        for task in self._tasks:
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         if self.grpc_server is not None:
@@ -400,7 +411,7 @@ class Member:
         self.driver.step(message)
         if self.tracer is not None:
             self._trace("receive", message=message)
-        self._wake.set()
+        self._request_pump()
 
     def _on_peer_attributes(self, from_id: int, attributes: dict[str, Any]) -> None:
         self.peer_attributes[from_id] = attributes
@@ -423,7 +434,7 @@ class Member:
                 hub.progress()
             if self._ticks % self._compaction_ticks == 0:
                 self._auto_compact()
-            self._wake.set()
+            self._request_pump()
 
     def _reload_faults(self) -> None:
         """Re-read --fault-file when it changed (fault-injection tests only)."""
@@ -446,12 +457,39 @@ class Member:
             log.warning("fault injection", extra={"blocked_peers": sorted(blocked)})
             self.transport.blocked = blocked
 
-    async def _loop(self) -> None:
+    def _request_pump(self) -> None:
+        """Have the Readies that a step, proposal or tick made handled: by `pump` at the
+        end of the read that brought the message or request (the transports call it), or
+        else in the next turn of the event loop; by the pump running, if one runs."""
+        if self._pump_wanted:
+            return
+        self._pump_wanted = True
+        if not self._pumping:
+            asyncio.get_running_loop().call_soon(self.pump)
+
+    def pump(self) -> None:
+        """Handle the pending Readies now, in the caller's turn of the event loop.
+
+        The peer transport calls this once it has parsed a read, and the gRPC server once
+        the calls a read completed have begun: the Readies that read made (a MsgApp to
+        persist and acknowledge, a proposal to send on) are handled without waiting for
+        another turn of the loop, and all of that read's messages in one Ready. With the
+        WAL fsync inline (FsyncPace) a Ready never waits; when one does (a fsync in a
+        worker), a task takes the pump on from there (eager.start_eagerly), and requests
+        made meanwhile are handled when it has finished.
+        """
+        if self._pumping or not self._pump_wanted or self._stopping:
+            return
+        self._pumping = True
+        self._pump_task = start_eagerly(
+            asyncio.get_running_loop(), self._pump_readies(), name="raft-pump"
+        )
+
+    async def _pump_readies(self) -> None:
         assert self.driver is not None
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            try:
+        try:
+            while self._pump_wanted:
+                self._pump_wanted = False
                 self._issue_read_index()
                 while self.driver.has_ready():
                     await self._handle_ready(self.driver.ready())
@@ -459,11 +497,12 @@ class Member:
                         # Let other tasks (gRPC, peers) run between Readies.
                         await asyncio.sleep(0)
                 self.storage.flush_backend_if_due()
-            except Exception as error:
-                log.exception("fatal error in the raft loop; stopping the member")
-                self.failure = f"raft loop: {error!r}"
-                asyncio.get_running_loop().call_soon(lambda: asyncio.ensure_future(self.stop()))
-                return
+        except Exception as error:
+            log.exception("fatal error in the raft loop; stopping the member")
+            self.failure = f"raft loop: {error!r}"
+            asyncio.get_running_loop().call_soon(lambda: asyncio.ensure_future(self.stop()))
+        finally:
+            self._pumping = False
 
     async def _handle_ready(self, ready: Ready) -> None:
         assert self.driver is not None and self.transport is not None
@@ -576,7 +615,7 @@ class Member:
         self._commit_flush = None
         if self.driver is not None and self.driver.commit_pending and not self._stopping:
             self.driver.flush_commit()
-            self._wake.set()
+            self._request_pump()
 
     def _send(
         self,
@@ -747,7 +786,7 @@ class Member:
         request.header.member_id = self.member_id
         with contextlib.suppress(ProposalDropped):
             self.driver.propose(request.SerializeToString())
-            self._wake.set()
+            self._request_pump()
 
     def _auto_compact(self) -> None:
         """--auto-compaction-retention N (revision mode): the leader keeps N revisions."""
@@ -880,7 +919,7 @@ class Member:
                 errors.NO_LEADER if error.leader_id == NONE else errors.LEADER_CHANGED
             ) from error
         self.metrics.proposals_pending = len(self._waiters)
-        self._wake.set()
+        self._request_pump()
         # A plain await with a timer on the future itself: no extra task or shield, so
         # the answer reaches the caller in the loop iteration after `_apply` sets it; and
         # no asyncio.timeout, which needs a task (grpc_h2 runs a handler's first steps
@@ -914,7 +953,7 @@ class Member:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()
         self._read_pending.append(future)
-        self._wake.set()
+        self._request_pump()
         timer = loop.call_later(REQUEST_TIMEOUT_S, _time_out, future)  # as in `propose`
         try:
             await future  # a timed-out future is done: no later ReadIndex carries it
@@ -952,7 +991,7 @@ class Member:
         for waiter in batch.waiters:
             if not waiter.done():
                 waiter.set_exception(RpcError(errors.TIMEOUT))
-        self._wake.set()
+        self._request_pump()
 
     def _release_reads(self) -> None:
         if self._read_waiting_apply and self._deferred:
@@ -967,7 +1006,7 @@ class Member:
                 still.append(batch)
         self._read_waiting_apply = still
         if self._read_pending and not self._read_inflight:
-            self._wake.set()
+            self._request_pump()
 
     def _fail_reads(self, error: RpcError) -> None:
         batches = [*self._read_inflight.values(), *self._read_waiting_apply]
@@ -1087,7 +1126,7 @@ class Member:
         if target not in {peer.member_id for peer in self.config.peers}:
             raise RpcError(errors.MEMBER_NOT_FOUND)
         self.driver.transfer_leader(target)
-        self._wake.set()
+        self._request_pump()
         deadline = time.monotonic() + REQUEST_TIMEOUT_S
         while self._leader_id != target:
             if time.monotonic() > deadline:

@@ -243,6 +243,7 @@ class _Inbound(ScratchProtocol):
             self.buffer.clear()
             if self.transport is not None:
                 self.transport.close()
+        self.owner.after_read()
 
     def _parse(self) -> None:
         buffer, owner = self.buffer, self.owner
@@ -292,9 +293,11 @@ class PeerTransport:
         deliver: Deliver,
         attributes: dict[str, Any] | None = None,
         on_attributes: OnAttributes | None = None,
+        after_read: Callable[[], None] = lambda: None,
     ) -> None:
         self.self_id = self_id
         self.on_attributes = on_attributes
+        self.after_read = after_read  # called once a read's frames are all delivered
         encoded = json.dumps(attributes or {}, sort_keys=True).encode()
         self.listen_host = listen_host
         self.listen_port = listen_port

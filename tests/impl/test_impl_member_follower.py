@@ -1,11 +1,15 @@
-"""A follower holds back committed entries nobody there waits for and applies them in a
-batch (impl/member.py `_defer_apply`): at most APPLY_DEFER_S later, at once when
-APPLY_DEFER_LIMIT accumulate, and before any client call it serves, so that a client
-reading from the follower sees what it would without the deferral.
+"""A follower member, driven in-process by the test playing its leader.
 
-The member runs in-process as one of three; its peers do not exist, and the test plays
-the leader, handing it MsgApps through the member's peer-frame entry point. Its election
-timeout is a minute, so it stays a follower throughout.
+The member runs as one of three; its peers do not exist, and the test hands it MsgApps
+through the member's peer-frame entry point. Its election timeout is a minute, so it
+stays a follower throughout. Checked:
+- the Raft pump (impl/member.py `pump`): the Ready a read's MsgApp makes is persisted and
+  acknowledged within that read, with no turn of the event loop; when the WAL fsync runs
+  in a worker (a slow disk, FsyncPace), a task takes the pump on and finishes it;
+- a follower holds back committed entries nobody there waits for and applies them in a
+  batch (`_defer_apply`): at most APPLY_DEFER_S later, at once when APPLY_DEFER_LIMIT
+  accumulate, and before any client call it serves, so that a client reading from the
+  follower sees what it would without the deferral.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import grpc
 from etcdspec.impl.applier import encode_request
 from etcdspec.impl.config import MemberConfig, build_config
 from etcdspec.impl.launcher import free_ports
-from etcdspec.impl.member import APPLY_DEFER_LIMIT, APPLY_DEFER_S, Member
+from etcdspec.impl.member import APPLY_DEFER_LIMIT, APPLY_DEFER_S, FsyncPace, Member
 from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
 from etcdspec.impl.raft_messages import Entry, Message, MessageType
 
@@ -80,6 +84,57 @@ async def _until(condition: Callable[[], bool]) -> None:
     while not condition():
         assert asyncio.get_running_loop().time() < deadline, "the member did not get there"
         await asyncio.sleep(0.001)
+
+
+def _record_acks(member: Member) -> list[int]:
+    """The indices the member's MsgAppResps acknowledge, as it hands them to its transport."""
+    assert member.transport is not None
+    acks: list[int] = []
+    send = member.transport.send
+
+    def recording(to: int, payload: bytes) -> None:
+        message = member.storage.decode_message(payload)
+        if message.type is MessageType.APP_RESP:
+            acks.append(message.index)
+        send(to, payload)
+
+    member.transport.send = recording  # type: ignore[method-assign]
+    return acks
+
+
+def test_a_reads_msgapp_is_persisted_and_acknowledged_within_that_read(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+
+    async def scenario() -> None:
+        member = Member(config)
+        await member.start()
+        try:
+            assert member.driver is not None and member.transport is not None
+            await _until(lambda: member.driver is not None and not member.driver.has_ready())
+            leader = _Leader(member, config)
+            acks = _record_acks(member)
+            leader.append(2, commit=0)
+            member.transport.after_read()  # what the peer connection does after a read
+            # No await since: the Ready was handled in the call.
+            assert not member.driver.has_ready()
+            assert member.driver.status().last_index == leader.last
+            assert acks == [leader.last]
+            assert member._pump_task is None  # it never waited
+
+            # A slow disk: the fsync goes to a worker and a task finishes the Ready.
+            member._fsync_pace.average_s = FsyncPace.INLINE_MAX_S * 10
+            leader.append(1, commit=0)
+            member.transport.after_read()
+            pump = member._pump_task
+            assert pump is not None and not pump.done()
+            assert acks == [leader.last - 1]  # not before its fsync
+            await pump
+            assert member.driver.status().last_index == leader.last
+            assert acks == [leader.last - 1, leader.last]
+        finally:
+            await member.stop()
+
+    asyncio.run(scenario())
 
 
 def _revision(member: Member) -> int:
