@@ -196,6 +196,7 @@ class Backend:
         self._meta_dirty: dict[str, int] = {}
         self._alarm_cache: list[tuple[int, int]] | None = None
         self._size_cache: int | None = None
+        self._committed_size: int | None = None  # committed_size(), until the next commit
         self._page_size: int | None = None
         self._conn = self._connect()
 
@@ -205,6 +206,7 @@ class Backend:
         self._meta_cache = dict(self._meta_dirty)
         self._alarm_cache = None
         self._size_cache = None
+        self._committed_size = None
         self._page_size = None
 
     def _connect(self) -> sqlite3.Connection:
@@ -337,6 +339,7 @@ class Backend:
         """COMMIT the open SQLite transaction. A failed commit (disk full, I/O error) may
         leave it open: it is rolled back, so the caller sees the error and nothing
         half-done."""
+        self._committed_size = None
         try:
             self._conn.execute("COMMIT")
         except sqlite3.Error:
@@ -672,6 +675,15 @@ class Backend:
             if not self._in_txn:
                 self._size_cache = size
         return size
+
+    def committed_size(self) -> int:
+        """`size()` as of the last commit, read again after each commit: under group
+        commit, behind by at most one group-commit interval of writes. As etcd's quota
+        check, which reads the size its backend records at each batch commit."""
+        cached = self._committed_size
+        if cached is None:
+            cached = self._committed_size = self.size()
+        return cached
 
     def size_in_use(self) -> int:
         """Bytes of the file holding data, excluding free pages (etcd's dbSizeInUse)."""

@@ -2,8 +2,8 @@
 
 etcd's behaviour, reproduced:
 - Before proposing a put, a txn with a put, or a lease grant, the server asks
-  `available(request)`: the database size plus the request's estimated cost must stay
-  below the quota (default 2 GiB, `--quota-backend-bytes`). When it would not, the server
+  `available(request)`: the database size (as of the backend's last commit) plus the
+  request's estimated cost must stay below the quota (default 2 GiB, `--quota-backend-bytes`). When it would not, the server
   proposes `AlarmRequest(ACTIVATE, member_id, NOSPACE)` (see `nospace_alarm_request`) and
   answers NO_SPACE ("etcdserver: mvcc: database space exceeded").
 - While a NOSPACE alarm is raised (replicated state, in the backend's alarm table), the
@@ -76,11 +76,14 @@ class BackendQuota:
         self.quota_bytes = quota_bytes or DEFAULT_QUOTA_BYTES
 
     def available(self, req: raft_internal_pb2.InternalRaftRequest) -> bool:
-        """Whether applying `req` keeps the database below the quota."""
+        """Whether applying `req` keeps the database below the quota: its size as of
+        the backend's last commit (as etcd's check, whose backend records its size at
+        each batch commit), so writes proposed within one group-commit interval pass or
+        fail on the same figure."""
         cost = request_cost(req)
         if cost == 0:
             return True
-        return self.backend.size() + cost < self.quota_bytes
+        return self.backend.committed_size() + cost < self.quota_bytes
 
     def nospace_raised(self) -> bool:
         return any(alarm == rpc_pb2.NOSPACE for _, alarm in self.backend.alarms())

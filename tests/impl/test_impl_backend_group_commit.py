@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from etcdspec.impl.backend import Backend, BackendError
 from etcdspec.impl.member_storage import MemberBackend, MemberStorage
+from etcdspec.impl.mvcc import KVStore
 from etcdspec.impl.pb import raft_internal_pb2, rpc_pb2
 from etcdspec.impl.raft_messages import Entry, HardState
 
@@ -105,6 +106,28 @@ def test_held_meta_values_survive_a_rolled_back_savepoint_and_count_in_the_hash(
     finally:
         grouped.close()
         direct.close()
+
+
+def test_the_quotas_size_is_the_size_at_the_last_commit(tmp_path: Path) -> None:
+    """`committed_size()`, which the quota reads, stays at the last commit's figure while
+    group commit holds blocks that grew the file, and follows the next commit."""
+    backend = _Grouped(tmp_path / "db")
+    store = KVStore(backend)
+    try:
+        before = backend.committed_size()
+        for block in range(2):
+            with backend.transaction():
+                wtx = store.write(lambda lease: False)
+                for index in range(100):
+                    wtx.put(rpc_pb2.PutRequest(key=b"k%d.%d" % (block, index), value=bytes(500)))
+                wtx.finish()
+        grown = backend.size()
+        assert grown > before
+        assert backend.committed_size() == before  # nothing committed yet
+        backend.flush()
+        assert backend.committed_size() == backend.size() >= grown
+    finally:
+        backend.close()
 
 
 def test_a_nested_transaction_or_a_flush_inside_one_is_refused(tmp_path: Path) -> None:
