@@ -363,14 +363,18 @@ class Backend:
                 raise BackendError("flush inside a transaction: finish it first")
             self._commit_open()
 
+    def flush_due(self) -> bool:
+        """Whether `flush_if_due` would commit now."""
+        return (
+            self._open
+            and not self._in_txn
+            and time.monotonic() - self._open_since >= self.group_commit_s
+        )
+
     def flush_if_due(self) -> bool:
         """Commit what group commit holds once it is `group_commit_s` old; whether it did."""
         with self._lock:
-            if (
-                not self._open
-                or self._in_txn
-                or time.monotonic() - self._open_since < self.group_commit_s
-            ):
+            if not self.flush_due():
                 return False
             self._commit_open()
             return True

@@ -253,6 +253,7 @@ class Member:
         self._pump_wanted = False
         self._pumping = False
         self._pump_task: asyncio.Task[None] | None = None
+        self._flush_scheduled = False  # a due group commit waits for `_flush_backend`
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
         self._leader_id = NONE
@@ -496,13 +497,29 @@ class Member:
                     if self.driver.has_ready():
                         # Let other tasks (gRPC, peers) run between Readies.
                         await asyncio.sleep(0)
-                self.storage.flush_backend_if_due()
+                if self.storage.backend_flush_due() and not self._flush_scheduled:
+                    # After the callbacks queued already: the answers this run's applies
+                    # released leave before the group commit's writes.
+                    self._flush_scheduled = True
+                    asyncio.get_running_loop().call_soon(self._flush_backend)
         except Exception as error:
-            log.exception("fatal error in the raft loop; stopping the member")
-            self.failure = f"raft loop: {error!r}"
-            asyncio.get_running_loop().call_soon(lambda: asyncio.ensure_future(self.stop()))
+            self._fail(error)
         finally:
             self._pumping = False
+
+    def _flush_backend(self) -> None:
+        self._flush_scheduled = False
+        if self._stopping:
+            return
+        try:
+            self.storage.flush_backend_if_due()
+        except Exception as error:
+            self._fail(error)
+
+    def _fail(self, error: Exception) -> None:
+        log.exception("fatal error in the raft loop; stopping the member")
+        self.failure = f"raft loop: {error!r}"
+        asyncio.get_running_loop().call_soon(lambda: asyncio.ensure_future(self.stop()))
 
     async def _handle_ready(self, ready: Ready) -> None:
         assert self.driver is not None and self.transport is not None

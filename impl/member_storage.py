@@ -322,9 +322,13 @@ class MemberStorage:
 
     def flush_backend_if_due(self) -> None:
         """Commit the backend's group-committed batches once they are GROUP_COMMIT_S old
-        (the member calls this at every wake of its loop, at least once a tick)."""
+        (the member calls this after a run of its Raft pump that found them due; the
+        ticker's run comes at least once a tick)."""
         if self._backend is not None:
             self._backend.flush_if_due()
+
+    def backend_flush_due(self) -> bool:
+        return self._backend is not None and self._backend.flush_due()
 
     def nospace_raised(self) -> bool:
         assert self._quota is not None

@@ -178,9 +178,12 @@ def test_the_age_limit_commits_at_the_next_block_or_flush_if_due(tmp_path: Path)
     held = _Grouped(tmp_path / "db2")
     try:
         _block(held, 1)
+        assert held.flush_due() is False
         assert held.flush_if_due() is False  # not old enough
         held.group_commit_s = 0.0
+        assert held.flush_due() is True
         assert held.flush_if_due() is True
+        assert held.flush_due() is False  # nothing held any more
         assert _on_file(tmp_path / "db2") == 1
     finally:
         held.close()

@@ -115,6 +115,43 @@ def test_wal_fsync_runs_inline_while_fast_and_in_a_worker_while_slow(
     run(config, read_back)
 
 
+def test_a_due_group_commit_waits_for_the_answers_its_applies_released(tmp_path: Path) -> None:
+    """The Raft pump leaves a due backend commit to a later callback: the clients whose
+    writes it just applied are answered first (their handlers, woken by the apply, run
+    before it), rather than after the group commit's writes. A call is closed once it is
+    answered; the calls open when the pump found the commit due (one client's put, just
+    applied) must be closed when the commit runs."""
+    config = member_config(tmp_path / "d")
+    flushes: list[set[object]] = []
+
+    async def scenario(member: Member, client: Client) -> None:
+        storage, server = member.storage, member.grpc_server
+        assert server is not None
+        flush = storage.flush_backend_if_due
+        open_when_due: set[object] = set()
+
+        def open_calls() -> set[object]:
+            return {call for connection in server.connections for call in connection.calls.values()}
+
+        def due() -> bool:
+            open_when_due.update(open_calls())
+            return True
+
+        def recording() -> None:
+            flushes.append(open_when_due & open_calls())
+            open_when_due.clear()
+            flush()
+
+        storage.backend_flush_due = due  # type: ignore[method-assign]
+        storage.flush_backend_if_due = recording  # type: ignore[method-assign]
+        for index in range(5):
+            await client.put(f"k{index}".encode(), b"v")
+
+    run(config, scenario)
+    assert len(flushes) >= 5
+    assert all(not still_open for still_open in flushes), flushes
+
+
 def test_fsync_pace_goes_to_a_worker_after_slow_fsyncs_and_back_after_fast_ones() -> None:
     pace = FsyncPace()
     assert pace.inline()
