@@ -498,10 +498,13 @@ class Member:
                         # Let other tasks (gRPC, peers) run between Readies.
                         await asyncio.sleep(0)
                 if self.storage.backend_flush_due() and not self._flush_scheduled:
-                    # After the callbacks queued already: the answers this run's applies
-                    # released leave before the group commit's writes.
+                    # Two turns of the loop later, so that the answers this run's applies
+                    # released leave before the group commit's writes: their handlers run
+                    # in the next turn, and their connections write in the one after
+                    # (grpc_h2 `schedule_flush`).
                     self._flush_scheduled = True
-                    asyncio.get_running_loop().call_soon(self._flush_backend)
+                    loop = asyncio.get_running_loop()
+                    loop.call_soon(loop.call_soon, self._flush_backend)
         except Exception as error:
             self._fail(error)
         finally:

@@ -116,11 +116,12 @@ def test_wal_fsync_runs_inline_while_fast_and_in_a_worker_while_slow(
 
 
 def test_a_due_group_commit_waits_for_the_answers_its_applies_released(tmp_path: Path) -> None:
-    """The Raft pump leaves a due backend commit to a later callback: the clients whose
-    writes it just applied are answered first (their handlers, woken by the apply, run
-    before it), rather than after the group commit's writes. A call is closed once it is
-    answered; the calls open when the pump found the commit due (one client's put, just
-    applied) must be closed when the commit runs."""
+    """The Raft pump leaves a due backend commit to a later turn of the loop: the clients
+    whose writes it just applied are answered first, rather than after the group commit's
+    writes. A call is closed once it is answered, and its connection writes what it
+    queued at the end of a turn: the calls open when the pump found the commit due (one
+    client's put, just applied) must be closed, and their answers written to the socket,
+    when the commit runs."""
     config = member_config(tmp_path / "d")
     flushes: list[set[object]] = []
 
@@ -138,7 +139,8 @@ def test_a_due_group_commit_waits_for_the_answers_its_applies_released(tmp_path:
             return True
 
         def recording() -> None:
-            flushes.append(open_when_due & open_calls())
+            unwritten = [c for c in server.connections if c.h2.outbound]
+            flushes.append((open_when_due & open_calls()) | set(unwritten))
             open_when_due.clear()
             flush()
 
