@@ -325,7 +325,7 @@ class Call:
         h2.send_headers(stream_id, RESPONSE_HEADERS)
         h2.send_data(stream_id, b"\x00" + len(payload).to_bytes(4, "big") + payload)
         h2.send_headers(stream_id, OK_TRAILERS, end_stream=True)
-        self.connection.schedule_flush()
+        self.connection.answered()
 
     async def write(self, message: Any) -> None:
         """Send one response message; waits while the client's window or the socket's
@@ -439,6 +439,7 @@ class GrpcConnection(ScratchProtocol):
         self._write_paused = False
         self._writers: list[asyncio.Future[None]] = []
         self.starting: list[Call] = []  # calls whose handler starts after this read
+        self._receiving = False  # inside data_received: its end writes what is queued
 
     # -- asyncio.Protocol ----------------------------------------------------------------
 
@@ -454,14 +455,18 @@ class GrpcConnection(ScratchProtocol):
         self._flush()
 
     def data_received(self, data: bytes) -> None:
-        self.h2.receive(data)
-        # Handlers start once the read is parsed, not while the HTTP/2 core is inside it.
-        starting = self.starting
-        if starting:
-            self.starting = []
-            for call in starting:
-                call.begin()
-            self.server.after_read()
+        self._receiving = True
+        try:
+            self.h2.receive(data)
+            # Handlers start once the read is parsed, not while the HTTP/2 core is in it.
+            starting = self.starting
+            if starting:
+                self.starting = []
+                for call in starting:
+                    call.begin()
+                self.server.after_read()
+        finally:
+            self._receiving = False
         self._flush()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -536,6 +541,15 @@ class GrpcConnection(ScratchProtocol):
             self.server.idle_connection()
 
     # -- output ----------------------------------------------------------------------------
+
+    def answered(self) -> None:
+        """A unary call queued its answer. Written at once when the call is this
+        connection's only one and no read is being handled (nothing else of this turn
+        would join it); else with the rest, at the end of the read or of the turn."""
+        if not self._receiving and len(self.calls) <= 1:
+            self._flush()
+        else:
+            self.schedule_flush()
 
     def schedule_flush(self) -> None:
         """Write what the HTTP/2 core has queued at the end of this loop turn (the answers

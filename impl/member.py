@@ -500,8 +500,8 @@ class Member:
                 if self.storage.backend_flush_due() and not self._flush_scheduled:
                     # Two turns of the loop later, so that the answers this run's applies
                     # released leave before the group commit's writes: their handlers run
-                    # in the next turn, and their connections write in the one after
-                    # (grpc_h2 `schedule_flush`).
+                    # in the next turn, and a connection with several calls writes in the
+                    # one after (grpc_h2 `answered`).
                     self._flush_scheduled = True
                     loop = asyncio.get_running_loop()
                     loop.call_soon(loop.call_soon, self._flush_backend)

@@ -324,6 +324,25 @@ def test_handler_runs_in_the_read_callback_until_it_first_waits() -> None:
     assert run(scenario) == [False, True]
 
 
+def test_a_lone_calls_answer_is_written_in_the_turn_its_handler_finishes() -> None:
+    """A handler resumed by a task answers; when its call is the connection's only one,
+    the answer is written at once, not a loop turn later with whatever else that turn
+    queues (grpc_h2 `answered`)."""
+
+    async def scenario() -> None:
+        async with serving() as served:
+            call = served.kv.Range(range_request(b"slow"), timeout=5)
+            await within(served.shakes.started_event(b"slow").wait())
+            (connection,) = served.server.connections
+            served.shakes.release.set()  # the handler's task wakes in the next turn
+            await asyncio.sleep(0)  # this task, after it in that turn
+            assert not connection.calls  # answered and closed
+            assert not connection.h2.outbound  # and written
+            assert (await call).count == 1
+
+    run(scenario)
+
+
 def test_deadline_gives_deadline_exceeded_and_cancels_handler() -> None:
     async def scenario() -> None:
         async with serving() as served:
