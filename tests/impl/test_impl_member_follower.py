@@ -7,9 +7,9 @@ stays a follower throughout. Checked:
   acknowledged within that read, with no turn of the event loop; when the WAL fsync runs
   in a worker (a slow disk, FsyncPace), a task takes the pump on and finishes it;
 - a follower holds back committed entries nobody there waits for and applies them in a
-  batch (`_defer_apply`): at most APPLY_DEFER_S later, at once when APPLY_DEFER_LIMIT
-  accumulate, and before any client call it serves, so that a client reading from the
-  follower sees what it would without the deferral.
+  batch (`_defer_apply`): at its turn (an index equal to its rank among the voters,
+  modulo their number), before any client call it serves (so that a client reading
+  from the follower sees what it would without the deferral), or APPLY_DEFER_S later.
 """
 
 from __future__ import annotations
@@ -19,10 +19,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import grpc
+import pytest
+from etcdspec.impl import member as member_module
 from etcdspec.impl.applier import encode_request
 from etcdspec.impl.config import MemberConfig, build_config
 from etcdspec.impl.launcher import free_ports
-from etcdspec.impl.member import APPLY_DEFER_LIMIT, APPLY_DEFER_S, FsyncPace, Member
+from etcdspec.impl.member import APPLY_DEFER_S, FsyncPace, Member
 from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
 from etcdspec.impl.raft_messages import Entry, Message, MessageType
 
@@ -141,10 +143,15 @@ def _revision(member: Member) -> int:
     return member.storage.current_revision()  # read in-process: no client call, no catch-up
 
 
-def test_a_follower_defers_applying_until_a_client_call_its_timer_or_its_limit(
-    tmp_path: Path,
+def test_a_follower_applies_at_its_turn_before_a_client_call_or_on_its_timer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     config = _config(tmp_path)
+    voters = sorted(peer.member_id for peer in config.peers)
+    rank = voters.index(config.member_id)
+
+    def turn(index: int) -> bool:
+        return index % len(voters) == rank
 
     async def scenario() -> None:
         member = Member(config)
@@ -152,34 +159,58 @@ def test_a_follower_defers_applying_until_a_client_call_its_timer_or_its_limit(
         channel = grpc.aio.insecure_channel(config.listen_client_urls[0].target)
         try:
             assert member.driver is not None
+            await _until(lambda: member.driver is not None and not member.driver.has_ready())
             leader = _Leader(member, config)
             start = _revision(member)
-            # Three puts, then a fourth whose MsgApp commits the first three.
-            leader.append(3, commit=0)
-            leader.append(1, commit=leader.last)
-            await _until(lambda: member.driver is not None and not member.driver.has_ready())
-            assert member.driver.status().commit_index == leader.last - 1
-            assert _revision(member) == start  # committed, held back
+            settled = lambda: member.driver is not None and not member.driver.has_ready()  # noqa: E731
+
+            # One put per MsgApp, each MsgApp committing the one before (one client's
+            # writes): the follower applies only at its turns, everything held at once.
+            monkeypatch.setattr(member_module, "APPLY_DEFER_S", 60.0)  # no timer here
+            leader.append(1, commit=0)
+            committed = applied = 0
+            for _ in range(2 * len(voters)):
+                leader.append(1, commit=leader.last)
+                await _until(settled)
+                committed += 1
+                if turn(leader.last - 1):
+                    applied = committed
+                assert _revision(member) == start + applied, (leader.last - 1, rank)
             # A client call catches the follower up before it is served.
+            while turn(leader.last):  # the next commit must not be a turn
+                leader.append(1, commit=leader.last)
+                await _until(settled)
+                committed += 1
+            leader.append(1, commit=leader.last)
+            await _until(settled)
+            committed += 1
+            assert _revision(member) < start + committed  # something is held
             kv = rpc_pb2_grpc.KVStub(channel)
             response = await kv.Range(
                 rpc_pb2.RangeRequest(key=b"k", range_end=b"l", serializable=True), timeout=5
             )
-            assert response.count == 3
-            assert _revision(member) == start + 3
+            assert response.count == committed
+            assert _revision(member) == start + committed
 
-            # Nobody calls: the timer applies what is held, APPLY_DEFER_S after.
+            # Nobody calls and no turn comes: the timer applies what is held.
+            monkeypatch.setattr(member_module, "APPLY_DEFER_S", APPLY_DEFER_S)
+            while turn(leader.last):
+                leader.append(1, commit=leader.last)
+                await _until(settled)
+                committed += 1
+                await kv.Range(rpc_pb2.RangeRequest(key=b"k", serializable=True), timeout=5)
             leader.append(1, commit=leader.last)
-            await _until(lambda: member.driver is not None and not member.driver.has_ready())
-            assert _revision(member) == start + 3
+            await _until(settled)
+            committed += 1
+            assert _revision(member) == start + committed - 1
             await asyncio.sleep(APPLY_DEFER_S * 3)  # a later deadline than the member's timer
-            assert _revision(member) == start + 4
+            assert _revision(member) == start + committed
 
-            # APPLY_DEFER_LIMIT committed entries are applied at once.
-            leader.append(APPLY_DEFER_LIMIT, commit=leader.last)  # commits the one before
-            leader.append(1, commit=leader.last)  # commits the batch
-            await _until(lambda: member.driver is not None and not member.driver.has_ready())
-            assert _revision(member) == start + 5 + APPLY_DEFER_LIMIT
+            # Many entries committed by one MsgApp (a loaded leader) include the turn.
+            leader.append(2 * len(voters), commit=leader.last)
+            leader.append(1, commit=leader.last)
+            await _until(settled)
+            assert _revision(member) == start + committed + 1 + 2 * len(voters)
         finally:
             await channel.close()
             await member.stop()
