@@ -18,7 +18,7 @@ import pytest
 from etcdspec.impl import failpoints
 from etcdspec.impl.applier import Applier, encode_request
 from etcdspec.impl.backend import Backend
-from etcdspec.impl.config import MemberConfig, build_config
+from etcdspec.impl.config import MemberConfig
 from etcdspec.impl.launcher import free_ports
 from etcdspec.impl.lessor import Lessor
 from etcdspec.impl.member import Member
@@ -27,6 +27,7 @@ from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
 from etcdspec.impl.quota import BackendQuota
 from etcdspec.impl.raft_messages import NONE, HardState
 from etcdspec.impl.watch_hub import WatchHub
+from inprocess_member import member_config
 
 from etcdspec.exitcodes import ExitCode
 
@@ -151,21 +152,6 @@ def test_vote_survives_a_restart_unless_forgotten(
 # ---- hooks in the member (one in-process member) --------------------------------------
 
 
-def _member_config(data_dir: Path) -> MemberConfig:
-    client, peer = free_ports(2)
-    return build_config(
-        name="solo",
-        data_dir=str(data_dir),
-        listen_client_urls=f"http://127.0.0.1:{client}",
-        advertise_client_urls=None,
-        listen_peer_urls=f"http://127.0.0.1:{peer}",
-        initial_advertise_peer_urls=None,
-        initial_cluster=None,
-        heartbeat_interval_ms=20,
-        election_timeout_ms=200,
-    )
-
-
 Scenario = Callable[[Member, grpc.aio.Channel], Awaitable[None]]
 
 
@@ -211,7 +197,7 @@ def test_linearizable_read_waits_for_read_index_unless_local(
         assert reply.count == 1
         await kv.Range(rpc_pb2.RangeRequest(key=b"k", serializable=True), timeout=5)
 
-    _run(_member_config(tmp_path / "d"), named, scenario)
+    _run(member_config(tmp_path / "d"), named, scenario)
     assert len(calls) == barriers
 
 
@@ -231,7 +217,7 @@ def test_writes_are_fsynced_before_the_answer_unless_acked_early(
             await kv.Put(rpc_pb2.PutRequest(key=b"k", value=b"%d" % number), timeout=5)
         seen.append(member.metrics.wal_fsyncs - before)
 
-    config = _member_config(tmp_path / "d")
+    config = member_config(tmp_path / "d")
     _run(config, named, scenario)
     assert (seen[0] > 0) is fsynced, seen
 
@@ -263,4 +249,4 @@ def test_expired_lease_is_revoked_through_the_log_unless_stale(
         # Linearizable reads add no entries: only a LeaseRevoke entry moves the commit.
         assert (member.driver.status().commit_index > commit) is revoke_in_log
 
-    _run(_member_config(tmp_path / "d"), named, scenario)
+    _run(member_config(tmp_path / "d"), named, scenario)

@@ -22,26 +22,25 @@ import grpc
 import pytest
 from etcdspec.impl import member as member_module
 from etcdspec.impl.applier import encode_request
-from etcdspec.impl.config import MemberConfig, build_config
+from etcdspec.impl.config import MemberConfig
 from etcdspec.impl.launcher import free_ports
 from etcdspec.impl.member import APPLY_DEFER_S, FsyncPace, Member
 from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
 from etcdspec.impl.raft_messages import Entry, Message, MessageType
+from inprocess_member import member_config
 
 TERM = 2
 
 
 def _config(tmp_path: Path) -> MemberConfig:
-    client, *peers = free_ports(4)
-    cluster = ",".join(f"m{n}=http://127.0.0.1:{port}" for n, port in enumerate(peers, 1))
-    return build_config(
+    peers = free_ports(3)
+    return member_config(
+        tmp_path / "m1",
         name="m1",
-        data_dir=str(tmp_path / "m1"),
-        listen_client_urls=f"http://127.0.0.1:{client}",
-        advertise_client_urls=None,
         listen_peer_urls=f"http://127.0.0.1:{peers[0]}",
-        initial_advertise_peer_urls=None,
-        initial_cluster=cluster,
+        initial_cluster=",".join(
+            f"m{n}=http://127.0.0.1:{port}" for n, port in enumerate(peers, 1)
+        ),
         heartbeat_interval_ms=100,
         election_timeout_ms=60_000,
     )

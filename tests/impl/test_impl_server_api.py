@@ -19,28 +19,11 @@ from pathlib import Path
 import grpc
 import pytest
 from etcdspec.impl import snapshot_cli
-from etcdspec.impl.config import MemberConfig, build_config
-from etcdspec.impl.launcher import free_ports
+from etcdspec.impl.config import MemberConfig
 from etcdspec.impl.member import FsyncPace, Member
 from etcdspec.impl.member_storage import PreparedPersist
 from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
-
-
-def member_config(data_dir: Path, **overrides: object) -> MemberConfig:
-    client, peer = free_ports(2)
-    options: dict[str, object] = {
-        "name": "solo",
-        "data_dir": str(data_dir),
-        "listen_client_urls": f"http://127.0.0.1:{client}",
-        "advertise_client_urls": None,
-        "listen_peer_urls": f"http://127.0.0.1:{peer}",
-        "initial_advertise_peer_urls": None,
-        "initial_cluster": None,
-        "heartbeat_interval_ms": 20,
-        "election_timeout_ms": 200,
-    }
-    options.update(overrides)
-    return build_config(**options)  # type: ignore[arg-type]
+from inprocess_member import member_config
 
 
 class Client:
