@@ -717,7 +717,8 @@ class Member:
         a proposal or a linearizable read waiting here, before a snapshot is restored, and
         before any client call starts (`catch_up`): what a client observes here is what
         it would without the deferral; only watchers already streaming here see events
-        up to APPLY_DEFER_S later.
+        up to APPLY_DEFER_S later. (With the fsync in a worker, a follower applies while
+        it waits for its fsync, as before: that CPU overlaps its own disk wait.)
         """
         assert self.driver is not None
         return (

@@ -80,6 +80,11 @@ class _Leader:
         self.last, self.last_term = entries[-1].index, TERM
 
 
+def _settled(member: Member) -> bool:
+    """No Ready waits to be handled and none is being handled (a worker's fsync included)."""
+    return member.driver is not None and not member._pumping and not member.driver.has_ready()
+
+
 async def _until(condition: Callable[[], bool]) -> None:
     deadline = asyncio.get_running_loop().time() + 10
     while not condition():
@@ -111,9 +116,10 @@ def test_a_reads_msgapp_is_persisted_and_acknowledged_within_that_read(tmp_path:
         await member.start()
         try:
             assert member.driver is not None and member.transport is not None
-            await _until(lambda: member.driver is not None and not member.driver.has_ready())
+            await _until(lambda: _settled(member))
             leader = _Leader(member, config)
             acks = _record_acks(member)
+            member._fsync_pace.average_s = 0.0  # a fast disk, whatever start-up's fsyncs took
             leader.append(2, commit=0)
             member.transport.after_read()  # what the peer connection does after a read
             # No await since: the Ready was handled in the call.
@@ -158,10 +164,13 @@ def test_a_follower_applies_at_its_turn_before_a_client_call_or_on_its_timer(
         channel = grpc.aio.insecure_channel(config.listen_client_urls[0].target)
         try:
             assert member.driver is not None
-            await _until(lambda: member.driver is not None and not member.driver.has_ready())
+            await _until(lambda: _settled(member))
             leader = _Leader(member, config)
             start = _revision(member)
-            settled = lambda: member.driver is not None and not member.driver.has_ready()  # noqa: E731
+            settled = lambda: _settled(member)  # noqa: E731
+            # The fsync inline, whatever this disk's speed: in a worker, a follower applies
+            # while it waits for its fsync instead (member.py `committed_already_persisted`).
+            member._fsync_pace.INLINE_MAX_S = float("inf")
 
             # One put per MsgApp, each MsgApp committing the one before (one client's
             # writes): the follower applies only at its turns, everything held at once.
