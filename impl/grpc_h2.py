@@ -518,8 +518,7 @@ class GrpcConnection(ScratchProtocol):
         if self.server.stopping:
             self.h2.reset(stream_id, h2_conn.REFUSED_STREAM)
             return
-        if self.server.before_call is not None:
-            self.server.before_call()
+        self.server.before_call()
         call = Call(self, stream_id, handler, headers, timeout)
         self.calls[stream_id] = call
         if end_stream:
@@ -620,7 +619,7 @@ class GrpcH2Server:
         self.stopping = False
         # Run before each call's handler starts (the member catches up its state machine),
         # and after the calls a read completed have begun (the member handles its Readies).
-        self.before_call: Callable[[], None] | None = None
+        self.before_call: Callable[[], None] = lambda: None
         self.after_read: Callable[[], None] = lambda: None
         self._generic: list[grpc.GenericRpcHandler] = []
         self._methods: dict[str, grpc.RpcMethodHandler | None] = {}

@@ -746,10 +746,8 @@ class Member:
         return first + (rank - first) % period <= committed[-1].index
 
     def catch_up(self) -> None:
-        """Apply the committed entries a follower holds back (`_defer_apply`), if any."""
-        if self._apply_timer is not None:
-            self._apply_timer.cancel()
-            self._apply_timer = None
+        """Apply the committed entries a follower holds back (`_defer_apply`), if any
+        (`_apply` takes them first, and stops their timer)."""
         if self._deferred and not self._stopping:
             self._apply(())
 
