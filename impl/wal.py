@@ -5,6 +5,13 @@ from 0 without gaps; `first_index` is the index the next appended entry had when
 segment was started. A new segment is started when the current one reaches
 `segment_bytes` (64 MiB by default); records are never split across segments.
 
+The last segment's space is allocated ahead of its records (PREALLOCATE_BYTES at a
+time, at most to `segment_bytes`; etcd preallocates its segments too), so that it ends
+in zeros: a record is written in place, and its fdatasync then rarely has a new file
+size to commit to the filesystem's journal (measured in docs/benchmarks.md). Replay ends
+at an all-zero header that only zeros follow. A segment is cut back to its records when
+the next one is started, so only the last one ends in zeros.
+
 Record framing (all big-endian):
     header  = payload_length:u32 type:u8 payload_crc32:u32 header_crc32:u32
     payload = payload_length bytes
@@ -24,11 +31,12 @@ the injected `fsync` returned (group commit: one fsync per Ready); only then may
 Ready's messages be sent. `save` is `prepare_save` (check and encode the batch: CPU
 only) then `write_batch` (write, fsync, and only then take it as the WAL's state): a
 server encodes on its event loop and hands only the write and fsync to a worker thread.
-One batch is prepared and written at a time. `Wal.open` replays everything: a torn final record of the last
-segment (the file ends inside it, or its checksum fails and nothing follows) is
-truncated away and reported as a warning naming the file and offset; a damaged record
-anywhere else raises WalCorruption naming the file and offset, and the server must not
-start. Nothing acknowledged (fsynced) is dropped silently.
+One batch is prepared and written at a time. `Wal.open` replays everything: a torn final
+record of the last segment (the file ends inside it, or it is damaged and no intact
+record follows it: only zeros, or the rest of a torn write) is truncated away and
+reported as a warning naming the file and offset; a damaged record anywhere else raises
+WalCorruption naming the file and offset, and the server must not start. Nothing
+acknowledged (fsynced) is dropped silently.
 """
 
 from __future__ import annotations
@@ -58,6 +66,7 @@ from etcdspec.impl.raft_messages import Entry, HardState, SnapshotMeta
 log = logging.getLogger("etcdspec.impl.wal")
 
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
+PREALLOCATE_BYTES = 4 * 1024 * 1024
 FORMAT_VERSION = 1
 MAGIC = b"ESWAL"
 
@@ -273,6 +282,8 @@ class Wal:
         replay: _Replay,
         segment_bytes: int,
         fsync: Fsync,
+        tail_end: int,
+        preallocate_bytes: int,
     ) -> None:
         self.directory = directory
         self.segment_bytes = segment_bytes
@@ -282,9 +293,10 @@ class Wal:
         self._snapshot = replay.snapshot
         self._last_index = replay.last_index
         self._snapshot_seq = replay.snapshot_seq
-        tail = segments[-1].path
-        self._fd = os.open(tail, os.O_WRONLY | os.O_APPEND)
-        self._size = os.fstat(self._fd).st_size
+        self._fd = os.open(segments[-1].path, os.O_WRONLY)
+        self._size = tail_end  # where the next record goes; zeros may follow
+        self._allocated = os.fstat(self._fd).st_size
+        self._preallocate_bytes = preallocate_bytes
 
     # --- opening -----------------------------------------------------------------------
     @classmethod
@@ -295,15 +307,19 @@ class Wal:
         snapshot: SnapshotMeta | None = None,
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
         fsync: Fsync = os.fdatasync,
+        preallocate_bytes: int = PREALLOCATE_BYTES,
     ) -> tuple[Wal, WalState]:
         """Open (creating if empty) and replay. `snapshot`: the snapshot file loaded.
 
         `fsync` makes a segment file's writes durable: fdatasync by default, as etcd's
         WAL does — the data and the file size that reaches it, without the timestamps a
         full fsync also writes. A directory (a segment added, renamed or removed) is
-        always synced with a full fsync."""
+        always synced with a full fsync. `preallocate_bytes`: how far ahead of its
+        records the last segment is allocated; 0 appends (bench.wal_fsync compares)."""
         if segment_bytes <= 0:
             raise WalError(f"segment_bytes must be positive, got {segment_bytes}")
+        if preallocate_bytes < 0:
+            raise WalError(f"preallocate_bytes must be 0 or more, got {preallocate_bytes}")
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         for stale in directory.glob("*.wal.tmp"):
@@ -311,6 +327,7 @@ class Wal:
         segments = _list_segments(directory)
         replay = _Replay()
         warnings: list[str] = []
+        tail_end = 0
         if not segments:
             path = directory / _segment_name(0, 1)
             _create_segment(path, 0, 1, HardState(), SnapshotMeta(), fsync)
@@ -322,7 +339,7 @@ class Wal:
                     " a segment file is missing"
                 )
             last = position == len(segments) - 1
-            _replay_segment(
+            tail_end = _replay_segment(
                 segment, replay, first=position == 0, last=last, warnings=warnings, fsync=fsync
             )
         state = replay.result(
@@ -332,7 +349,8 @@ class Wal:
         )
         for warning in warnings:
             log.warning("%s", warning)
-        return cls(directory, segments, replay, segment_bytes, fsync), state
+        wal = cls(directory, segments, replay, segment_bytes, fsync, tail_end, preallocate_bytes)
+        return wal, state
 
     # --- writing -----------------------------------------------------------------------
     def save(
@@ -396,23 +414,53 @@ class Wal:
     def _write_record(self, record: bytes, sync: bool) -> None:
         if self._size >= self.segment_bytes:
             self._roll()
+        end = self._size + len(record)
+        if end > self._allocated:
+            self._preallocate(end)
         view = memoryview(record)
+        offset = self._size
         while view:
-            written = os.write(self._fd, view)
+            written = os.pwrite(self._fd, view, offset)
             view = view[written:]
-        self._size += len(record)
+            offset += written
+        self._size = end
+        self._allocated = max(self._allocated, end)
         if sync:
             self._fsync(self._fd)
 
+    def _preallocate(self, end: int) -> None:
+        """Before a record that ends at `end` is written past the allocated space: allocate
+        the segment's next PREALLOCATE_BYTES (zeros), if the segment is to hold more."""
+        ahead = min(self._size + self._preallocate_bytes, self.segment_bytes)
+        if ahead <= end:
+            return
+        try:
+            os.posix_fallocate(self._fd, self._allocated, ahead - self._allocated)
+        except OSError as error:
+            # Records are appended instead: correct, each fdatasync commits a new size.
+            self._preallocate_bytes = 0
+            log.warning(
+                "cannot preallocate WAL space in %s (%s); appending instead",
+                self.directory,
+                error,
+            )
+            return
+        self._allocated = ahead
+
     def _roll(self) -> None:
+        if self._allocated > self._size:
+            # Cut the old segment back to its records (durably, before the next segment
+            # exists): only the last segment may end in zeros.
+            os.ftruncate(self._fd, self._size)
+            os.fsync(self._fd)
         seq = self._segments[-1].seq + 1
         first = self._last_index + 1
         path = self.directory / _segment_name(seq, first)
         _create_segment(path, seq, first, self._hard_state, self._snapshot, self._fsync)
         os.close(self._fd)
         self._segments.append(_Segment(seq, first, path))
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND)
-        self._size = os.fstat(self._fd).st_size
+        self._fd = os.open(path, os.O_WRONLY)
+        self._size = self._allocated = os.fstat(self._fd).st_size
 
     def release_to(self, snapshot_index: int) -> list[Path]:
         """Delete old segments whose every entry is covered by a snapshot at snapshot_index.
@@ -436,6 +484,12 @@ class Wal:
 
     def segments(self) -> list[Path]:
         return [s.path for s in self._segments]
+
+    @property
+    def records_end(self) -> int:
+        """Where the last segment's records end: its next record goes there (zeros may
+        follow, allocated ahead)."""
+        return self._size
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -505,32 +559,55 @@ def _create_segment(
 
 
 def _records(data: bytes) -> Iterator[tuple[int, int, bytes | str]]:
-    """(offset, type, payload) per record; at a damaged record, (offset, -1, problem)
-    and stop. A problem string starting with "torn:" may be a torn tail."""
+    """(offset, type, payload) per record, up to the end of the file or to an all-zero
+    header that only zeros follow (preallocated space). At a damaged record, (offset, -1,
+    problem) and stop; the problem starts with "torn:" when no intact record follows it,
+    so that it may be a torn tail."""
     pos = 0
     size = len(data)
-    while pos < size:
+    zeros_from = len(data.rstrip(b"\0"))  # only zeros after this
+    while pos < min(size, zeros_from):
         if size - pos < _HEADER.size:
             yield pos, -1, f"torn: {size - pos} bytes, less than a record header"
             return
         length, rec_type, payload_crc, header_crc = _HEADER.unpack_from(data, pos)
-        if zlib.crc32(data[pos : pos + _HEADER_BODY.size]) != header_crc:
-            if not any(data[pos:]):
-                yield pos, -1, "torn: zero-filled tail"
-            else:
-                yield pos, -1, "record header checksum mismatch"
-            return
         end = pos + _HEADER.size + length
-        if end > size:
+        if zlib.crc32(data[pos : pos + _HEADER_BODY.size]) != header_crc:
+            problem, rest = "record header checksum mismatch", pos + 1
+        elif end > size:
             yield pos, -1, f"torn: record of {length} bytes runs past the end of the file"
             return
-        payload = data[pos + _HEADER.size : end]
-        if zlib.crc32(payload) != payload_crc:
-            problem = "payload checksum mismatch"
-            yield pos, -1, ("torn: " + problem) if end == size else problem
-            return
-        yield pos, rec_type, payload
-        pos = end
+        elif zlib.crc32(data[pos + _HEADER.size : end]) != payload_crc:
+            problem, rest = "payload checksum mismatch", end
+        else:
+            yield pos, rec_type, data[pos + _HEADER.size : end]
+            pos = end
+            continue
+        torn = _intact_record_at_or_after(data, rest, zeros_from) is None
+        yield pos, -1, ("torn: " + problem) if torn else problem
+        return
+
+
+_RECORD_TYPE_BYTE = re.compile(rb"[\x01-\x03]")
+
+
+def _intact_record_at_or_after(data: bytes, start: int, stop: int) -> int | None:
+    """The offset of the first intact record (both checksums right) starting in
+    [start, stop), or None. Only for a damaged record's verdict (torn or corrupt)."""
+    type_offset = 4  # the type byte follows the u32 length
+    for match in _RECORD_TYPE_BYTE.finditer(data, start + type_offset, stop + type_offset):
+        pos = match.start() - type_offset
+        if pos + _HEADER.size > len(data):
+            break
+        length, _, payload_crc, header_crc = _HEADER.unpack_from(data, pos)
+        end = pos + _HEADER.size + length
+        if (
+            zlib.crc32(data[pos : pos + _HEADER_BODY.size]) == header_crc
+            and end <= len(data)
+            and zlib.crc32(data[pos + _HEADER.size : end]) == payload_crc
+        ):
+            return pos
+    return None
 
 
 def _replay_segment(
@@ -541,10 +618,12 @@ def _replay_segment(
     last: bool,
     warnings: list[str],
     fsync: Fsync | None,
-) -> None:
-    """Replay one segment; a torn tail is truncated (when `fsync` is given) and reported."""
+) -> int:
+    """Replay one segment; a torn tail is truncated (when `fsync` is given) and reported.
+    Returns the offset where its records end (where the next record goes)."""
     data = segment.path.read_bytes()
     saw_header = False
+    records_end = 0
     for offset, rec_type, body in _records(data):
         if isinstance(body, str):
             if body.startswith("torn:") and last and offset > 0:
@@ -553,11 +632,12 @@ def _replay_segment(
                         f.truncate(offset)
                         f.flush()
                         fsync(f.fileno())
+                damaged = max(len(data.rstrip(b"\0")) - offset, 1)
                 warnings.append(
                     f"{segment.path}: torn final record at offset {offset}"
-                    f" ({len(data) - offset} bytes, {body[6:]}) truncated"
+                    f" ({damaged} bytes, {body[6:]}) truncated"
                 )
-                return
+                return offset
             problem = body[6:] if body.startswith("torn:") else body
             if not last:
                 problem += " (in a segment that is not the last one)"
@@ -583,5 +663,14 @@ def _replay_segment(
                 raise CodecError(f"unknown record type {rec_type}")
         except CodecError as exc:
             raise WalCorruption(segment.path, offset, str(exc)) from None
+        records_end = offset + _HEADER.size + len(body)
     if not saw_header:
         raise WalCorruption(segment.path, 0, "empty segment without a header")
+    if not last and records_end < len(data):
+        # Zeros: a segment is cut back to its records before the next one is started.
+        raise WalCorruption(
+            segment.path,
+            records_end,
+            "zeros after the last record (in a segment that is not the last one)",
+        )
+    return records_end

@@ -12,7 +12,14 @@ import pytest
 from etcdspec.impl.raft_core import PersistedState, RaftConfig
 from etcdspec.impl.raft_driver import RaftDriver
 from etcdspec.impl.raft_messages import Entry, HardState, SnapshotMeta
-from etcdspec.impl.wal import Wal, WalCorruption, WalError, WalState, recorded_snapshots
+from etcdspec.impl.wal import (
+    PREALLOCATE_BYTES,
+    Wal,
+    WalCorruption,
+    WalError,
+    WalState,
+    recorded_snapshots,
+)
 
 
 class FsyncCounter:
@@ -81,54 +88,126 @@ def test_one_fsync_per_batch_and_none_for_an_empty_batch(tmp_path: Path) -> None
     wal.close()
 
 
-def _write_history(path: Path) -> tuple[int, WalState]:
-    """Three batches; returns the file size before the last one and the state before it."""
+def _write_history(path: Path) -> tuple[int, int, WalState]:
+    """Three batches; returns where the last one starts and ends, and the state before it."""
     wal, _ = open_wal(path)
     wal.save(HardState(1, 1, 0), entries(1, 1, 3))
     wal.save(HardState(2, 2, 3), entries(2, 4, 4))
-    (segment,) = wal.segments()
-    size_before = segment.stat().st_size
+    start = wal.records_end
     wal.save(HardState(2, 2, 5), entries(2, 5, 6))
+    end = wal.records_end
     wal.close()
     before = WalState(HardState(2, 2, 3), None, tuple(entries(1, 1, 3) + entries(2, 4, 4)), ())
-    return size_before, before
+    return start, end, before
 
 
-def test_torn_final_record_is_truncated_at_every_byte_offset(tmp_path: Path) -> None:
+def test_the_last_segment_is_allocated_ahead_and_written_in_place(tmp_path: Path) -> None:
+    wal, _ = open_wal(tmp_path)
+    (segment,) = wal.segments()
+    start = wal.records_end
+    wal.save(HardState(1, 1, 0), entries(1, 1, 3))
+    allocated = segment.stat().st_size
+    assert allocated == start + PREALLOCATE_BYTES
+    wal.save(HardState(1, 1, 3), entries(1, 4, 9))
+    assert segment.stat().st_size == allocated  # in place: no new file size to commit
+    end = wal.records_end
+    wal.close()
+    assert not any(segment.read_bytes()[end:])
+    wal, state = open_wal(tmp_path)  # replay stops at the zeros, without a warning
+    assert state.warnings == () and state.entries == tuple(entries(1, 1, 9))
+    assert wal.records_end == end
+    wal.save(HardState(1, 1, 9), entries(1, 10, 10))  # written where the records end
+    wal.close()
+    assert reopen(tmp_path).entries[-1] == Entry(1, 10, b"1.10")
+    assert segment.stat().st_size == allocated
+
+
+def test_a_segment_is_cut_back_to_its_records_when_the_next_one_starts(tmp_path: Path) -> None:
+    wal, _ = open_wal(tmp_path)  # the default segment_bytes: 4 MiB allocated ahead
+    wal.save(HardState(1, 1, 0), [Entry(1, 1, b"r" * 40)])
+    wal.close()
+    wal, _ = open_wal(tmp_path, segment_bytes=2000)  # restarted with smaller segments
+    for i in range(2, 40):
+        wal.save(HardState(1, 1, i - 1), [Entry(1, i, b"r" * 40)])
+    *full, last = wal.segments()
+    end = wal.records_end
+    wal.close()
+    assert len(full) >= 2
+    for segment in full:  # records only, up to the one that reached segment_bytes
+        assert 2000 <= segment.stat().st_size < 2100
+    assert last.stat().st_size == max(2000, end)  # allocated ahead up to segment_bytes
+    assert reopen(tmp_path, segment_bytes=2000).entries[-1].index == 39
+    (first, *_) = full
+    first.write_bytes(first.read_bytes() + bytes(100))
+    with pytest.raises(WalCorruption, match=r"zeros after the last record .*not the last one"):
+        open_wal(tmp_path, segment_bytes=2000)
+
+
+@pytest.mark.parametrize("shape", ["cut", "zero-filled"])
+def test_torn_final_record_is_truncated_at_every_byte_offset(tmp_path: Path, shape: str) -> None:
+    """A torn final write, at every length: the file cut there (appended), or the bytes
+    after it still zeros (allocated ahead)."""
     original = tmp_path / "original"
-    size_before, before = _write_history(original)
+    start, end, before = _write_history(original)
     (segment,) = sorted(original.glob("*.wal"))
-    full = segment.read_bytes()
-    assert len(full) > size_before
-    for cut in range(size_before, len(full)):
+    allocated = segment.read_bytes()
+    for cut in range(start, end):
         trial = tmp_path / f"cut{cut}"
         shutil.copytree(original, trial)
-        (trial / segment.name).write_bytes(full[:cut])
+        torn = allocated[:cut] + (bytes(len(allocated) - cut) if shape == "zero-filled" else b"")
+        (trial / segment.name).write_bytes(torn)
         state = reopen(trial)
         assert (state.hard_state, state.entries) == (before.hard_state, before.entries), cut
-        if cut == size_before:
+        if not any(allocated[start:cut]):  # no byte of it written: nothing to tell
             assert state.warnings == ()
         else:
             (warning,) = state.warnings
-            assert segment.name in warning and f"offset {size_before}" in warning
+            assert segment.name in warning and f"offset {start}" in warning
         # the torn bytes are gone: the next open is clean and appends work
         wal, again = open_wal(trial)
-        assert again.warnings == ()
+        assert again.warnings == () and wal.records_end == start
         wal.save(HardState(3, 3, 4), entries(3, 5, 5))
         wal.close()
         assert reopen(trial).entries[-1] == Entry(3, 5, b"3.5")
         shutil.rmtree(trial)
 
 
-def test_damaged_final_payload_counts_as_torn(tmp_path: Path) -> None:
-    _, before = _write_history(tmp_path)
+def test_a_torn_write_whose_header_stayed_zeros_is_torn(tmp_path: Path) -> None:
+    """The record's later bytes reached the disk, its first sector did not."""
+    start, end, before = _write_history(tmp_path)
     (segment,) = tmp_path.glob("*.wal")
     data = bytearray(segment.read_bytes())
-    data[-1] ^= 0xFF
+    data[start : start + 20] = bytes(20)
+    segment.write_bytes(bytes(data))
+    state = reopen(tmp_path)
+    assert state.entries == before.entries
+    (warning,) = state.warnings
+    assert f"offset {start} ({end - start} bytes, record header checksum mismatch)" in warning
+
+
+def test_damaged_final_payload_counts_as_torn(tmp_path: Path) -> None:
+    _, end, before = _write_history(tmp_path)
+    (segment,) = tmp_path.glob("*.wal")
+    data = bytearray(segment.read_bytes())
+    data[end - 1] ^= 0xFF
     segment.write_bytes(bytes(data))
     state = reopen(tmp_path)
     assert state.entries == before.entries
     assert "payload checksum mismatch" in state.warnings[0]
+
+
+def test_a_damaged_record_with_an_intact_one_after_it_is_corruption(tmp_path: Path) -> None:
+    """Even when only zeros separate them: the intact record was acknowledged after."""
+    start, end, _ = _write_history(tmp_path)
+    (segment,) = tmp_path.glob("*.wal")
+    data = bytearray(segment.read_bytes())
+    last = bytes(data[start:end])
+    data[start:end] = bytes(end - start)
+    data[end + 50 : end + 50 + len(last)] = last
+    segment.write_bytes(bytes(data))
+    with pytest.raises(WalCorruption) as caught:
+        open_wal(tmp_path)
+    assert caught.value.offset == start and "header checksum mismatch" in str(caught.value)
 
 
 @pytest.mark.parametrize(
@@ -140,7 +219,7 @@ def test_mid_file_corruption_refuses_to_start_naming_file_and_offset(
 ) -> None:
     wal, _ = open_wal(tmp_path)
     (segment,) = wal.segments()
-    offset = segment.stat().st_size  # the first batch starts here
+    offset = wal.records_end  # the first batch starts here
     wal.save(HardState(1, 1, 0), entries(1, 1, 3))
     wal.save(HardState(1, 1, 3), entries(1, 4, 6))
     wal.close()
@@ -290,12 +369,16 @@ def test_random_histories_replay_to_what_was_saved(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     """Random saves, conflicting suffixes, received snapshots, local snapshots with
-    segment release, and reopens, against a plain reference log."""
-    from hypothesis import given
+    segment release, and reopens, against a plain reference log.
+
+    Derandomized in every profile, as under CI: with random draws, about 1 run in 40
+    had no history that released a segment, and failed the witness at the end."""
+    from hypothesis import given, settings
     from hypothesis import strategies as st
 
     released = [0]
 
+    @settings(derandomize=True)
     @given(st.data(), st.integers(150, 700))
     def check(data: st.DataObject, segment_bytes: int) -> None:
         path = tmp_path_factory.mktemp("wal")
