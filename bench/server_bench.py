@@ -21,9 +21,15 @@ PREFIX.m1, PREFIX.m2, PREFIX.m3 when they stop (read them with `python -m pstats
 
 With --loop uvloop, our members run on uvloop's event loop (etcd is unaffected).
 
+With --slices SECONDS, both clusters run at once and each cell alternates between them
+in slices that long (ours, etcd, ours, ...; each keeps its clients' channels open) until
+each has run --duration seconds. Run one after the other, the two halves of a cell are
+a minute or more apart, and a shared machine's load can change in between; in slices,
+it falls on both alike. The idle cluster's own heartbeats run meanwhile.
+
 Usage: python -m bench.server_bench [--duration 3] [--clients 1,16,64] [--json FILE]
        [--workloads put,range-linearizable,range-serializable] [--loop asyncio|uvloop]
-       [--via leader|follower]
+       [--via leader|follower] [--slices SECONDS]
        python -m bench.server_bench --memory [--memory-keys 100000]
 """
 
@@ -117,48 +123,98 @@ async def _client(
         latencies.append(time.perf_counter() - started)
 
 
-async def _run_cell(
-    target: str, endpoints: list[str], workload: str, clients: int, duration: float, seed: int
-) -> Cell:
-    channels = [
-        grpc.aio.insecure_channel(endpoints[i % len(endpoints)].removeprefix("http://"))
-        for i in range(min(clients, 3 * 4))
-    ]
-    try:
-        stubs = [rpc_pb2_grpc.KVStub(channel) for channel in channels]
-        value = bytes(random.Random(seed).randbytes(256))
-        latencies: list[float] = []
-        errors = [0]
+class _Load:
+    """One cell's clients against one cluster: its channels (kept open from one slice of
+    the cell to the next), and the latencies, errors and seconds run so far."""
+
+    def __init__(self, endpoints: list[str], clients: int, seed: int) -> None:
+        self.channels = [
+            grpc.aio.insecure_channel(endpoints[i % len(endpoints)].removeprefix("http://"))
+            for i in range(min(clients, 3 * 4))
+        ]
+        self.stubs = [rpc_pb2_grpc.KVStub(channel) for channel in self.channels]
+        self.rngs = [random.Random(seed * 1000 + i) for i in range(clients)]
+        self.value = bytes(random.Random(seed).randbytes(256))
+        self.latencies: list[float] = []
+        self.errors = [0]
+        self.seconds = 0.0
+
+    async def run(self, workload: str, seconds: float) -> None:
         started = time.perf_counter()
-        deadline = started + duration
+        deadline = started + seconds
         await asyncio.gather(
             *(
                 _client(
-                    stubs[i % len(stubs)],
+                    self.stubs[i % len(self.stubs)],
                     workload,
                     deadline,
-                    value,
-                    random.Random(seed * 1000 + i),
-                    latencies,
-                    errors,
+                    self.value,
+                    rng,
+                    self.latencies,
+                    self.errors,
                 )
-                for i in range(clients)
+                for i, rng in enumerate(self.rngs)
             )
         )
-        seconds = time.perf_counter() - started
-    finally:
-        for channel in channels:
+        self.seconds += time.perf_counter() - started
+
+    async def close(self) -> None:
+        for channel in self.channels:
             await channel.close()
-    return Cell(
-        target=target,
-        workload=workload,
-        clients=clients,
-        ops=len(latencies),
-        seconds=seconds,
-        p50_ms=_percentile(latencies, 0.50) * 1000,
-        p99_ms=_percentile(latencies, 0.99) * 1000,
-        errors=errors[0],
-    )
+
+    def cell(self, target: str, workload: str, cpu_seconds: float) -> Cell:
+        ops = len(self.latencies)
+        return Cell(
+            target=target,
+            workload=workload,
+            clients=len(self.rngs),
+            ops=ops,
+            seconds=self.seconds,
+            p50_ms=_percentile(self.latencies, 0.50) * 1000,
+            p99_ms=_percentile(self.latencies, 0.99) * 1000,
+            errors=self.errors[0],
+            cpu_ms_per_op=1000 * cpu_seconds / ops if ops else nan,
+        )
+
+
+async def _run_cell(
+    target: str, endpoints: list[str], workload: str, clients: int, duration: float, seed: int
+) -> Cell:
+    load = _Load(endpoints, clients, seed)
+    try:
+        await load.run(workload, duration)
+    finally:
+        await load.close()
+    return load.cell(target, workload, nan)
+
+
+async def _run_cell_in_slices(
+    clusters: dict[str, tuple[list[str], list[launcher.RunningMember]]],
+    workload: str,
+    clients: int,
+    duration: float,
+    seed: int,
+    slice_s: float,
+) -> list[Cell]:
+    """One cell against every cluster at once, in turns of `slice_s` seconds (ours, then
+    etcd, then ours again...) until each has run `duration` seconds: whatever else the
+    machine does meanwhile falls on both alike."""
+    loads = {target: _Load(endpoints, clients, seed) for target, (endpoints, _) in clusters.items()}
+    cpu = dict.fromkeys(clusters, 0.0)
+    try:
+        while any(load.seconds < duration for load in loads.values()):
+            for target, load in loads.items():
+                remaining = duration - load.seconds
+                if remaining <= 0:
+                    continue
+                members = clusters[target][1]
+                before = sum(read_cpu_seconds(m.pid) for m in members)
+                await load.run(workload, min(slice_s, remaining))
+                cpu[target] += sum(read_cpu_seconds(m.pid) for m in members) - before
+    finally:
+        for load in loads.values():
+            await load.close()
+    return [load.cell(target, workload, cpu[target]) for target, load in loads.items()]
 
 
 def order_endpoints(statuses: list[dict[str, Any]], via: str = "leader") -> list[str]:
@@ -342,6 +398,36 @@ def running_cluster(
         shutil.rmtree(directory, ignore_errors=True)
 
 
+def bench_in_slices(
+    targets: list[str],
+    client_counts: list[int],
+    duration: float,
+    seed: int,
+    workloads: tuple[str, ...],
+    via: str,
+    slice_s: float,
+) -> list[Cell]:
+    """Every target's cluster up at once, each cell run in alternating slices
+    (`_run_cell_in_slices`); the cells, target by target."""
+    with contextlib.ExitStack() as stack:
+        clusters: dict[str, tuple[list[str], list[launcher.RunningMember]]] = {}
+        for target in targets:
+            plan, members = stack.enter_context(running_cluster(target, snapshot_count=10_000))
+            asyncio.run(_populate(plan.endpoints))
+            statuses = [launcher.probe_status(e, 10) for e in plan.endpoints]
+            clusters[target] = (order_endpoints(statuses, via), members)
+        cells: list[Cell] = []
+        for workload in workloads:
+            for clients in client_counts:
+                pair = asyncio.run(
+                    _run_cell_in_slices(clusters, workload, clients, duration, seed, slice_s)
+                )
+                for cell in pair:
+                    print(cell.describe(), file=sys.stderr)
+                cells.extend(pair)
+        return sorted(cells, key=lambda c: targets.index(c.target))
+
+
 def bench_target(
     target: str,
     client_counts: list[int],
@@ -429,7 +515,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--workloads", default=",".join(WORKLOADS), help=f"some of {', '.join(WORKLOADS)}"
     )
+    parser.add_argument(
+        "--slices",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="run the targets' clusters at once, each cell in alternating slices this long",
+    )
     args = parser.parse_args(argv)
+    if args.slices is not None and args.slices <= 0:
+        parser.error(f"--slices must be a positive number of seconds, got {args.slices}")
     targets = [t for t in args.targets.split(",") if t]
     if args.profile:
         os.environ["ETCDSPEC_PROFILE"] = str(Path(args.profile).resolve())
@@ -450,11 +545,16 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(
             f"unknown workload(s) {', '.join(unknown)}; choose from {', '.join(WORKLOADS)}"
         )
-    cells: list[Cell] = []
-    for target in targets:
-        cells.extend(
-            bench_target(target, client_counts, args.duration, args.seed, workloads, args.via)
+    if args.slices is not None:
+        cells = bench_in_slices(
+            targets, client_counts, args.duration, args.seed, workloads, args.via, args.slices
         )
+    else:
+        cells = []
+        for target in targets:
+            cells.extend(
+                bench_target(target, client_counts, args.duration, args.seed, workloads, args.via)
+            )
     print(format_table(cells))
     if args.json_path:
         Path(args.json_path).write_text(

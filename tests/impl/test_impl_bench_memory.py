@@ -1,13 +1,17 @@
-"""bench/server_bench.py: the RSS and CPU time it reads, the tables it prints, and the
-leader-first order of endpoints."""
+"""bench/server_bench.py: the RSS and CPU time it reads, the tables it prints, the
+leader-first order of endpoints, and a cell run in alternating slices (`--slices`)."""
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 # bench/ is a folder of scripts, not an installed package: load the module from its file.
 _PATH = Path(__file__).resolve().parents[2] / "bench" / "server_bench.py"
@@ -76,3 +80,36 @@ def test_endpoints_go_leader_first_or_follower_first_the_rest_in_order() -> None
         "http://c",
         "http://b",
     ]
+
+
+def test_a_cell_in_slices_alternates_the_clusters_until_each_ran_its_duration(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`--slices`: one real cluster of ours, entered as two targets: the slices alternate
+    a, b, a, b, ..., each at most the slice long, until each target ran the duration, on
+    the same clients' channels throughout; both cells count their ops and members' CPU."""
+    slices: list[tuple[int, float]] = []
+    run = server_bench._Load.run
+
+    async def recorded(self: Any, workload: str, seconds: float) -> None:
+        slices.append((id(self), seconds))
+        channels = list(self.channels)
+        await run(self, workload, seconds)
+        assert self.channels == channels
+
+    monkeypatch.setattr(server_bench._Load, "run", recorded)
+    with server_bench.running_cluster("ours", snapshot_count=10_000) as (plan, members):
+        endpoints = list(plan.endpoints)
+        clusters = {"a": (endpoints, members), "b": (endpoints, members)}
+        cells = asyncio.run(
+            server_bench._run_cell_in_slices(clusters, "put", 2, 0.5, seed=1, slice_s=0.2)
+        )
+    a, b = cells
+    assert (a.target, b.target) == ("a", "b")
+    loads = [load for load, _ in slices]
+    assert loads[0::2] == [loads[0]] * len(loads[0::2])
+    assert loads[1::2] == [loads[1]] * len(loads[1::2]) and loads[0] != loads[1]
+    assert len(slices) >= 4 and all(seconds <= 0.2 for _, seconds in slices)
+    for cell in cells:
+        assert cell.seconds >= 0.5 and cell.ops > 0 and cell.errors == 0
+        assert cell.cpu_ms_per_op > 0 and cell.p50_ms <= cell.p99_ms
