@@ -47,7 +47,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from math import nan
 from pathlib import Path
 from typing import Any
@@ -90,7 +90,7 @@ class Cell:
         )
 
 
-def _percentile(samples: list[float], fraction: float) -> float:
+def percentile(samples: list[float], fraction: float) -> float:
     if not samples:
         return float("nan")
     ordered = sorted(samples)
@@ -170,8 +170,8 @@ class _Load:
             clients=len(self.rngs),
             ops=ops,
             seconds=self.seconds,
-            p50_ms=_percentile(self.latencies, 0.50) * 1000,
-            p99_ms=_percentile(self.latencies, 0.99) * 1000,
+            p50_ms=percentile(self.latencies, 0.50) * 1000,
+            p99_ms=percentile(self.latencies, 0.99) * 1000,
             errors=self.errors[0],
             cpu_ms_per_op=1000 * cpu_seconds / ops if ops else nan,
         )
@@ -398,7 +398,7 @@ def running_cluster(
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def bench_in_slices(
+def bench_clusters(
     targets: list[str],
     client_counts: list[int],
     duration: float,
@@ -407,8 +407,9 @@ def bench_in_slices(
     via: str,
     slice_s: float,
 ) -> list[Cell]:
-    """Every target's cluster up at once, each cell run in alternating slices
-    (`_run_cell_in_slices`); the cells, target by target."""
+    """The targets' clusters up at once, each cell run in alternating slices
+    (`_run_cell_in_slices`; for one target with `slice_s` = `duration`, one piece); the
+    cells, target by target."""
     with contextlib.ExitStack() as stack:
         clusters: dict[str, tuple[list[str], list[launcher.RunningMember]]] = {}
         for target in targets:
@@ -426,30 +427,6 @@ def bench_in_slices(
                     print(cell.describe(), file=sys.stderr)
                 cells.extend(pair)
         return sorted(cells, key=lambda c: targets.index(c.target))
-
-
-def bench_target(
-    target: str,
-    client_counts: list[int],
-    duration: float,
-    seed: int,
-    workloads: tuple[str, ...] = WORKLOADS,
-    via: str = "leader",
-) -> list[Cell]:
-    with running_cluster(target, snapshot_count=10_000) as (plan, members):
-        asyncio.run(_populate(plan.endpoints))
-        statuses = [launcher.probe_status(e, 10) for e in plan.endpoints]
-        endpoints = order_endpoints(statuses, via)
-        cells = []
-        for workload in workloads:
-            for clients in client_counts:
-                cpu_before = sum(read_cpu_seconds(m.pid) for m in members)
-                cell = asyncio.run(_run_cell(target, endpoints, workload, clients, duration, seed))
-                cpu = sum(read_cpu_seconds(m.pid) for m in members) - cpu_before
-                cell = replace(cell, cpu_ms_per_op=1000 * cpu / cell.ops if cell.ops else nan)
-                print(cell.describe(), file=sys.stderr)
-                cells.append(cell)
-        return cells
 
 
 def format_table(cells: list[Cell]) -> str:
@@ -546,15 +523,23 @@ def main(argv: list[str] | None = None) -> int:
             f"unknown workload(s) {', '.join(unknown)}; choose from {', '.join(WORKLOADS)}"
         )
     if args.slices is not None:
-        cells = bench_in_slices(
+        cells = bench_clusters(
             targets, client_counts, args.duration, args.seed, workloads, args.via, args.slices
         )
-    else:
-        cells = []
-        for target in targets:
-            cells.extend(
-                bench_target(target, client_counts, args.duration, args.seed, workloads, args.via)
+    else:  # one target after the other, each cell in one piece
+        cells = [
+            cell
+            for target in targets
+            for cell in bench_clusters(
+                [target],
+                client_counts,
+                args.duration,
+                args.seed,
+                workloads,
+                args.via,
+                args.duration,
             )
+        ]
     print(format_table(cells))
     if args.json_path:
         Path(args.json_path).write_text(

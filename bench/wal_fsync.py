@@ -24,6 +24,8 @@ from pathlib import Path
 from etcdspec.impl.raft_messages import Entry, HardState
 from etcdspec.impl.wal import PREALLOCATE_BYTES, Wal
 
+from bench.server_bench import percentile
+
 MODES = {"appended": 0, "allocated ahead": PREALLOCATE_BYTES}
 PERCENTILES = (50, 90, 99)
 
@@ -58,10 +60,6 @@ def _round(writers: int, preallocate: int, seconds: float, gap_s: float) -> list
     return [latency for result in results for latency in result]
 
 
-def _percentile(sorted_values: list[float], p: int) -> float:
-    return sorted_values[min(len(sorted_values) - 1, len(sorted_values) * p // 100)]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--writers", type=int, default=3)
@@ -72,8 +70,8 @@ def main() -> None:
     figures: dict[str, list[list[float]]] = {mode: [] for mode in MODES}
     for _ in range(args.rounds):
         for mode, preallocate in MODES.items():
-            latencies = sorted(_round(args.writers, preallocate, args.seconds, args.gap_us / 1e6))
-            figures[mode].append([_percentile(latencies, p) * 1e6 for p in PERCENTILES])
+            latencies = _round(args.writers, preallocate, args.seconds, args.gap_us / 1e6)
+            figures[mode].append([percentile(latencies, p / 100) * 1e6 for p in PERCENTILES])
             row = " ".join(
                 f"p{p}={v:.0f}" for p, v in zip(PERCENTILES, figures[mode][-1], strict=True)
             )
