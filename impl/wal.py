@@ -565,7 +565,7 @@ def _records(data: bytes) -> Iterator[tuple[int, int, bytes | str]]:
     so that it may be a torn tail."""
     pos = 0
     size = len(data)
-    zeros_from = len(data.rstrip(b"\0"))  # only zeros after this
+    zeros_from = _zeros_from(data)
     while pos < min(size, zeros_from):
         if size - pos < _HEADER.size:
             yield pos, -1, f"torn: {size - pos} bytes, less than a record header"
@@ -586,6 +586,19 @@ def _records(data: bytes) -> Iterator[tuple[int, int, bytes | str]]:
         torn = _intact_record_at_or_after(data, rest, zeros_from) is None
         yield pos, -1, ("torn: " + problem) if torn else problem
         return
+
+
+def _zeros_from(data: bytes, chunk: int = 1 << 16) -> int:
+    """Where the zeros that end `data` begin (len(data) if it does not end in zeros),
+    copying only them and one chunk, not the whole of a segment as rstrip would."""
+    end = len(data)
+    while end > 0:
+        start = max(0, end - chunk)
+        content = len(data[start:end].rstrip(b"\0"))
+        if content:
+            return start + content
+        end = start
+    return 0
 
 
 _RECORD_TYPE_BYTE = re.compile(rb"[\x01-\x03]")
@@ -632,7 +645,7 @@ def _replay_segment(
                         f.truncate(offset)
                         f.flush()
                         fsync(f.fileno())
-                damaged = max(len(data.rstrip(b"\0")) - offset, 1)
+                damaged = max(_zeros_from(data) - offset, 1)
                 warnings.append(
                     f"{segment.path}: torn final record at offset {offset}"
                     f" ({damaged} bytes, {body[6:]}) truncated"

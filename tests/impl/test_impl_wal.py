@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from etcdspec.impl import wal as wal_module
 from etcdspec.impl.raft_core import PersistedState, RaftConfig
 from etcdspec.impl.raft_driver import RaftDriver
 from etcdspec.impl.raft_messages import Entry, HardState, SnapshotMeta
@@ -20,6 +21,8 @@ from etcdspec.impl.wal import (
     WalState,
     recorded_snapshots,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 
 class FsyncCounter:
@@ -373,9 +376,6 @@ def test_random_histories_replay_to_what_was_saved(
 
     Derandomized in every profile, as under CI: with random draws, about 1 run in 40
     had no history that released a segment, and failed the witness at the end."""
-    from hypothesis import given, settings
-    from hypothesis import strategies as st
-
     released = [0]
 
     @settings(derandomize=True)
@@ -491,3 +491,8 @@ def test_kill_9_during_writes_loses_nothing_acknowledged(tmp_path: Path) -> None
         assert indices == list(range(1, len(indices) + 1))
         assert indices[-1] >= acknowledged
     assert len(list(tmp_path.glob("*.wal"))) > 3
+
+
+@given(st.binary(max_size=300).map(lambda b: b.replace(b"\x01", b"\0")), st.integers(1, 64))
+def test_where_the_trailing_zeros_begin_is_found_chunk_by_chunk(data: bytes, chunk: int) -> None:
+    assert wal_module._zeros_from(data, chunk) == len(data.rstrip(b"\0"))
