@@ -27,9 +27,15 @@ each has run --duration seconds. Run one after the other, the two halves of a ce
 a minute or more apart, and a shared machine's load can change in between; in slices,
 it falls on both alike. The idle cluster's own heartbeats run meanwhile.
 
+With --rounds N, every cell runs N times on the same clusters (with --slices, round r
+of every cell before round r + 1 of any), each round's table is printed, then each
+cell's ratios ours / etcd over the rounds (median, min-max), and the goals of
+bench.server_goals judged at the median over the rounds. One run's p99 ratio is too
+noisy to judge a goal by: `--slices 0.5 --rounds 10` is the run the goals are judged by.
+
 Usage: python -m bench.server_bench [--duration 3] [--clients 1,16,64] [--json FILE]
        [--workloads put,range-linearizable,range-serializable] [--loop asyncio|uvloop]
-       [--via leader|follower] [--slices SECONDS]
+       [--via leader|follower] [--slices SECONDS] [--rounds N]
        python -m bench.server_bench --memory [--memory-keys 100000]
 """
 
@@ -56,6 +62,8 @@ import grpc
 from etcdspec.impl import launcher
 from etcdspec.impl.event_loop import EVENT_LOOP_ENV
 from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
+
+from bench.server_goals import format_ratios, format_verdicts, judge
 
 WORKLOADS = ("put", "range-linearizable", "range-serializable")
 KEYSPACE = 1000
@@ -406,9 +414,11 @@ def bench_clusters(
     workloads: tuple[str, ...],
     via: str,
     slice_s: float,
-) -> list[Cell]:
+    rounds: int = 1,
+) -> list[list[Cell]]:
     """The targets' clusters up at once, each cell run in alternating slices
-    (`_run_cell_in_slices`; for one target with `slice_s` = `duration`, one piece); the
+    (`_run_cell_in_slices`; for one target with `slice_s` = `duration`, one piece), every
+    cell once per round (round r with seed `seed` + r) on the same clusters; each round's
     cells, target by target."""
     with contextlib.ExitStack() as stack:
         clusters: dict[str, tuple[list[str], list[launcher.RunningMember]]] = {}
@@ -417,16 +427,21 @@ def bench_clusters(
             asyncio.run(_populate(plan.endpoints))
             statuses = [launcher.probe_status(e, 10) for e in plan.endpoints]
             clusters[target] = (order_endpoints(statuses, via), members)
-        cells: list[Cell] = []
-        for workload in workloads:
-            for clients in client_counts:
-                pair = asyncio.run(
-                    _run_cell_in_slices(clusters, workload, clients, duration, seed, slice_s)
-                )
-                for cell in pair:
-                    print(cell.describe(), file=sys.stderr)
-                cells.extend(pair)
-        return sorted(cells, key=lambda c: targets.index(c.target))
+        results: list[list[Cell]] = []
+        for round_index in range(rounds):
+            cells: list[Cell] = []
+            for workload in workloads:
+                for clients in client_counts:
+                    pair = asyncio.run(
+                        _run_cell_in_slices(
+                            clusters, workload, clients, duration, seed + round_index, slice_s
+                        )
+                    )
+                    for cell in pair:
+                        print(f"round {round_index + 1}: {cell.describe()}", file=sys.stderr)
+                    cells.extend(pair)
+            results.append(sorted(cells, key=lambda c: targets.index(c.target)))
+        return results
 
 
 def format_table(cells: list[Cell]) -> str:
@@ -499,7 +514,15 @@ def main(argv: list[str] | None = None) -> int:
         metavar="SECONDS",
         help="run the targets' clusters at once, each cell in alternating slices this long",
     )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run every cell this many times on the same clusters; goals at the median",
+    )
     args = parser.parse_args(argv)
+    if args.rounds < 1:
+        parser.error(f"--rounds must be at least 1, got {args.rounds}")
     if args.slices is not None and args.slices <= 0:
         parser.error(f"--slices must be a positive number of seconds, got {args.slices}")
     targets = [t for t in args.targets.split(",") if t]
@@ -523,14 +546,19 @@ def main(argv: list[str] | None = None) -> int:
             f"unknown workload(s) {', '.join(unknown)}; choose from {', '.join(WORKLOADS)}"
         )
     if args.slices is not None:
-        cells = bench_clusters(
-            targets, client_counts, args.duration, args.seed, workloads, args.via, args.slices
+        rounds = bench_clusters(
+            targets,
+            client_counts,
+            args.duration,
+            args.seed,
+            workloads,
+            args.via,
+            args.slices,
+            args.rounds,
         )
     else:  # one target after the other, each cell in one piece
-        cells = [
-            cell
-            for target in targets
-            for cell in bench_clusters(
+        per_target = [
+            bench_clusters(
                 [target],
                 client_counts,
                 args.duration,
@@ -538,13 +566,31 @@ def main(argv: list[str] | None = None) -> int:
                 workloads,
                 args.via,
                 args.duration,
+                args.rounds,
             )
+            for target in targets
         ]
-    print(format_table(cells))
+        rounds = [
+            [cell for target_rounds in per_target for cell in target_rounds[r]]
+            for r in range(args.rounds)
+        ]
+    cells = [cell for round_cells in rounds for cell in round_cells]
+    for index, round_cells in enumerate(rounds):
+        if len(rounds) > 1:
+            print(f"round {index + 1} of {len(rounds)}")
+        print(format_table(round_cells))
+    if len(rounds) > 1:
+        print(format_ratios(rounds))
+    if {"ours", "etcd"} <= set(targets):
+        print(format_verdicts(judge(rounds), len(rounds)))
     if args.json_path:
         Path(args.json_path).write_text(
             json.dumps(
-                [{**c.__dict__, "throughput": round(c.throughput, 1)} for c in cells],
+                [
+                    {**c.__dict__, "throughput": round(c.throughput, 1), "round": index + 1}
+                    for index, round_cells in enumerate(rounds)
+                    for c in round_cells
+                ],
                 indent=2,
             )
             + "\n"
