@@ -37,7 +37,9 @@ Contract:
   the database's page count times page size: the file's size once `checkpoint()` has
   moved the journal's pages into it.
 - `snapshot_bytes()`/`save_snapshot()` make a consistent copy with SQLite's backup API;
-  `restore()` replaces the file's contents with a snapshot.
+  `restore()` replaces the file's contents with a snapshot. `copy_committed()` makes one
+  through a connection of its own, of what has been committed: it may run on another
+  thread while this connection goes on writing (WAL journal mode: neither waits).
 - Not thread-safe by itself: every call takes an internal lock, but a transaction must be
   opened and finished on one thread.
 - The meta values, the alarm list and `size()` are cached in memory (they are read on
@@ -765,6 +767,33 @@ class Backend:
         with tempfile.TemporaryDirectory(prefix="etcdspec-snap-") as tmp:
             return self.save_snapshot(Path(tmp) / "snapshot.db").read_bytes()
 
+    def copy_committed(self) -> BackendCopy:
+        """A consistent copy of what this file has committed (not what group commit still
+        holds), with the consistent index and term it holds.
+
+        Safe on any thread while this Backend's own connection writes: it reads through
+        a connection of its own, in one read transaction (one backup step), which in WAL
+        journal mode neither waits for the writer nor holds it up. The copy goes to a
+        scratch file, which is only read back: it is never fsynced.
+        """
+        source = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        try:
+            with tempfile.TemporaryDirectory(prefix="etcdspec-copy-") as tmp:
+                target = Path(tmp) / "copy.db"
+                dest = sqlite3.connect(target, isolation_level=None)
+                try:
+                    source.backup(dest)
+                    meta = dict(
+                        dest.execute(
+                            "SELECT name, value FROM meta WHERE name IN ('consistent_index', 'term')"
+                        ).fetchall()
+                    )
+                finally:
+                    dest.close()
+                return BackendCopy(target.read_bytes(), meta["consistent_index"], meta["term"])
+        finally:
+            source.close()
+
     def restore(self, snapshot: bytes) -> None:
         """Replace this database's contents with `snapshot` (from `snapshot_bytes()`).
 
@@ -790,6 +819,18 @@ class Backend:
             finally:
                 os.close(dir_fd)
             self._conn = self._connect()
+
+
+@dataclass(frozen=True)
+class BackendCopy:
+    """A copy of the database file (`copy_committed`) and the Raft position it holds."""
+
+    data: bytes
+    index: int  # its consistent index
+    term: int  # the term of that entry
+
+    def describe(self) -> str:
+        return f"copy of {len(self.data)} bytes at index {self.index} (term {self.term})"
 
 
 def check_snapshot(snapshot: bytes) -> dict[str, int]:

@@ -68,6 +68,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -93,6 +94,7 @@ from etcdspec.impl.raft_messages import (
     Message,
     MessageType,
     ProposalDropped,
+    Snapshot,
 )
 from etcdspec.impl.trace import TraceWriter
 from etcdspec.impl.watch_stream import WatchStream
@@ -257,6 +259,7 @@ class Member:
         self._stopping = False
         self._leader_id = NONE
         self._last_snapshot_index = 0
+        self._snapshot_job: Future[Snapshot] | None = None  # `_maybe_snapshot`'s worker
         self._applied_index = 0
         self._leader_clients: dict[int, grpc.aio.Channel] = {}
         self.stopped = asyncio.Event()
@@ -780,16 +783,40 @@ class Member:
                     future.set_result(result.response)
 
     def _maybe_snapshot(self) -> None:
+        """Every --snapshot-count applied entries, snapshot the state machine and compact
+        the log to it, in two halves, so that the loop never waits for the copy.
+
+        The backend is committed, then copied and the copy written to a snapshot file in a
+        worker thread (`MemberStorage.start_snapshot`); at the end of a later Ready (after
+        its WAL write: the WAL is not written from two places at once), the log is
+        compacted to the copy's index and the snapshot recorded in the WAL. Copying and
+        saving a 50 MB database on the loop had stalled every member at once, each
+        --snapshot-count entries, for 0.1-0.5 s, longer as the database grew.
+        """
         assert self.driver is not None
+        job = self._snapshot_job
+        if job is not None:
+            if job.done():
+                self._snapshot_job = None
+                self._record_snapshot(job.result())  # a failure is fatal, as any write's
+            return
         if self._applied_index - self._last_snapshot_index < self.config.snapshot_count:
             return
-        index = self._applied_index
-        blob = self.storage.snapshot_blob()
-        snapshot = self.driver.compact(index, blob)
-        self.storage.save_snapshot(snapshot)
+        self.storage.backend.flush()  # so the copy holds every entry applied so far
+        self._snapshot_job = self.storage.start_snapshot(self.driver.voters)
+
+    def _record_snapshot(self, snapshot: Snapshot) -> None:
+        assert self.driver is not None
+        index, term = snapshot.meta.index, snapshot.meta.term
+        if index <= self._last_snapshot_index or not self.driver.compactable(index, term):
+            # A snapshot received from the leader meanwhile is newer: this one is unused.
+            log.info("snapshot passed over", extra={"snapshot": snapshot.meta.describe()})
+            return
+        self.driver.compact(index, snapshot.data)
+        self.storage.record_snapshot(snapshot)
         self._last_snapshot_index = index
         self.metrics.snapshots_saved += 1
-        log.info("snapshot saved", extra={"index": index, "bytes": len(blob)})
+        log.info("snapshot saved", extra={"index": index, "bytes": len(snapshot.data)})
         self._trace("snapshot", index=index)
 
     def _trace(self, event: str, **fields: Any) -> None:

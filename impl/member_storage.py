@@ -15,9 +15,10 @@ already holds).
 WAL batch (entries + hard state + snapshot metadata) with one fsync (the member skips the
 fsync for a batch that only moves the commit index, as etcd does). It is
 `prepare_persist()` (encoding, on the event loop) then `write_persist()` (the files and
-the fsync, which the member runs in a worker thread). `save_snapshot()`
-records a local snapshot (file, then WAL record) and releases WAL segments and snapshot
-files it makes obsolete.
+the fsync, which the member runs in a worker thread). A local snapshot is taken in two
+halves: `start_snapshot()` copies the backend and writes the snapshot file in a worker
+thread, and `record_snapshot()` then records it in the WAL and releases the WAL segments
+and snapshot files it makes obsolete.
 
 Not thread-safe: the member calls it from its event loop only.
 """
@@ -30,12 +31,14 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TypeVar
 
 from etcdspec.impl import errors, failpoints, raft_codec, snapfile
 from etcdspec.impl.applier import Applier, ApplyResult
-from etcdspec.impl.backend import Backend
+from etcdspec.impl.backend import Backend, BackendCopy, BackendError
 from etcdspec.impl.errors import RpcError
 from etcdspec.impl.lessor import Lessor
 from etcdspec.impl.mvcc import KVStore
@@ -43,7 +46,7 @@ from etcdspec.impl.pb import raft_internal_pb2 as internal_pb2
 from etcdspec.impl.pb import rpc_pb2
 from etcdspec.impl.quota import BackendQuota, consumes_space
 from etcdspec.impl.raft_core import PersistedState
-from etcdspec.impl.raft_messages import NONE, Entry, HardState, Message, Snapshot
+from etcdspec.impl.raft_messages import NONE, Entry, HardState, Message, Snapshot, SnapshotMeta
 from etcdspec.impl.wal import PendingBatch, Wal, recorded_snapshots
 from etcdspec.impl.watch_hub import WatchHub
 from google.protobuf.message import Message as PbMessage
@@ -58,6 +61,7 @@ CHECKPOINT_ROUNDS = 8  # passive checkpoints in a row, until one copies the whol
 
 
 log = logging.getLogger("etcdspec.impl.member_storage")
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -117,8 +121,8 @@ class MemberBackend(Backend):
     consistent even on power loss, where at most the last commits are lost and replayed.
     Likewise, the apply batches that group commit holds are lost by a crash and applied
     again from the WAL on start: the Raft WAL keeps every entry after the newest
-    snapshot, and a snapshot's blob is taken only after a commit (`snapshot_bytes`), so
-    the file never falls behind what the WAL still holds.
+    snapshot, and a snapshot's blob is a copy of what the file has committed
+    (`copy_committed`), so the file never falls behind what the WAL still holds.
 
     Checkpoints (copying the journal's pages into the file, with its fsyncs) run in a
     worker thread on a connection of their own, started after a commit that leaves the
@@ -132,6 +136,7 @@ class MemberBackend(Backend):
     group_commit_s = GROUP_COMMIT_S
 
     def __init__(self, path: str | os.PathLike[str], durable: bool = True) -> None:
+        self._copier: threading.Thread | None = None
         self._checkpointer: threading.Thread | None = None
         self._checkpoint_conn: sqlite3.Connection | None = None
         self.checkpoints = 0
@@ -184,7 +189,31 @@ class MemberBackend(Backend):
         except sqlite3.Error as error:
             log.warning("backend checkpoint failed; retried later", extra={"error": str(error)})
 
+    def copy_in_worker(self, then: Callable[[BackendCopy], _T]) -> Future[_T]:
+        """In a worker thread: `copy_committed()`, then `then` of the copy (in that thread
+        too); the future has what `then` returned, or what either raised.
+
+        One at a time. Operations that need the file itself (restore, defragment, close)
+        wait for it, as for a checkpoint.
+        """
+        if self._copier is not None and self._copier.is_alive():
+            raise BackendError("a copy of the backend is already under way")
+        future: Future[_T] = Future()
+
+        def work() -> None:
+            try:
+                future.set_result(then(self.copy_committed()))
+            except BaseException as error:  # handed to the future's owner
+                future.set_exception(error)
+
+        self._copier = threading.Thread(target=work, name="backend-copy", daemon=True)
+        self._copier.start()
+        return future
+
     def _quiesce(self) -> None:
+        if self._copier is not None:
+            self._copier.join()
+            self._copier = None
         if self._checkpointer is not None:
             self._checkpointer.join()
             self._checkpointer = None
@@ -201,7 +230,7 @@ class MemberStorage:
         self.snap_dir = data_dir / "member" / "snap"
         self.db_path = self.snap_dir / "db"
         self._wal: Wal | None = None
-        self._backend: Backend | None = None
+        self._backend: MemberBackend | None = None
         self._applier: Applier | None = None
         self._quota: BackendQuota | None = None
         self.lessor = Lessor()
@@ -245,7 +274,7 @@ class MemberStorage:
             self._backend = None
 
     @property
-    def backend(self) -> Backend:
+    def backend(self) -> MemberBackend:
         if self._backend is None:
             raise RpcError(errors.STOPPED)
         return self._backend
@@ -286,9 +315,25 @@ class MemberStorage:
         if prepared.batch is not None:
             self._wal.write_batch(prepared.batch, sync)
 
-    def save_snapshot(self, snapshot: Snapshot) -> None:
+    def start_snapshot(self, voters: tuple[int, ...]) -> Future[Snapshot]:
+        """Begin a snapshot of the state machine, in a worker thread
+        (`MemberBackend.copy_in_worker`): a copy of what the backend has committed, at its
+        consistent index, written to a snapshot file (fsynced). The future has the
+        snapshot; the member then compacts its log to it and records it
+        (`record_snapshot`). Until then the file is not used: a start reads only
+        snapshots the WAL records."""
+
+        def save(copy: BackendCopy) -> Snapshot:
+            snapshot = Snapshot(SnapshotMeta(copy.index, copy.term, voters), copy.data)
+            snapfile.save(self.snap_dir, snapshot)
+            return snapshot
+
+        return self.backend.copy_in_worker(save)
+
+    def record_snapshot(self, snapshot: Snapshot) -> None:
+        """Record a local snapshot whose file is written (`start_snapshot`) in the WAL, and
+        release the WAL segments and snapshot files it makes obsolete."""
         assert self._wal is not None
-        snapfile.save(self.snap_dir, snapshot)
         self._wal.save_snapshot(snapshot.meta)
         self._wal.release_to(snapshot.meta.index)
         snapfile.prune(self.snap_dir, keep=2)

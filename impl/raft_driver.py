@@ -218,6 +218,17 @@ class RaftDriver:
     def compact(self, index: int, data: bytes) -> Snapshot:
         return self.core.compact(index, data)
 
+    def compactable(self, index: int, term: int) -> bool:
+        """Whether `compact` may take a state machine at `index` of `term`: past the log's
+        snapshot, applied, and the log's entry there of that term (a state machine copied
+        a while ago may be behind a snapshot received since)."""
+        log = self.core.log
+        return log.offset < index <= log.applied and log.term(index) == term
+
+    @property
+    def voters(self) -> tuple[int, ...]:
+        return self.core.voters
+
     @property
     def commit_pending(self) -> bool:
         """A leader with defer_commit_broadcast owes its followers a commit index."""

@@ -171,3 +171,24 @@ def test_must_fsync_follows_etcd_mustsync_commit_alone_needs_no_fsync() -> None:
     assert second.hard_state == HardState(1, 0, 2)
     assert second.must_sync and not second.must_fsync
     assert "no fsync needed" in second.describe()
+
+
+def test_compactable_only_past_the_snapshot_up_to_applied_at_the_logs_term() -> None:
+    """A state machine copied in a worker is compacted to only if the log still has its
+    index, applied, at the term the copy holds."""
+    driver = node(voters=(1,))
+    driver.campaign()
+    drain(driver)
+    for data in (b"a", b"b", b"c"):
+        driver.propose(data)
+    drain(driver)
+    assert driver.status().applied_index == 4  # the leader's no-op, then a, b, c
+    term = driver.term
+    assert driver.compactable(3, term) and driver.compactable(4, term)
+    assert not driver.compactable(5, term)  # not applied (nor in the log)
+    assert not driver.compactable(3, term + 1)  # another term's entry
+    driver.compact(3, b"state at 3")
+    assert not driver.compactable(3, term)  # not past the snapshot
+    assert not driver.compactable(2, term)
+    assert driver.compactable(4, term)
+    assert driver.voters == (1,)
