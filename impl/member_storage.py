@@ -5,8 +5,10 @@ Layout of --data-dir (as etcd's): `member/wal/` (the WAL, etcdspec.impl.wal),
 SQLite backend, etcdspec.impl.backend).
 
 `open()` recovers: the newest valid snapshot file that the WAL records, then the WAL replayed after it, then
-the backend; a backend older than the snapshot (a crash between persisting a received
-snapshot and restoring it) is restored from the snapshot. The applied index handed to
+the backend; a backend older than a snapshot received from the leader (a crash between
+persisting it and restoring it) is restored from the snapshot. A member's own snapshots
+hold no database (it is synced before they are recorded): a backend older than one of
+them refuses to start. The applied index handed to
 Raft is the backend's consistent index, clamped to [snapshot index, commit index]:
 committed entries after it are applied again on start (the applier skips any the backend
 already holds).
@@ -34,11 +36,11 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from etcdspec.impl import errors, failpoints, raft_codec, snapfile
 from etcdspec.impl.applier import Applier, ApplyResult
-from etcdspec.impl.backend import Backend, BackendCopy, BackendError
+from etcdspec.impl.backend import Backend, BackendError
 from etcdspec.impl.errors import RpcError
 from etcdspec.impl.lessor import Lessor
 from etcdspec.impl.mvcc import KVStore
@@ -115,14 +117,15 @@ class MemberBackend(Backend):
     The Raft WAL, fsynced before anything is acknowledged, is the member's durable record;
     the backend is a cache of applied entries that the applier can rebuild by replay
     (entries after its consistent index are applied again on start, and a backend older
-    than the newest snapshot file is restored from it). So each applied entry need not
-    cost the backend an fsync, as in etcd, where bbolt commits in batches. A kill -9
+    than a snapshot received from the leader is restored from it). So each applied entry
+    need not cost the backend an fsync, as in etcd, where bbolt commits in batches. A kill -9
     loses nothing SQLite committed (it is in the OS); WAL journal mode keeps the file
     consistent even on power loss, where at most the last commits are lost and replayed.
     Likewise, the apply batches that group commit holds are lost by a crash and applied
     again from the WAL on start: the Raft WAL keeps every entry after the newest
-    snapshot, and a snapshot's blob is a copy of what the file has committed
-    (`copy_committed`), so the file never falls behind what the WAL still holds.
+    snapshot, and a member records a snapshot of its own (letting the WAL drop the
+    entries before it) only once the file is synced at the snapshot's index
+    (`sync_committed`), so the file never falls behind what the WAL still holds.
 
     Checkpoints (copying the journal's pages into the file, with its fsyncs) run in a
     worker thread on a connection of their own, started after a commit that leaves the
@@ -136,7 +139,8 @@ class MemberBackend(Backend):
     group_commit_s = GROUP_COMMIT_S
 
     def __init__(self, path: str | os.PathLike[str], durable: bool = True) -> None:
-        self._copier: threading.Thread | None = None
+        self._worker: threading.Thread | None = None
+        self._worker_done: Future[Any] = Future()
         self._checkpointer: threading.Thread | None = None
         self._checkpoint_conn: sqlite3.Connection | None = None
         self.checkpoints = 0
@@ -189,31 +193,63 @@ class MemberBackend(Backend):
         except sqlite3.Error as error:
             log.warning("backend checkpoint failed; retried later", extra={"error": str(error)})
 
-    def copy_in_worker(self, then: Callable[[BackendCopy], _T]) -> Future[_T]:
-        """In a worker thread: `copy_committed()`, then `then` of the copy (in that thread
-        too); the future has what `then` returned, or what either raised.
+    def in_worker(self, job: Callable[[], _T]) -> Future[_T]:
+        """Run `job` in a worker thread; the future has what it returned or raised.
 
-        One at a time. Operations that need the file itself (restore, defragment, close)
-        wait for it, as for a checkpoint.
+        For work on the file that must not hold up the event loop (`sync_committed`,
+        `copy_committed`): one at a time, and what needs the file itself (restore,
+        defragment, close) waits for it, as for a checkpoint.
         """
-        if self._copier is not None and self._copier.is_alive():
-            raise BackendError("a copy of the backend is already under way")
+        if self._worker is not None:
+            if not self._worker_done.done():
+                raise BackendError("a worker of the backend is already under way")
+            self._worker.join()  # it has set its future: it is returning
         future: Future[_T] = Future()
+        self._worker_done = future
 
         def work() -> None:
             try:
-                future.set_result(then(self.copy_committed()))
+                future.set_result(job())
             except BaseException as error:  # handed to the future's owner
                 future.set_exception(error)
 
-        self._copier = threading.Thread(target=work, name="backend-copy", daemon=True)
-        self._copier.start()
+        self._worker = threading.Thread(target=work, name="backend-worker", daemon=True)
+        self._worker.start()
         return future
 
+    def sync_committed(self) -> tuple[int, int]:
+        """Make what the file has committed durable; the Raft position it holds
+        (consistent index, term). Any thread, while this connection goes on writing.
+
+        Under synchronous=NORMAL a commit is not fsynced. This reads the position
+        through a connection of its own, then fsyncs the journal and the file: every
+        transaction committed by then is in one or the other (a checkpoint syncs the
+        file before the journal restarts over the frames it copied).
+        """
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        try:
+            meta = dict(
+                conn.execute(
+                    "SELECT name, value FROM meta WHERE name IN ('consistent_index', 'term')"
+                ).fetchall()
+            )
+        finally:
+            conn.close()
+        for path in (self._sidecar("-wal"), self.path):
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except FileNotFoundError:  # no journal: everything is in the file
+                continue
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        return meta["consistent_index"], meta["term"]
+
     def _quiesce(self) -> None:
-        if self._copier is not None:
-            self._copier.join()
-            self._copier = None
+        if self._worker is not None:
+            self._worker.join()
+            self._worker = None
         if self._checkpointer is not None:
             self._checkpointer.join()
             self._checkpointer = None
@@ -252,6 +288,17 @@ class MemberStorage:
         self._wal = wal
         backend = MemberBackend(self.db_path)
         if snapshot is not None and backend.consistent_index() < snapshot.meta.index:
+            if not snapshot.data:  # a local snapshot: the database was synced before it
+                assert loaded is not None
+                held = backend.consistent_index()
+                backend.close()
+                raise BackendError(
+                    f"{self.db_path}: the database holds entries up to {held}, behind the "
+                    f"{snapshot.meta.describe()} in {loaded.path}, which holds no copy of it "
+                    "(the file was replaced or damaged since): restore this member from a "
+                    "backup (etcdspec snapshot restore), or remove its data directory to add "
+                    "it afresh"
+                )
             backend.restore(snapshot.data)
         self._backend = backend
         self._hub = WatchHub(backend, on_ready=lambda handle: self.on_watch_ready(handle))
@@ -316,19 +363,40 @@ class MemberStorage:
             self._wal.write_batch(prepared.batch, sync)
 
     def start_snapshot(self, voters: tuple[int, ...]) -> Future[Snapshot]:
-        """Begin a snapshot of the state machine, in a worker thread
-        (`MemberBackend.copy_in_worker`): a copy of what the backend has committed, at its
-        consistent index, written to a snapshot file (fsynced). The future has the
-        snapshot; the member then compacts its log to it and records it
-        (`record_snapshot`). Until then the file is not used: a start reads only
-        snapshots the WAL records."""
+        """Begin a snapshot of the state machine in a worker thread
+        (`MemberBackend.in_worker`): make what the backend has committed durable, and
+        write a snapshot file for the position it holds (fsynced). The future has the
+        snapshot; the member then compacts its log to it and records it in the WAL
+        (`record_snapshot`); until then a start does not use the file.
 
-        def save(copy: BackendCopy) -> Snapshot:
-            snapshot = Snapshot(SnapshotMeta(copy.index, copy.term, voters), copy.data)
+        As in etcd, the snapshot holds no copy of the database: the backend file is the
+        state machine, durable at the snapshot's index before the WAL lets go of the
+        entries before it. The database is copied only for a follower that needs it
+        (`database_for`).
+        """
+
+        def save() -> Snapshot:
+            index, term = self.backend.sync_committed()
+            snapshot = Snapshot(SnapshotMeta(index, term, voters))
             snapfile.save(self.snap_dir, snapshot)
             return snapshot
 
-        return self.backend.copy_in_worker(save)
+        return self.backend.in_worker(save)
+
+    def database_for(self, snapshot: Snapshot) -> Snapshot:
+        """`snapshot` with a copy of the database for a follower to restore, if it holds
+        none (a local one). The copy is of what the backend holds now, which includes
+        every entry up to the snapshot's index; the follower skips the entries after it
+        that the copy already holds (its consistent index), as etcd's followers do."""
+        if snapshot.data:
+            return snapshot
+        copy = self.backend.copy_committed()
+        if copy.index < snapshot.meta.index:
+            raise BackendError(
+                f"{self.db_path}: the database holds entries up to {copy.index}, "
+                f"behind the {snapshot.meta.describe()} it was synced for"
+            )
+        return Snapshot(snapshot.meta, copy.data)
 
     def record_snapshot(self, snapshot: Snapshot) -> None:
         """Record a local snapshot whose file is written (`start_snapshot`) in the WAL, and
