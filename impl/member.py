@@ -808,7 +808,7 @@ class Member:
             return
         if self._applied_index - self._last_snapshot_index < self.config.snapshot_count:
             return
-        self.storage.backend.flush()  # so the copy holds every entry applied so far
+        self.storage.backend.flush()  # the synced file then holds all applied so far
         self._snapshot_job = self.storage.start_snapshot(self.driver.voters)
 
     def _record_snapshot(self, snapshot: Snapshot) -> None:
@@ -1183,8 +1183,12 @@ class Member:
         return rpc_pb2.HashKVResponse(header=header, hash=value, compact_revision=compact_revision)
 
     async def snapshot_chunks(self) -> list[bytes]:
-        """The backend as etcd streams it: the database, then its sha256 (32 bytes)."""
-        data = self.storage.snapshot_blob()
+        """The backend as etcd streams it: the database, then its sha256 (32 bytes). All
+        that is applied is committed first; the copy is made in a worker thread, so the
+        member goes on serving meanwhile (it may hold entries applied since)."""
+        backend = self.storage.backend
+        backend.flush()
+        data = (await asyncio.to_thread(backend.copy_committed)).data
         data += hashlib.sha256(data).digest()
         return [
             data[offset : offset + SNAPSHOT_CHUNK_BYTES]
