@@ -23,6 +23,14 @@ from etcdspec.impl.raft_messages import Entry, HardState, Snapshot, SnapshotMeta
 MEMBER = 0x1234
 
 
+def _apply(storage: MemberStorage, first: int, last: int, commit: bool = True) -> None:
+    """Apply leader no-ops first..last (they move the consistent index); commit them
+    unless `commit` is False (group commit then holds them)."""
+    storage.apply(tuple(Entry(term=1, index=i) for i in range(first, last + 1)))
+    if commit:
+        storage.backend.flush()
+
+
 def _write_log(storage: MemberStorage, count: int) -> None:
     entries = tuple(Entry(term=1, index=i) for i in range(1, count + 1))
     storage.persist(HardState(term=1, vote=MEMBER, commit=count), entries, None)
@@ -78,10 +86,8 @@ def test_a_snapshot_is_taken_in_a_worker_at_what_the_backend_committed(tmp_path:
     storage = MemberStorage(tmp_path, MEMBER)
     storage.open(quota_bytes=2**30)
     _write_log(storage, 6)
-    entries = tuple(Entry(term=1, index=i) for i in range(1, 7))
-    storage.apply(entries[:4])
-    storage.backend.flush()  # committed through 4
-    storage.apply(entries[4:])  # held by group commit: not in the file yet
+    _apply(storage, 1, 4)
+    _apply(storage, 5, 6, commit=False)  # held by group commit: not in the file yet
     assert storage.backend.consistent_index() == 6
     snapshot = storage.start_snapshot((MEMBER,)).result(timeout=60)
     assert snapshot == Snapshot(SnapshotMeta(index=4, term=1, voters=(MEMBER,)), b"")
@@ -107,11 +113,9 @@ def test_a_follower_is_sent_a_copy_of_the_database_at_or_past_the_snapshot(
     storage.open(quota_bytes=2**30)
     try:
         _write_log(storage, 6)
-        storage.apply(tuple(Entry(term=1, index=i) for i in range(1, 5)))
-        storage.backend.flush()
+        _apply(storage, 1, 4)
         local = storage.start_snapshot((MEMBER,)).result(timeout=60)
-        storage.apply(tuple(Entry(term=1, index=i) for i in range(5, 7)))
-        storage.backend.flush()
+        _apply(storage, 5, 6)
         sent = storage.database_for(local)
         assert sent.meta == local.meta and sent.data
         assert check_snapshot(sent.data)["consistent_index"] == 6  # the follower skips 5, 6
@@ -127,8 +131,7 @@ def test_a_database_behind_a_local_snapshot_refuses_to_start_and_says_why(
     storage = MemberStorage(tmp_path, MEMBER)
     storage.open(quota_bytes=2**30)
     _write_log(storage, 4)
-    storage.apply(tuple(Entry(term=1, index=i) for i in range(1, 5)))
-    storage.backend.flush()
+    _apply(storage, 1, 4)
     storage.record_snapshot(storage.start_snapshot((MEMBER,)).result(timeout=60))
     storage.close()
     # The database file is replaced by an empty one (a restore gone wrong, say).
