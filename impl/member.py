@@ -649,17 +649,44 @@ class Member:
         appends: bool | None,
     ) -> None:
         """Send `messages`: all of them (appends None), only the MsgApp ones (True), or
-        all but the MsgApp ones (False). A MsgSnap of a snapshot of this member's own gets
-        a copy of the database here (`MemberStorage.database_for`)."""
+        all but the MsgApp ones (False). A MsgSnap of a snapshot of this member's own
+        leaves once a copy of the database is made for it (`_send_snapshot`)."""
         assert self.transport is not None
         for message in messages:
             if appends is not None and (message.type is MessageType.APP) is not appends:
                 continue
-            if message.type is MessageType.SNAP and message.snapshot is not None:
-                message = replace(message, snapshot=self.storage.database_for(message.snapshot))
+            if message.type is MessageType.SNAP and self._send_snapshot_later(message):
+                continue
             self.transport.send(message.to, encode(message))
             if self.tracer is not None:
                 self._trace("send", message=message)
+
+    def _send_snapshot_later(self, message: Message) -> bool:
+        """Whether `message`, a MsgSnap, waits for a copy of the database to carry: its
+        snapshot is this member's own, which holds none (`_maybe_snapshot`)."""
+        if message.snapshot is None or message.snapshot.data:
+            return False
+        task = asyncio.get_running_loop().create_task(
+            self._send_snapshot(message), name=f"snapshot-to-{message.to:x}"
+        )
+        self._tasks.append(task)
+        task.add_done_callback(self._tasks.remove)
+        return True
+
+    async def _send_snapshot(self, message: Message) -> None:
+        """Send `message` with a copy of the database made in a worker thread (0.1 s for
+        45 MB: the loop goes on meanwhile). The follower's progress waits for it in the
+        Raft core; if the copy fails, the core's snapshot timeout sends another."""
+        assert message.snapshot is not None
+        try:
+            snapshot = await asyncio.to_thread(self.storage.database_for, message.snapshot)
+        except Exception:
+            log.exception("could not copy the database for a snapshot; it is sent again later")
+            return
+        if self.transport is not None and not self._stopping:
+            message = replace(message, snapshot=snapshot)
+            self.transport.send(message.to, self.storage.encode_message(message))
+            self.transport.flush()
 
     def _write_persist(self, prepared: PreparedPersist) -> float:
         """Write and fsync a prepared Ready (on any thread); the seconds it took."""
@@ -794,7 +821,7 @@ class Member:
         later Ready (after its WAL write: the WAL is not written from two places at
         once), the log is compacted to that index and the snapshot recorded in the WAL.
         As in etcd, the snapshot holds no copy of the database (a follower that needs
-        one gets a copy made when it is sent, `_send`): copying and saving a 45 MB
+        one gets a copy made when it is sent, `_send_snapshot`): copying and saving a 45 MB
         database on the loop had stalled every member at once, each --snapshot-count
         entries, for up to 0.5 s, longer as the database grew, and in a worker still
         for 0.1-0.2 s (three members writing 45 MB files with fsync on one disk).

@@ -389,8 +389,7 @@ class MemberStorage:
         none (a local one). The copy is of what the backend holds now, which includes
         every entry up to the snapshot's index; the follower skips the entries after it
         that the copy already holds (its consistent index), as etcd's followers do.
-        Made on the caller's thread (the loop: 0.1 s for 45 MB), and only for a follower
-        behind the log's snapshot."""
+        Any thread (`Backend.copy_committed`)."""
         if snapshot.data:
             return snapshot
         copy = self.backend.copy_committed()
