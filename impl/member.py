@@ -675,18 +675,26 @@ class Member:
 
     async def _send_snapshot(self, message: Message) -> None:
         """Send `message` with a copy of the database made in a worker thread (0.1 s for
-        45 MB: the loop goes on meanwhile). The follower's progress waits for it in the
-        Raft core; if the copy fails, the core's snapshot timeout sends another."""
+        45 MB: the loop goes on meanwhile), unless this member has stopped leading in its
+        term since. The follower's progress waits for it in the Raft core; if the copy
+        fails, the core's snapshot timeout sends another."""
         assert message.snapshot is not None
         try:
             snapshot = await asyncio.to_thread(self.storage.database_for, message.snapshot)
         except Exception:
             log.exception("could not copy the database for a snapshot; it is sent again later")
             return
-        if self.transport is not None and not self._stopping:
-            message = replace(message, snapshot=snapshot)
-            self.transport.send(message.to, self.storage.encode_message(message))
-            self.transport.flush()
+        driver, transport = self.driver, self.transport
+        if driver is None or transport is None or self._stopping:
+            return
+        if not driver.is_leader() or driver.term != message.term:
+            return  # the follower would refuse a message of a past term
+        message = replace(message, snapshot=snapshot)
+        transport.send(message.to, self.storage.encode_message(message))
+        transport.flush()
+        if self.tracer is not None:
+            self._trace("send", message=message)
+            self.tracer.flush()
 
     def _write_persist(self, prepared: PreparedPersist) -> float:
         """Write and fsync a prepared Ready (on any thread); the seconds it took."""
@@ -821,10 +829,10 @@ class Member:
         later Ready (after its WAL write: the WAL is not written from two places at
         once), the log is compacted to that index and the snapshot recorded in the WAL.
         As in etcd, the snapshot holds no copy of the database (a follower that needs
-        one gets a copy made when it is sent, `_send_snapshot`): copying and saving a 45 MB
-        database on the loop had stalled every member at once, each --snapshot-count
-        entries, for up to 0.5 s, longer as the database grew, and in a worker still
-        for 0.1-0.2 s (three members writing 45 MB files with fsync on one disk).
+        one gets a copy made when it is sent, `_send_snapshot`): copying and saving a
+        45 MB database on the loop had stalled every member at once, each
+        --snapshot-count entries, for up to 0.5 s, longer as the database grew, and in a
+        worker still for 0.1-0.2 s (three members writing 45 MB files with fsync at once).
         """
         assert self.driver is not None
         job = self._snapshot_job
