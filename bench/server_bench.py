@@ -113,6 +113,7 @@ async def _client(
     rng: random.Random,
     latencies: list[float],
     errors: list[int],
+    starts: list[float],
 ) -> None:
     while time.perf_counter() < deadline:
         key = f"bench/{rng.randrange(KEYSPACE):06d}".encode()
@@ -129,6 +130,7 @@ async def _client(
             errors[0] += 1
             continue
         latencies.append(time.perf_counter() - started)
+        starts.append(started)
 
 
 class _Load:
@@ -144,6 +146,7 @@ class _Load:
         self.rngs = [random.Random(seed * 1000 + i) for i in range(clients)]
         self.value = bytes(random.Random(seed).randbytes(256))
         self.latencies: list[float] = []
+        self.starts: list[float] = []  # perf_counter() when each of `latencies` began
         self.errors = [0]
         self.seconds = 0.0
 
@@ -160,6 +163,7 @@ class _Load:
                     rng,
                     self.latencies,
                     self.errors,
+                    self.starts,
                 )
                 for i, rng in enumerate(self.rngs)
             )

@@ -25,8 +25,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from etcdspec.impl.pb import rpc_pb2
-
 from bench import server_bench
 
 
@@ -82,27 +80,19 @@ def snapshot_times(log_path: str) -> list[float]:
 async def _put_load(
     endpoints: list[str], clients: int, seconds: float, slow_s: float
 ) -> tuple[server_bench.Cell, list[tuple[float, float]]]:
+    """server_bench's load of puts; the cell, and its requests slower than `slow_s` as
+    (wall-clock start, seconds)."""
     load = server_bench._Load(endpoints, clients, seed=1)
-    slow: list[tuple[float, float]] = []
-    deadline = time.perf_counter() + seconds
-
-    async def client(index: int) -> None:
-        stub, rng = load.stubs[index % len(load.stubs)], load.rngs[index]
-        while time.perf_counter() < deadline:
-            key = f"bench/{rng.randrange(server_bench.KEYSPACE):06d}".encode()
-            wall, started = time.time(), time.perf_counter()
-            await stub.Put(rpc_pb2.PutRequest(key=key, value=load.value), timeout=10)
-            took = time.perf_counter() - started
-            load.latencies.append(took)
-            if took > slow_s:
-                slow.append((wall, took))
-
-    started = time.perf_counter()
+    to_wall = time.time() - time.perf_counter()
     try:
-        await asyncio.gather(*(client(i) for i in range(clients)))
+        await load.run("put", seconds)
     finally:
-        load.seconds = time.perf_counter() - started
         await load.close()
+    slow = [
+        (to_wall + start, took)
+        for start, took in zip(load.starts, load.latencies, strict=True)
+        if took > slow_s
+    ]
     return load.cell("ours", "put", float("nan")), slow
 
 

@@ -748,24 +748,20 @@ class Backend:
         target_path = Path(target)
         target_path.parent.mkdir(parents=True, exist_ok=True)
         tmp = target_path.with_name(target_path.name + ".part")
-        with self._lock:
-            if self._in_txn:
-                raise BackendError("snapshot inside a transaction: finish it first")
-            self._commit_open()
-            dest = sqlite3.connect(tmp)
-            try:
-                self._conn.backup(dest)
-            finally:
-                dest.close()
+        tmp.write_bytes(self.snapshot_bytes())
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
         os.replace(tmp, target_path)
         return target_path
 
     def snapshot_bytes(self) -> bytes:
-        """A consistent copy of the whole database as bytes."""
-        with tempfile.TemporaryDirectory(prefix="etcdspec-snap-") as tmp:
-            return self.save_snapshot(Path(tmp) / "snapshot.db").read_bytes()
+        """A consistent copy of the whole database as bytes, what group commit holds
+        committed first (`copy_committed`)."""
+        with self._lock:
+            if self._in_txn:
+                raise BackendError("snapshot inside a transaction: finish it first")
+            self._commit_open()
+        return self.copy_committed().data
 
     def copy_committed(self) -> BackendCopy:
         """A consistent copy of what this file has committed (not what group commit still
