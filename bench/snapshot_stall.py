@@ -71,7 +71,7 @@ def snapshot_times(log_path: str) -> list[float]:
         try:
             entry = json.loads(line)
         except json.JSONDecodeError:
-            continue  # etcd's own lines, or a partial last line
+            continue  # what the member wrote to stderr outside its log, or a partial line
         if isinstance(entry, dict) and entry.get("msg") == "snapshot saved":
             times.append(float(entry["ts"]))
     return times
