@@ -37,7 +37,7 @@ format: $(STAMP)
 typecheck: $(STAMP)
 	@tree=$$(mktemp -d) && mkdir -p $$tree/etcdspec && \
 	for f in etcdspec/*; do ln -s $(CURDIR)/$$f $$tree/etcdspec/; done && \
-	for d in spec model impl checker; do ln -s $(CURDIR)/$$d $$tree/etcdspec/$$d; done && \
+	for d in cli spec model impl checker conform; do ln -s $(CURDIR)/$$d $$tree/etcdspec/$$d; done && \
 	cd $$tree && $(CURDIR)/$(BIN)/mypy --config-file $(CURDIR)/pyproject.toml \
 	  --cache-dir $(CURDIR)/.mypy_cache -p etcdspec; rc=$$?; rm -rf $$tree; exit $$rc
 

@@ -3,7 +3,7 @@
 A member applies committed entries through `MemberStorage.apply`, one backend
 transaction (a savepoint in the group-committed SQLite transaction) per call. A leader
 applies one client's puts one at a time; a follower holds committed entries back and
-applies them together (impl/member.py `_defer_apply`). This measures the process CPU time
+applies them together (impl/server/member.py `_defer_apply`). This measures the process CPU time
 per put for batches of --sizes entries: puts of 256-byte values to --keys keys (loaded
 first, so each put replaces a live key), in a member's storage in a temporary directory,
 each size --rounds times in turn; it prints the median per size and its ratio to the
@@ -20,10 +20,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from etcdspec.impl.applier import encode_request
-from etcdspec.impl.member_storage import MemberStorage
+from etcdspec.impl.kv.applier import encode_request
 from etcdspec.impl.pb import rpc_pb2
-from etcdspec.impl.raft_messages import Entry
+from etcdspec.impl.raft.messages import Entry
+from etcdspec.impl.server.member_storage import MemberStorage
 
 
 class _Puts:

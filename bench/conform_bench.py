@@ -19,9 +19,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from etcdspec.checker.conform_faults import parse_faults
-from etcdspec.checker.conform_run import ConformOptions, run_conform
-from etcdspec.checker.conform_targets import find_etcd
+from etcdspec.conform.faults import parse_faults
+from etcdspec.conform.run import ConformOptions, run_conform
+from etcdspec.conform.targets import find_etcd
 
 
 def bench(

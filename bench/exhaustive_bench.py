@@ -26,7 +26,6 @@ from typing import Any
 from etcdspec.model.bugs import BugSet
 from etcdspec.model.cluster import Action, Cluster, ClusterConfig
 from etcdspec.model.exhaustive import ExhaustiveResult, explore_exhaustive, small_config
-
 from etcdspec.verdict import Verdict
 
 # (label, small_config bounds, the distinct states the bound has)

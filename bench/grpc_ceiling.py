@@ -1,7 +1,7 @@
 """The gRPC layer's ceiling: a trivial KV servicer driven by server_bench's load.
 
 Starts N server processes (default 1), each a gRPC server (grpc.aio, grpc's thread-pool
-server, or ours: etcdspec.impl.grpc_h2) whose KV.Range returns a constant RangeResponse
+server, or ours: etcdspec.impl.rpc.grpc_h2) whose KV.Range returns a constant RangeResponse
 and whose KV.Put returns at once, and drives them with server_bench's own load generator
 (`_run_cell`: async clients, one request at a time, 12 channels) for --duration seconds
 per cell. Prints calls/s, p50/p99 and the servers' CPU time per call (all threads, from
@@ -12,7 +12,7 @@ serializable range is the server framework itself.
 Variants (`--variants`, comma-separated; see VARIANTS), each a server process setup:
   plain        KV only, the generated add_KVServicer_to_server, default options
   all          the five services our server has, registered as generated; our options
-  generic      all five, generic handlers only (etcdspec.impl.server.GenericOnly)
+  generic      all five, generic handlers only (etcdspec.impl.api.services.GenericOnly)
   wrapped      as all, with the handlers behind our @unary wrapper, a response per call
   ours         generic + wrapped: what start_grpc_server built on grpc.aio until session 4
   opts         generic, plus EXTRA_OPTIONS (optimization target, channelz, BDP probe)
@@ -20,7 +20,7 @@ Variants (`--variants`, comma-separated; see VARIANTS), each a server process se
   uvloop-opts  opts on uvloop
   sync         KV only, grpc's synchronous server (a pool of SYNC_WORKERS threads)
   poll=X       all, with GRPC_POLL_STRATEGY=X in the server's environment
-  h2           all five, generic, on etcdspec.impl.grpc_h2 (what the member serves with)
+  h2           all five, generic, on etcdspec.impl.rpc.grpc_h2 (what the member serves with)
   h2-ours      h2 with the @unary wrapper: what start_grpc_server builds around a constant
   h2-uvloop    h2 on uvloop's event loop
 With --rounds N the variants alternate N times and a summary gives medians. CPU per call
@@ -48,13 +48,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import grpc
-from etcdspec.impl import launcher
-from etcdspec.impl.config import DEFAULT_MAX_REQUEST_BYTES
-from etcdspec.impl.grpc_h2 import GrpcH2Server
-from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
-from etcdspec.impl.server import GenericOnly, max_receive_bytes, unary
 
 from bench.server_bench import _run_cell, read_cpu_seconds
+from etcdspec.impl.api.services import GenericOnly, max_receive_bytes, unary
+from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
+from etcdspec.impl.rpc.grpc_h2 import GrpcH2Server
+from etcdspec.impl.server.config import DEFAULT_MAX_REQUEST_BYTES
+from etcdspec.impl.tools import launcher
 
 CONSTANT_VALUE = bytes(256)
 SYNC_WORKERS = 16
@@ -117,10 +117,12 @@ class ServerSetup:
     services: str = "kv"  # "kv": KV only; "all": the five services our server has
     registration: str = "registered"  # the generated add_*_to_server, or "generic" only
     handler: str = "constant"  # or "wrapped": our @unary wrapper, a response per call
-    options: str = "default"  # "ours": etcdspec.impl.server's options; "extra": + EXTRA_OPTIONS
+    options: str = (
+        "default"  # "ours": etcdspec.impl.api.services's options; "extra": + EXTRA_OPTIONS
+    )
     loop: str = "asyncio"  # or "uvloop", or "threads": grpc's synchronous thread-pool server
     poll_strategy: str = ""  # GRPC_POLL_STRATEGY, when set
-    server: str = "grpc.aio"  # or "h2": etcdspec.impl.grpc_h2, our own HTTP/2 server
+    server: str = "grpc.aio"  # or "h2": etcdspec.impl.rpc.grpc_h2, our own HTTP/2 server
 
 
 # The options our grpc.aio server had until session 4 (for its receive limit see

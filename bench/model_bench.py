@@ -31,7 +31,6 @@ from etcdspec.model.explore import (
     run_exhaustive,
     run_hypothesis,
 )
-
 from etcdspec.verdict import Verdict
 
 

@@ -1,7 +1,7 @@
 """What a socket read costs an asyncio protocol: a plain Protocol against ScratchProtocol.
 
 A plain `asyncio.Protocol` is read with `sock.recv(256 KiB)`, which allocates (and glibc
-maps and unmaps) a 256 KiB object per read; `etcdspec.impl.scratch_recv.ScratchProtocol`
+maps and unmaps) a 256 KiB object per read; `etcdspec.impl.rpc.scratch_recv.ScratchProtocol`
 is read into a shared scratch with `recv_into` and copies out only what arrived. Each
 round sends --messages messages of --size bytes one at a time over a loopback socket
 pair, the next one sent when the last has arrived, so every message is one read (as a
@@ -25,7 +25,7 @@ import subprocess
 import sys
 import time
 
-from etcdspec.impl.scratch_recv import ScratchProtocol, new_scratch
+from etcdspec.impl.rpc.scratch_recv import ScratchProtocol, new_scratch
 
 
 class _Counting:

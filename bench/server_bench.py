@@ -59,11 +59,11 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from etcdspec.impl import launcher
-from etcdspec.impl.event_loop import EVENT_LOOP_ENV
-from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
 
 from bench.server_goals import format_ratios, format_verdicts, judge
+from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
+from etcdspec.impl.server.event_loop import EVENT_LOOP_ENV
+from etcdspec.impl.tools import launcher
 
 WORKLOADS = ("put", "range-linearizable", "range-serializable")
 KEYSPACE = 1000
@@ -532,7 +532,7 @@ def main(argv: list[str] | None = None) -> int:
     targets = [t for t in args.targets.split(",") if t]
     if args.profile:
         os.environ["ETCDSPEC_PROFILE"] = str(Path(args.profile).resolve())
-    # Our members inherit it: etcdspec.impl.event_loop picks their loop (etcd ignores it).
+    # Our members inherit it: etcdspec.impl.server.event_loop picks their loop (etcd ignores it).
     os.environ[EVENT_LOOP_ENV] = args.loop
     if args.memory:
         rows: list[MemberMemory] = []

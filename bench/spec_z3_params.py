@@ -38,6 +38,7 @@ import time
 from dataclasses import dataclass
 
 import z3
+
 from etcdspec.spec.discharge import settle
 from etcdspec.spec.hints import book, load_hints
 from etcdspec.spec.loader import load_spec

@@ -3,7 +3,7 @@
 A member saves each Ready's entries and hard state as one WAL record and fdatasyncs it
 before its messages leave. Appended to the end of the file, every record gives the file
 a new size, which the fdatasync must commit to the filesystem's journal; written into
-space allocated ahead (impl/wal.py, `preallocate_bytes`), most fdatasyncs only flush
+space allocated ahead (impl/storage/wal.py, `preallocate_bytes`), most fdatasyncs only flush
 data. This runs --writers processes at once (three: one per member of a local cluster),
 each saving one put-sized entry (a 256-byte value) and a hard state per record, with
 --gap-us between saves, for --seconds; the two modes alternate for --rounds, and it
@@ -21,10 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from etcdspec.impl.raft_messages import Entry, HardState
-from etcdspec.impl.wal import PREALLOCATE_BYTES, Wal
-
 from bench.server_bench import percentile
+from etcdspec.impl.raft.messages import Entry, HardState
+from etcdspec.impl.storage.wal import PREALLOCATE_BYTES, Wal
 
 MODES = {"appended": 0, "allocated ahead": PREALLOCATE_BYTES}
 PERCENTILES = (50, 90, 99)

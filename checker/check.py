@@ -31,7 +31,6 @@ from etcdspec.checker.linearizability import Budget, LinearizabilityResult, chec
 from etcdspec.checker.model_etcd import EtcdModel
 from etcdspec.checker.models import CheckModel, ModelInputError, get_model, model_names
 from etcdspec.checker.results import CheckResult
-
 from etcdspec.verdict import Verdict
 
 RESULT_SCHEMA_VERSION = 1

@@ -54,7 +54,6 @@ from typing import Any
 from etcdspec.checker.gc_pause import paused_gc
 from etcdspec.checker.history import Operation
 from etcdspec.checker.models import CheckModel, PreparedOp
-
 from etcdspec.verdict import Verdict
 
 _CHECK_EVERY = 512

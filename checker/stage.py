@@ -24,7 +24,6 @@ from etcdspec.checker.simulate import (
     simulate_kv,
     simulate_register,
 )
-
 from etcdspec.stage import StageOptions, StageResult
 from etcdspec.verdict import Verdict
 

@@ -62,7 +62,6 @@ from etcdspec.model.raft_invariants import Ghost, check_raft
 from etcdspec.model.raft_log import RaftLog
 from etcdspec.model.raft_messages import Entry, Snapshot
 from etcdspec.model.raft_node import RaftParams, Role, new_node
-
 from etcdspec.verdict import Verdict
 
 NO_TERM_TYPES = frozenset({"PRE_VOTE", "PRE_VOTE_RESP", "PROP", "SNAP_STATUS", "UNREACHABLE"})

@@ -1,4 +1,4 @@
-"""Reading and validating member traces (impl/trace.py, format version 1) for replay.
+"""Reading and validating member traces (impl/server/trace.py, format version 1) for replay.
 
 Contract
 - `read_trace(path)` returns the file's events in file order as `TraceEvent` values. A

@@ -56,7 +56,6 @@ from etcdspec.model.watch import (
     WatchResponse,
     check_watch,
 )
-
 from etcdspec.verdict import Verdict
 
 

@@ -32,7 +32,6 @@ from etcdspec.model.bugs import NO_BUGS, BugSet
 from etcdspec.model.cluster import Action, Cluster, ClusterConfig, ConfigError
 from etcdspec.model.invariants import InvariantViolation
 from etcdspec.model.search_cache import SearchCache
-
 from etcdspec.verdict import Verdict
 
 

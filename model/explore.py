@@ -28,14 +28,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
-from etcdspec.model.bugs import NO_BUGS, BugSet
-from etcdspec.model.counterexample import Counterexample, build
-from etcdspec.model.hypothesis_replay import replayable_draws
-from etcdspec.model.invariants import InvariantViolation
 from hypothesis import HealthCheck, Phase, Verbosity, currently_in_test_context, event, settings
 from hypothesis.errors import HypothesisException
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
+from etcdspec.model.bugs import NO_BUGS, BugSet
+from etcdspec.model.counterexample import Counterexample, build
+from etcdspec.model.hypothesis_replay import replayable_draws
+from etcdspec.model.invariants import InvariantViolation
 from etcdspec.verdict import Verdict
 
 MACHINES = ("cluster", "store")

@@ -31,6 +31,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from hypothesis import currently_in_test_context, target
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
 from etcdspec.model import cluster as cl
 from etcdspec.model.cluster import Action, Cluster, ClusterConfig, IllegalActionError
 from etcdspec.model.explore import ExploreOptions, RunRecorder
@@ -49,9 +53,6 @@ from etcdspec.model.requests import (
     Request,
 )
 from etcdspec.model.watch import WatchRequest, check_watch, watch_responses
-from hypothesis import currently_in_test_context, target
-from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 _CAMPAIGN = (MsgType.PRE_VOTE, MsgType.VOTE)
 

@@ -24,6 +24,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, cast
 
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
+
 from etcdspec.model import store as store_model
 from etcdspec.model.bugs import NO_BUGS, BugSet
 from etcdspec.model.errors import CompactedError, FutureRevisionError, StoreError
@@ -50,14 +59,6 @@ from etcdspec.model.requests import (
     show_bytes,
 )
 from etcdspec.model.watch import WatchRequest, check_watch, watch_responses
-from hypothesis import strategies as st
-from hypothesis.stateful import (
-    RuleBasedStateMachine,
-    initialize,
-    invariant,
-    precondition,
-    rule,
-)
 
 KEYS = (b"a", b"b", b"c", b"d")
 VALUES = (b"0", b"1", b"2")

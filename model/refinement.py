@@ -46,6 +46,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, NamedTuple, cast
 
+from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
+
 from etcdspec.model.cluster import MESSAGE_KINDS, Action, Cluster, ClusterConfig
 from etcdspec.model.explore import ExploreOptions, RunRecorder, hypothesis_settings
 from etcdspec.model.hypothesis_cluster import (
@@ -68,7 +70,6 @@ from etcdspec.spec.evaluator import (
     violated_properties,
 )
 from etcdspec.spec.loader import SPEC_DIR, LoadedSpec, load_spec
-from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
 SPEC_PATH = SPEC_DIR / "raft_steps.spec"
 NOBODY = 0

@@ -28,7 +28,6 @@ from etcdspec.model.explore import (
     run_exhaustive,
     run_hypothesis,
 )
-
 from etcdspec.stage import StageOptions, StageResult
 from etcdspec.verdict import Verdict
 

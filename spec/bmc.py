@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import z3
+
 from etcdspec.spec import ast
 from etcdspec.spec.counterexample import Counterexample, ElementNames, describe_params
 from etcdspec.spec.errors import SpecLookupError
@@ -31,7 +32,6 @@ from etcdspec.spec.loader import LoadedSpec
 from etcdspec.spec.prove import assigned_symbols, select_properties
 from etcdspec.spec.solving import Budget, configure
 from etcdspec.spec.z3backend import State, Vocabulary
-
 from etcdspec.verdict import Verdict
 
 DEFAULT_SIZE = 3

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import z3
-from etcdspec.spec import ast
-from etcdspec.spec.z3backend import State, Vocabulary
 
 from etcdspec.itf import ItfTrace
+from etcdspec.spec import ast
+from etcdspec.spec.z3backend import State, Vocabulary
 
 
 class ElementNames:

@@ -17,6 +17,7 @@ import itertools
 from collections.abc import Mapping, Sequence
 
 import z3
+
 from etcdspec.spec import ast
 from etcdspec.spec.typecheck import symbol_type
 from etcdspec.spec.z3backend import Encoder, Interp, State, Vocabulary

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import z3
+
 from etcdspec.spec import ast
 from etcdspec.spec.discharge import settle
 from etcdspec.spec.errors import SpecLookupError

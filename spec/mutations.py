@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 from etcdspec.spec.loader import load_spec
 from etcdspec.spec.prove import ProofReport, prove
-
 from etcdspec.verdict import Verdict
 
 

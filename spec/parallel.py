@@ -44,7 +44,6 @@ from etcdspec.spec.prove import (
     select_actions,
     select_properties,
 )
-
 from etcdspec.verdict import Verdict
 
 # Preserve (first try, two finite searches, full budget) asks at most 4 queries, each

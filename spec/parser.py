@@ -14,9 +14,10 @@ from functools import lru_cache
 from pathlib import Path
 
 import lark
+from lark import Token, Tree
+
 from etcdspec.spec import ast
 from etcdspec.spec.errors import IssueCollector
-from lark import Token, Tree
 
 GRAMMAR_PATH = Path(__file__).with_name("grammar.lark")
 

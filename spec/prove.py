@@ -19,6 +19,7 @@ from enum import Enum
 from typing import Any
 
 import z3
+
 from etcdspec.spec import ast
 from etcdspec.spec.counterexample import Counterexample, ElementNames, describe_params
 from etcdspec.spec.discharge import assigned_symbols, settle
@@ -27,7 +28,6 @@ from etcdspec.spec.hints import EMPTY_BOOK, HINT_TRY_MS, HintBook, Hints, Route,
 from etcdspec.spec.loader import LoadedSpec
 from etcdspec.spec.solving import Answer, Budget, ask
 from etcdspec.spec.z3backend import Encoder, State, Vocabulary
-
 from etcdspec.verdict import Verdict
 
 DEFAULT_TIMEOUT_MS = 30_000

@@ -16,7 +16,6 @@ import time
 from etcdspec.spec.loader import BUILTIN_SPECS, load_spec
 from etcdspec.spec.mutations import SEEDED_BUGS, catch, caught
 from etcdspec.spec.prove import prove
-
 from etcdspec.stage import StageOptions, StageResult
 from etcdspec.verdict import Verdict
 

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import z3
+
 from etcdspec.spec import ast
 from etcdspec.spec.typecheck import BOOL, SpecInfo, symbol_type
 

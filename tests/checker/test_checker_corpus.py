@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from etcdspec.checker.check import BadInput, CheckOptions, check_history, load_history
 
+from etcdspec.checker.check import BadInput, CheckOptions, check_history, load_history
 from etcdspec.cli.main import run
 from etcdspec.exitcodes import ExitCode
 from etcdspec.verdict import Verdict

@@ -7,13 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from etcdspec.checker.history import HistoryEvent, build_history
 from etcdspec.checker.linearizability import check_linearizable
 from etcdspec.checker.model_etcd import EtcdModel
 from etcdspec.checker.models import PreparedOp
 from etcdspec.checker.simulate import ETCD_FAULTS, simulate_etcd
 from etcdspec.checker.watch_checks import observed_writes, parse_watches
-
 from etcdspec.verdict import Verdict
 
 

@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 import pytest
+
 from etcdspec.checker import etcd_json
 from etcdspec.checker.etcd_json import (
     EtcdJsonError,

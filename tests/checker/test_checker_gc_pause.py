@@ -8,10 +8,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from etcdspec.checker.gc_pause import age_survivors, paused_gc
 from etcdspec.checker.history import write_history
 from etcdspec.checker.simulate import simulate_etcd
-
 from etcdspec.cli.main import run
 
 

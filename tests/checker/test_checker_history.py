@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from etcdspec.checker.history import (
     HistoryError,
     HistoryEvent,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+
 from etcdspec.checker import history as history_module
 from etcdspec.checker.history import History, HistoryError, long_digit_run, parse_history_text
 from etcdspec.checker.simulate import simulate_etcd

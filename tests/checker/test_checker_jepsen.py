@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from etcdspec.checker.edn import Char, EdnError, EdnSet, Keyword, Symbol, parse_edn
 from etcdspec.checker.history import HistoryError
 from etcdspec.checker.jepsen import import_jepsen, read_jepsen

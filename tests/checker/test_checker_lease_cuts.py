@@ -10,6 +10,7 @@ import random
 from typing import Any
 
 import pytest
+
 from etcdspec.checker.etcd_json import request_to_json, response_to_json
 from etcdspec.checker.history import HistoryEvent, build_history
 from etcdspec.checker.linearizability import check_linearizable
@@ -25,7 +26,6 @@ from etcdspec.model.requests import (
     Request,
 )
 from etcdspec.model.store import StoreState, apply, initial_state, lease_ttl
-
 from etcdspec.verdict import Verdict
 
 SECOND = 1_000_000_000

@@ -4,6 +4,7 @@ histories generated from the store model with and without faults, budgets."""
 from __future__ import annotations
 
 import pytest
+
 from etcdspec.checker.history import HistoryBuilder, build_history
 from etcdspec.checker.linearizability import Budget, check_linearizable
 from etcdspec.checker.models import get_model
@@ -14,7 +15,6 @@ from etcdspec.checker.simulate import (
     simulate_kv,
     simulate_register,
 )
-
 from etcdspec.verdict import Verdict
 
 # (name, [(process, type, f, value)], expected verdict)

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from etcdspec.checker.check import (
     DEFAULT_MEMORY_MB,
     CheckOptions,
@@ -16,7 +17,6 @@ from etcdspec.checker.check import (
 )
 from etcdspec.checker.history import build_history
 from etcdspec.checker.simulate import simulate_register
-
 from etcdspec.verdict import Verdict
 
 

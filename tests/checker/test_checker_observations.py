@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from etcdspec.checker.check import load_history
 from etcdspec.checker.etcd_json import request_to_json, response_to_json
 from etcdspec.checker.history import HistoryBuilder, Operation, build_history
@@ -29,7 +30,6 @@ from etcdspec.model.requests import (
     TxnResponse,
 )
 from etcdspec.model.store import apply, initial_state
-
 from etcdspec.verdict import Verdict
 
 

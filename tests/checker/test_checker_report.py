@@ -9,9 +9,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from etcdspec.checker.check import CheckOptions, check_history, load_history
 from etcdspec.checker.report import write_report
-
 from etcdspec.cli.main import run
 
 DATA = Path(__file__).parent / "data"

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from etcdspec.checker.stage import run_stage
-
 from etcdspec.stage import StageOptions
 from etcdspec.verdict import Verdict
 

@@ -4,6 +4,9 @@ history events, lease table and response), on random request sequences."""
 
 from __future__ import annotations
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from etcdspec.model.bugs import NO_BUGS
 from etcdspec.model.errors import StoreError
 from etcdspec.model.kv import WriteTxn, check_put_against, check_put_request
@@ -16,8 +19,6 @@ from etcdspec.model.requests import (
     Response,
 )
 from etcdspec.model.store import StoreState, _commit, apply, initial_state
-from hypothesis import given
-from hypothesis import strategies as st
 
 KEYS = [b"a", b"b", b"c"]
 

@@ -5,11 +5,11 @@ watch checks: the KV history stays linearizable)."""
 from __future__ import annotations
 
 import pytest
+
 from etcdspec.checker.check import CheckOptions, check_history
 from etcdspec.checker.history import build_history, parse_history_text
 from etcdspec.checker.simulate import WATCH_FAULTS, simulate_etcd
 from etcdspec.checker.watch_checks import parse_watches
-
 from etcdspec.verdict import Verdict
 
 

@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
+
 from etcdspec.checker.trace_check import check_traces
 from etcdspec.checker.trace_format import TraceFormatError, read_trace, read_trace_file
-
 from etcdspec.cli.main import run
 from etcdspec.exitcodes import ExitCode
 

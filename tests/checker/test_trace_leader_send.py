@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from etcdspec.checker.trace_check import check_traces
 from trace_scenarios import TraceBuilder, clean_run
 
+from etcdspec.checker.trace_check import check_traces
 from etcdspec.verdict import Verdict
 
 Lines = list[dict[str, Any]]

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from etcdspec.checker.trace_check import check_traces
 from trace_scenarios import TraceBuilder, clean_run, figure8_run
 
+from etcdspec.checker.trace_check import check_traces
 from etcdspec.cli.main import run
 from etcdspec.exitcodes import ExitCode
 from etcdspec.verdict import Verdict

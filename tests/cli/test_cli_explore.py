@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-from etcdspec.model.bugs import CATALOGUE
 
 from etcdspec.cli.main import run
 from etcdspec.exitcodes import ExitCode
+from etcdspec.model.bugs import CATALOGUE
 
 
 def test_list_bugs_prints_one_line_per_catalogued_bug(capsys: pytest.CaptureFixture[str]) -> None:

@@ -18,16 +18,30 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 FOLDERS = {
     "etcdspec": "etcdspec",
+    "cli": "cli",
     "spec": "spec",
     "model": "model",
     "impl": "impl",
     "checker": "checker",
+    "conform": "conform",
 }
 DATA_SUFFIXES = {".lark", ".spec", ".hints", ".json", ".proto", ".typed"}
+
+
+def _packages() -> list[str]:
+    """Every package of the tree under its import name: each folder with an __init__.py."""
+    names = []
+    for package, folder in FOLDERS.items():
+        base = "etcdspec" if package == "etcdspec" else f"etcdspec.{package}"
+        for init in sorted((ROOT / folder).rglob("__init__.py")):
+            parts = init.parent.relative_to(ROOT / folder).parts
+            names.append(".".join((base, *parts)))
+    return names
+
+
 PROBE = (
     "import importlib.util\n"
-    "for name in ['etcdspec', 'etcdspec.cli.main', 'etcdspec.spec', 'etcdspec.model',"
-    " 'etcdspec.impl', 'etcdspec.checker']:\n"
+    f"for name in {[*_packages(), 'etcdspec.cli.main']!r}:\n"
     "    print(name, importlib.util.find_spec(name).origin)\n"
 )
 
@@ -77,6 +91,10 @@ def test_normal_install_maps_every_folder_and_ships_its_data(tmp_path: Path) -> 
     assert origins["etcdspec.model"] == target / "etcdspec" / "model" / "__init__.py"
     assert origins["etcdspec.spec"] == target / "etcdspec" / "spec" / "__init__.py"
     assert origins["etcdspec.cli.main"] == target / "etcdspec" / "cli" / "main.py"
+    # Every package of the tree is installed (a sub-package missing from pyproject's
+    # list would import here only from the working tree, not from the install).
+    for name in _packages():
+        assert origins[name] == target.joinpath(*name.split(".")) / "__init__.py", name
     assert (target / "etcdspec" / "py.typed").exists()
     for package, folder in FOLDERS.items():
         installed = target / "etcdspec" if package == "etcdspec" else target / "etcdspec" / package
@@ -106,4 +124,6 @@ def test_editable_install_imports_from_the_working_tree(tmp_path: Path) -> None:
     origins = _origins(f"import site; site.addsitedir({str(site_dir)!r})\n")
     assert origins["etcdspec.model"] == ROOT / "model" / "__init__.py"
     assert origins["etcdspec.checker"] == ROOT / "checker" / "__init__.py"
-    assert origins["etcdspec.cli.main"] == ROOT / "etcdspec" / "cli" / "main.py"
+    assert origins["etcdspec.cli.main"] == ROOT / "cli" / "main.py"
+    assert origins["etcdspec.conform"] == ROOT / "conform" / "__init__.py"
+    assert origins["etcdspec.impl.server"] == ROOT / "impl" / "server" / "__init__.py"

@@ -8,6 +8,7 @@ import json
 import random
 
 import pytest
+
 from etcdspec.model import raft_node as rn
 from etcdspec.model.cluster import (
     Action,

@@ -7,11 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from etcdspec.model.bugs import BugSet
 from etcdspec.model.cluster import Cluster, ClusterConfig, ConfigError
 from etcdspec.model.exhaustive import explore_exhaustive, finite_config, small_config
 from etcdspec.model.invariants import InvariantViolation
-
 from etcdspec.verdict import Verdict
 
 

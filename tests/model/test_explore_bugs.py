@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+
 from etcdspec.model.bugs import BY_NAME, CATALOGUE, NO_BUGS
 from etcdspec.model.explore import FINDERS, find_bug, run_exhaustive, run_hypothesis
-
 from etcdspec.verdict import Verdict
 
 BUG_NAMES = [bug.name for bug in CATALOGUE]

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from etcdspec.model.counterexample import MAX_CHANGES_PER_STEP, build, changes, flatten, text
 
 INITIAL: dict[str, Any] = {

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from etcdspec.model.cluster import Cluster
 from etcdspec.model.explore import ExploreOptions, find_bug, run_hypothesis
 from etcdspec.model.hypothesis_cluster import (
@@ -17,7 +18,6 @@ from etcdspec.model.hypothesis_cluster import (
     rule_names,
 )
 from etcdspec.model.stage import run_stage
-
 from etcdspec.stage import StageOptions
 from etcdspec.verdict import Verdict
 

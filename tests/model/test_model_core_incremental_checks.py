@@ -7,12 +7,12 @@ from __future__ import annotations
 import random
 
 import pytest
+
 from etcdspec.model.bugs import BugSet
 from etcdspec.model.cluster import Cluster, ClusterConfig, deliver, heartbeat, propose, timeout
 from etcdspec.model.exhaustive import explore_exhaustive, small_config
 from etcdspec.model.invariants import InvariantViolation
 from etcdspec.model.raft_messages import Entry
-
 from etcdspec.verdict import Verdict
 
 

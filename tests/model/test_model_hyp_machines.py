@@ -8,6 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis.stateful import rule, run_state_machine_as_test
+
 from etcdspec.model.bugs import BugSet
 from etcdspec.model.cluster import ClusterConfig
 from etcdspec.model.explore import (
@@ -32,8 +34,6 @@ from etcdspec.model.hypothesis_store import machine_factory as store_factory
 from etcdspec.model.invariants import InvariantViolation
 from etcdspec.model.raft_node import Role
 from etcdspec.model.requests import PutRequest
-from hypothesis.stateful import rule, run_state_machine_as_test
-
 from etcdspec.verdict import Verdict
 
 

@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 import pytest
+
 from etcdspec.model.hypothesis_replay import REPLAY_PATCHED
 
 RUN = """
@@ -32,7 +33,7 @@ print(json.dumps([plain.steps, str(plain.violation), result.steps, result.rule_s
                   sorted(result.witnesses.items()), result.labels()]))
 """
 
-OTHER_PARTS = ("etcdspec.checker.check", "etcdspec.spec.prove", "etcdspec.impl.server")
+OTHER_PARTS = ("etcdspec.checker.check", "etcdspec.spec.prove", "etcdspec.impl.api.services")
 
 
 def _run_in_new_process(*imports: str) -> object:

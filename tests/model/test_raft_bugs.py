@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from etcdspec.model.bugs import CATALOGUE, NO_BUGS, BugSet
 from etcdspec.model.cluster import ClusterConfig
 from etcdspec.model.raft_script import run_script

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+
 from etcdspec.model import store as kv
 from etcdspec.model.invariants import InvariantViolation
 from etcdspec.model.raft_invariants import Ghost, check_raft, update_ghost

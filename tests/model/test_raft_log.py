@@ -4,6 +4,7 @@ the up-to-date rule, compaction and snapshot installation."""
 from __future__ import annotations
 
 import pytest
+
 from etcdspec.model.raft_log import RaftLog
 from etcdspec.model.raft_messages import EMPTY_SNAPSHOT, Entry, Snapshot
 

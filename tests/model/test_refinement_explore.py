@@ -5,6 +5,7 @@ raft_steps.spec at every step, and the run witnesses the spec actions it checked
 from __future__ import annotations
 
 import pytest
+
 from etcdspec.model.bugs import BugSet
 from etcdspec.model.explore import ExploreOptions
 from etcdspec.model.refinement import (

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pytest
+
 from etcdspec.model import cluster as cl
 from etcdspec.model import raft_node as rn
 from etcdspec.model.bugs import BugSet

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from etcdspec.model.cluster import Cluster, ClusterConfig
 from etcdspec.model.refinement import (
     SPEC_PATH,

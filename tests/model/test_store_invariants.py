@@ -11,6 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
 from etcdspec.model.bugs import BugSet
 from etcdspec.model.errors import StoreError
 from etcdspec.model.invariants import InvariantViolation
@@ -32,8 +35,6 @@ from etcdspec.model.requests import (
 )
 from etcdspec.model.store import StoreState, apply, apply_all, check_invariants, initial_state
 from etcdspec.model.store_bench import measure
-from hypothesis import given
-from hypothesis import strategies as st
 
 KEYS = [b"a", b"b", b"c", b"d"]
 

@@ -9,6 +9,7 @@ Facts cited from etcd's docs (api_guarantees.md, api.md "Key-Value API") and sou
 from __future__ import annotations
 
 import pytest
+
 from etcdspec.model.errors import (
     CompactedError,
     DuplicateKeyError,

@@ -9,6 +9,7 @@ TTL -1), server/etcdserver/apply.go (put with an unknown lease: ErrLeaseNotFound
 from __future__ import annotations
 
 import pytest
+
 from etcdspec.model.errors import (
     LeaseExistsError,
     LeaseNotFoundError,

@@ -25,6 +25,7 @@ import shlex
 from pathlib import Path
 
 import pytest
+
 from etcdspec.model.errors import StoreError
 from etcdspec.model.requests import (
     RANGE_END_ALL,

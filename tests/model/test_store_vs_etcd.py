@@ -23,6 +23,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+
 from etcdspec.impl.pb import kv_pb2, rpc_pb2
 from etcdspec.impl.pb import rpc_pb2_grpc as rpc_grpc
 from etcdspec.model.errors import StoreError

@@ -10,6 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
 from etcdspec.model.bugs import BugSet
 from etcdspec.model.requests import (
     CompactionRequest,
@@ -33,8 +36,6 @@ from etcdspec.model.watch import (
     live_responses,
     watch_responses,
 )
-from hypothesis import given
-from hypothesis import strategies as st
 
 
 def put(key: str, value: str) -> PutRequest:

@@ -4,10 +4,10 @@ the unmutated specs within the bound."""
 from __future__ import annotations
 
 import pytest
+
 from etcdspec.spec.bmc import bmc, parse_sizes
 from etcdspec.spec.errors import SpecLookupError
 from etcdspec.spec.loader import load_spec
-
 from etcdspec.verdict import Verdict
 
 SMALL_RAFT = {"node": 3, "term": 2, "index": 1, "value": 1, "quorum": 2}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import z3
+
 from etcdspec.spec.ground import GroundEncoder
 from etcdspec.spec.loader import load_spec
 from etcdspec.spec.z3backend import Vocabulary

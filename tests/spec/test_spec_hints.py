@@ -9,6 +9,8 @@ import json
 from pathlib import Path
 
 import pytest
+from spec_toy import toy_spec
+
 from etcdspec.spec import ast
 from etcdspec.spec.discharge import settle
 from etcdspec.spec.errors import SpecLookupError
@@ -37,8 +39,6 @@ from etcdspec.spec.prove import (
     Prover,
     prove,
 )
-from spec_toy import toy_spec
-
 from etcdspec.verdict import Verdict
 
 TOY = toy_spec(witness=False)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import multiprocessing
 
 import pytest
+from spec_toy import NOOP_ACTION, toy_spec
+
 from etcdspec.spec.loader import LoadedSpec, load_spec, load_text
 from etcdspec.spec.parallel import (
     WorkerFault,
@@ -17,8 +19,6 @@ from etcdspec.spec.parallel import (
     prove_parallel,
 )
 from etcdspec.spec.prove import CheckKind, CheckResult, ProofReport, prove
-from spec_toy import NOOP_ACTION, toy_spec
-
 from etcdspec.verdict import Verdict
 
 TOY = toy_spec(NOOP_ACTION)

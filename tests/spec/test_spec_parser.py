@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.lark import from_lark
+
 from etcdspec.spec import ast
 from etcdspec.spec.errors import SpecErrors
 from etcdspec.spec.loader import BUILTIN_SPECS, load_spec
 from etcdspec.spec.parser import _parser, parse_spec
 from etcdspec.spec.typecheck import check
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from hypothesis.extra.lark import from_lark
 
 
 @pytest.mark.parametrize("name", BUILTIN_SPECS)

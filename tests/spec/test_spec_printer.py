@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis.extra.lark import from_lark
+
 from etcdspec.spec.errors import SpecErrors
 from etcdspec.spec.loader import BUILTIN_SPECS, resolve
 from etcdspec.spec.parser import _parser, parse_spec
 from etcdspec.spec.printer import print_expr, print_spec
-from hypothesis import given, settings
-from hypothesis.extra.lark import from_lark
 
 
 @pytest.mark.parametrize("name", BUILTIN_SPECS)

@@ -7,14 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from spec_toy import toy_spec
+
 from etcdspec.spec.discharge import symbols_of
 from etcdspec.spec.loader import BUILTIN_SPECS, load_spec, load_text
 from etcdspec.spec.mutations import SEEDED_BUGS as CATALOGUE
 from etcdspec.spec.mutations import SeededBug, catch
 from etcdspec.spec.prove import CheckKind, prove
 from etcdspec.spec.stage import run_stage
-from spec_toy import toy_spec
-
 from etcdspec.stage import StageOptions
 from etcdspec.verdict import Verdict
 

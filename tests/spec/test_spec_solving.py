@@ -5,10 +5,10 @@ unknown, never proved."""
 from __future__ import annotations
 
 import z3
+
 from etcdspec.spec.loader import load_spec
 from etcdspec.spec.prove import CheckKind, Prover, prove
 from etcdspec.spec.solving import Budget, ask
-
 from etcdspec.verdict import Verdict
 
 GENEROUS = Budget(timeout_ms=120_000)

@@ -1,0 +1,136 @@
+"""`etcdspec cluster up|status|down`: a local cluster of the reference server.
+
+A thin layer over etcdspec.impl.tools.launcher: `up` plans free loopback ports, starts the
+members as separate processes, writes DIR/cluster.json and waits until each member
+reports a leader; `status` asks every member listed there for Maintenance.Status;
+`down` stops exactly the processes `up` started. `--json` prints machine-readable
+output on stdout.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from etcdspec.cli.errors import CliError
+from etcdspec.exitcodes import ExitCode
+
+DEFAULT_DIR = ".etcdspec-cluster"
+
+
+@click.group()
+def cluster() -> None:
+    """Start, inspect or stop a local cluster of the reference server."""
+
+
+@cluster.command()
+@click.option("--size", default=3, show_default=True, help="Number of members.")
+@click.option("--dir", "directory", default=DEFAULT_DIR, show_default=True, type=click.Path())
+@click.option("--heartbeat-interval", default=100, show_default=True, help="Milliseconds.")
+@click.option("--election-timeout", default=1000, show_default=True, help="Milliseconds.")
+@click.option("--snapshot-count", default=10_000, show_default=True)
+@click.option("--timeout", "timeout_s", default=60.0, show_default=True, help="Seconds to wait.")
+@click.option("--trace", is_flag=True, help="Each member writes DIR/<name>.trace.ndjson.")
+@click.option("--json", "as_json", is_flag=True, help="Print the endpoints as JSON.")
+def up(
+    size: int,
+    directory: str,
+    heartbeat_interval: int,
+    election_timeout: int,
+    snapshot_count: int,
+    timeout_s: float,
+    trace: bool,
+    as_json: bool,
+) -> int:
+    """Start SIZE members on free loopback ports; state in DIR/cluster.json."""
+    from etcdspec.impl.tools import launcher
+
+    if (Path(directory) / launcher.STATE_FILE).exists():
+        raise CliError(
+            f"a cluster is already recorded in {directory}; "
+            f"run `etcdspec cluster down --dir {directory}` first"
+        )
+    try:
+        plan = launcher.plan_cluster(
+            directory,
+            size,
+            heartbeat_ms=heartbeat_interval,
+            election_ms=election_timeout,
+            snapshot_count=snapshot_count,
+            trace=trace,
+        )
+        running = launcher.start_cluster(plan)
+    except launcher.LauncherError as error:
+        raise CliError(str(error), ExitCode.INTERNAL_ERROR) from error
+    try:
+        launcher.wait_ready(plan.endpoints, timeout_s=timeout_s)
+    except launcher.LauncherError as error:
+        launcher.stop_cluster(directory)
+        logs = ", ".join(member.log_path for member in running)
+        raise CliError(f"{error}; stopped the members (logs: {logs})", ExitCode.UNKNOWN) from error
+    if as_json:
+        click.echo(json.dumps({"endpoints": plan.endpoints, "directory": plan.directory}))
+    else:
+        for member in running:
+            click.echo(member.describe())
+        click.echo(f"endpoints: {','.join(plan.endpoints)}")
+    return int(ExitCode.HOLDS)
+
+
+@cluster.command()
+@click.option("--dir", "directory", default=DEFAULT_DIR, show_default=True, type=click.Path())
+@click.option("--json", "as_json", is_flag=True)
+def status(directory: str, as_json: bool) -> int:
+    """Show each member's process and Maintenance.Status."""
+    from etcdspec.impl.tools import launcher
+
+    try:
+        _, running = launcher.read_state(directory)
+    except launcher.LauncherError as error:
+        raise CliError(str(error), ExitCode.BAD_INPUT) from error
+    rows = []
+    unreachable = 0
+    for member in running:
+        row: dict[str, object] = {
+            "name": member.plan.name,
+            "pid": member.pid,
+            "alive": member.alive(),
+            "endpoint": member.plan.client_url,
+        }
+        try:
+            row.update(launcher.probe_status(member.plan.client_url))
+        except launcher.LauncherError as error:
+            row["error"] = str(error)
+            unreachable += 1
+        rows.append(row)
+    if as_json:
+        click.echo(json.dumps(rows))
+    else:
+        for row in rows:
+            if "error" in row:
+                click.echo(f"{row['name']} pid {row['pid']} {row['endpoint']}: {row['error']}")
+            else:
+                click.echo(
+                    f"{row['name']} pid {row['pid']} {row['endpoint']} "
+                    f"member {int(row['member_id']):x} leader {int(row['leader']):x} "  # type: ignore[call-overload]
+                    f"term {row['raft_term']} revision {row['revision']} "
+                    f"raft index {row['raft_index']}"
+                )
+    return int(ExitCode.UNREACHABLE if unreachable else ExitCode.HOLDS)
+
+
+@cluster.command()
+@click.option("--dir", "directory", default=DEFAULT_DIR, show_default=True, type=click.Path())
+def down(directory: str) -> int:
+    """Stop the members `up` started (and nothing else)."""
+    from etcdspec.impl.tools import launcher
+
+    try:
+        stopped = launcher.stop_cluster(directory)
+    except launcher.LauncherError as error:
+        raise CliError(str(error), ExitCode.BAD_INPUT) from error
+    for member in stopped:
+        click.echo(f"stopped {member.plan.name} (pid {member.pid})")
+    return int(ExitCode.HOLDS)

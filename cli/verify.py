@@ -1,0 +1,104 @@
+"""`etcdspec verify`: the main job — every stage in order, one summary table, a report.
+
+The stages are library functions (see etcdspec.stage); this module only runs them,
+merges their verdicts (false > unknown > true) and writes `result.json`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import click
+
+from etcdspec.exitcodes import ExitCode
+from etcdspec.stage import StageOptions, StageResult
+from etcdspec.verdict import Verdict
+
+# (stage name, "module:function"), in the order they run.
+STAGES: list[tuple[str, str]] = [
+    ("spec", "etcdspec.spec.stage:run_stage"),
+    ("model", "etcdspec.model.stage:run_stage"),
+    ("checker", "etcdspec.checker.stage:run_stage"),
+    ("conform", "etcdspec.conform.stage:run_stage"),
+    ("trace", "etcdspec.conform.trace_stage:run_stage"),
+]
+
+
+def run_verify(options: StageOptions, only: tuple[str, ...] = ()) -> list[StageResult]:
+    results = []
+    for name, target in STAGES:
+        if only and name not in only:
+            continue
+        module_name, function_name = target.split(":")
+        stage: Callable[[StageOptions], StageResult] = getattr(
+            importlib.import_module(module_name), function_name
+        )
+        started = time.monotonic()
+        click.echo(f"[verify] {name} ...", err=True)
+        try:
+            result = stage(options)
+        except Exception as error:  # a crashed stage is unknown, never a pass
+            result = StageResult(
+                name, Verdict.UNKNOWN, f"stage crashed: {error!r}", time.monotonic() - started
+            )
+        click.echo(f"[verify] {result.describe()}", err=True)
+        results.append(result)
+    return results
+
+
+def format_table(results: list[StageResult]) -> str:
+    rows = [("stage", "verdict", "seconds", "summary")]
+    rows += [(r.name, r.verdict.describe(), f"{r.seconds:.1f}", r.summary) for r in results]
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    lines = []
+    for row in rows:
+        lines.append(
+            "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:3])) + "  " + row[3]
+        )
+    return "\n".join(lines)
+
+
+@click.command("verify")
+@click.option(
+    "--report",
+    "report_dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Report folder (default: reports/verify-<time>).",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed for every stage.")
+@click.option("--quick", is_flag=True, help="Shorter runs of each stage.")
+@click.option(
+    "--stage",
+    "only",
+    multiple=True,
+    type=click.Choice([s for s, _ in STAGES]),
+    help="Run only this stage (repeatable).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print result.json on stdout.")
+def verify(
+    report_dir: Path | None, seed: int, quick: bool, only: tuple[str, ...], as_json: bool
+) -> int:
+    """Prove the specs, explore the model, check histories, run a conformance run of the
+    server and replay its Raft traces on the model."""
+    if report_dir is None:
+        report_dir = Path("reports") / time.strftime("verify-%Y%m%d-%H%M%S")
+    report_dir.mkdir(parents=True, exist_ok=True)
+    results = run_verify(StageOptions(report_dir=report_dir, seed=seed, quick=quick), only)
+    overall = Verdict.merge_all([r.verdict for r in results])
+    document = {
+        "schema": "etcdspec.verify/1",
+        "valid": overall.to_json(),
+        "stages": [r.to_json() for r in results],
+    }
+    (report_dir / "result.json").write_text(json.dumps(document, indent=2) + "\n")
+    if as_json:
+        click.echo(json.dumps(document, indent=2))
+    else:
+        click.echo(format_table(results))
+        click.echo(f"overall: {overall.describe()}   report: {report_dir}")
+    return int(overall.exit_code()) if results else int(ExitCode.USAGE)

@@ -1,0 +1,285 @@
+"""Faults of a conformance run, injected on a schedule and logged.
+
+Contract:
+- `FAULTS` names what can be asked for: kill (kill -9 of the leader or a follower, then
+  a restart on its data), pause (SIGSTOP, later SIGCONT), partition (through the peer
+  proxies: one member cut off from all others or, 3 times in 10, from one peer only),
+  delay (every peer chunk delayed), drop (every peer connection reset once), compact
+  (a recorded Compact request at a recent revision: it is an operation of the
+  history), defrag (Maintenance.Defragment of one member under load).
+- The history schema has no fault event type, so faults are logged to faults.jsonl
+  (one JSON object a line: index, fault, target, detail, start and end on the
+  history's clock); the report links the two by time.
+- `FaultInjector.run(stop)` injects one fault every `interval_s`, going round the
+  asked-for faults in a seeded order (so a short run still sees each of them),
+  holds it for `hold_s`, heals it, and at the end heals everything (resumes, restarts,
+  heals the network), so the final consistency check sees a whole cluster. A killed
+  or paused member counts as healed once it serves again (Status with a leader, up to
+  `ready_timeout_s`): the next fault comes only then (the wait is taken off its
+  interval, down to MIN_GAP_S), so two faults never overlap (a slow restart under
+  load would otherwise leave the next fault's member and the restarting one both out,
+  and the run without a quorum).
+- Faults a target cannot take are skipped and listed in `skipped`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+import grpc.aio
+
+from etcdspec.conform.recorder import Process, Recorder, RecordingClient
+from etcdspec.conform.targets import Target
+from etcdspec.impl.pb import rpc_pb2
+from etcdspec.model.requests import CompactionRequest
+
+MIN_GAP_S = 0.2  # the least time between one fault's heal and the next fault
+FAULTS = ("kill", "pause", "partition", "delay", "drop", "compact", "defrag")
+
+
+class FaultError(ValueError):
+    """An unknown fault name."""
+
+
+def parse_faults(text: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    unknown = [n for n in names if n not in FAULTS and n != "none"]
+    if unknown:
+        raise FaultError(f"unknown fault(s) {', '.join(unknown)}; choose from {', '.join(FAULTS)}")
+    return tuple(n for n in names if n != "none")
+
+
+@dataclass(frozen=True)
+class FaultRecord:
+    index: int
+    fault: str
+    target: str
+    detail: str
+    start: int
+    end: int
+
+    def describe(self) -> str:
+        return f"fault {self.index} {self.fault} {self.target}: {self.detail}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "fault": self.fault,
+            "target": self.target,
+            "detail": self.detail,
+            "start": self.start,
+            "end": self.end,
+        }
+
+
+@dataclass
+class FaultInjector:
+    target: Target
+    recorder: Recorder
+    faults: tuple[str, ...]
+    rng: random.Random
+    interval_s: float = 3.0
+    hold_s: float = 1.5
+    progress: Callable[[str], None] = lambda text: None
+    ready_timeout_s: float = 20.0  # how long a restarted member gets to serve again
+    records: list[FaultRecord] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    _killed: set[str] = field(default_factory=set)
+    _paused: set[str] = field(default_factory=set)
+    _process: Process | None = None
+    _owed_s: float = 0.0  # time spent waiting for members to serve, off the next interval
+
+    def __post_init__(self) -> None:
+        usable = []
+        for name in self.faults:
+            if name in ("compact", "defrag") or self.target.supports(name):
+                usable.append(name)
+            else:
+                self.skipped.append(name)
+        self.faults = tuple(usable)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        if not self.faults:
+            return
+        order = list(self.faults)
+        self.rng.shuffle(order)
+        turn = 0
+        while not stop.is_set():
+            # The wait for a member to serve again counts as part of the interval, so
+            # the schedule stays as asked when restarts are quick.
+            wait = max(MIN_GAP_S, self.interval_s - self._owed_s)
+            self._owed_s = 0.0
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), wait)
+            if stop.is_set():
+                break
+            await self.inject(order[turn % len(order)], stop)
+            turn += 1
+        await self.heal_all()
+
+    async def _leader(self) -> str | None:
+        for name in self.target.member_names():
+            if name in self._killed or name in self._paused:
+                continue
+            try:
+                client = RecordingClient(self.recorder, self.target.client_url(name), 1.0)
+                try:
+                    status = await client.maintenance("Status", rpc_pb2.StatusRequest(), 1.0)
+                finally:
+                    await client.close()
+            except grpc.aio.AioRpcError:
+                continue
+            ids = getattr(self.target, "ids", {})
+            for member, member_id in ids.items():
+                if member_id == status.leader:
+                    return str(member)
+        return None
+
+    async def _pick_member(self) -> tuple[str, str]:
+        names = self.target.member_names()
+        leader = await self._leader()
+        if leader is not None and self.rng.random() < 0.5:
+            return leader, "leader"
+        name = self.rng.choice(names)
+        return name, "leader" if name == leader else "follower"
+
+    async def inject(self, fault: str, stop: asyncio.Event) -> None:
+        start = self.recorder.now()
+        target, detail = "", ""
+        if fault == "kill":
+            target, role = await self._pick_member()
+            await self.target.kill(target)
+            self._killed.add(target)
+            detail = f"kill -9 of the {role}"
+            self.progress(f"fault: {detail} {target}")
+            await self._hold(stop)
+            await self.target.restart(target)
+            self._killed.discard(target)
+            detail += ", restarted" + await self._back(target)
+        elif fault == "pause":
+            target, role = await self._pick_member()
+            await self.target.pause(target)
+            self._paused.add(target)
+            detail = f"SIGSTOP of the {role}"
+            self.progress(f"fault: {detail} {target}")
+            await self._hold(stop)
+            await self.target.resume(target)
+            self._paused.discard(target)
+            detail += ", SIGCONT" + await self._back(target)
+        elif fault in ("partition", "delay", "drop"):
+            network = self.target.network
+            assert network is not None
+            if fault == "partition" and self.rng.random() < 0.7:
+                target, role = await self._pick_member()
+                closed = network.isolate(target)
+                detail = f"{role} isolated from its peers ({closed} connections cut)"
+            elif fault == "partition":
+                target, role = await self._pick_member()
+                other = self.rng.choice([n for n in self.target.member_names() if n != target])
+                closed = network.cut(target, other)
+                detail = f"{role} cut from {other} only ({closed} connections cut)"
+                target = f"{target}-{other}"
+            elif fault == "delay":
+                network.delay_s = self.rng.choice([0.02, 0.05, 0.1])
+                target, detail = "all", f"peer traffic delayed {network.delay_s * 1000:.0f} ms"
+            else:
+                target, detail = "all", f"{network.drop()} peer connections reset"
+            self.progress(f"fault: {fault} {target}: {detail}")
+            await self._hold(stop)
+            network.heal()
+            detail += ", healed"
+        elif fault == "compact":
+            target, detail = await self._compact()
+            self.progress(f"fault: compact {detail}")
+        elif fault == "defrag":
+            target = self.rng.choice(self.target.member_names() or [""]) or self.target.endpoints[0]
+            detail = await self._defrag(target)
+            self.progress(f"fault: defrag {target}: {detail}")
+        self.records.append(
+            FaultRecord(len(self.records), fault, target, detail, start, self.recorder.now())
+        )
+
+    async def _back(self, name: str) -> str:
+        """Wait until a restarted or resumed member serves again (answers Status and
+        knows a leader), so one fault is healed before the next begins and the run never
+        loses its quorum by two faults overlapping; says how long it took."""
+        started = self.recorder.now()
+        deadline = started + int(self.ready_timeout_s * 1e9)
+        url = self.target.client_url(name)
+        try:
+            return await self._wait_serving(url, started, deadline)
+        finally:
+            self._owed_s += (self.recorder.now() - started) / 1e9
+
+    async def _wait_serving(self, url: str, started: int, deadline: int) -> str:
+        while True:
+            client = RecordingClient(self.recorder, url, 1.0)
+            try:
+                status = await client.maintenance("Status", rpc_pb2.StatusRequest(), 1.0)
+                if status.leader != 0:
+                    return f" (serving after {(self.recorder.now() - started) / 1e9:.1f} s)"
+            except grpc.aio.AioRpcError:
+                pass
+            finally:
+                await client.close()
+            if self.recorder.now() > deadline:
+                return f" (not serving within {self.ready_timeout_s:g} s)"
+            await asyncio.sleep(0.1)
+
+    async def _hold(self, stop: asyncio.Event) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), self.hold_s)
+
+    async def _compact(self) -> tuple[str, str]:
+        """A recorded Compact a little behind the newest revision a read shows."""
+        endpoint = self.target.endpoints[0]
+        client = RecordingClient(self.recorder, endpoint, 2.0)
+        try:
+            if self._process is None:
+                self._process = Process(self.recorder.new_process())
+            from etcdspec.model.requests import RangeRequest
+
+            read = await client.call(self._process, RangeRequest(b"compact-probe"))
+            if read.response is None:
+                return endpoint, f"probe read {read.describe()}"
+            revision = max(1, read.response.header.revision - self.rng.randint(2, 30))
+            outcome = await client.call(self._process, CompactionRequest(revision))
+            return endpoint, f"at revision {revision}: {outcome.type} {outcome.code}".rstrip()
+        finally:
+            await client.close()
+
+    async def _defrag(self, name: str) -> str:
+        endpoint = self.target.client_url(name) if name in self.target.member_names() else name
+        client = RecordingClient(self.recorder, endpoint, 10.0)
+        try:
+            await client.maintenance("Defragment", rpc_pb2.DefragmentRequest(), 10.0)
+            return "done"
+        except grpc.aio.AioRpcError as error:
+            return f"{error.code().name} {error.details()}"
+        finally:
+            await client.close()
+
+    async def heal_all(self) -> None:
+        if self.target.network is not None:
+            self.target.network.heal()
+        for name in list(self._paused):
+            await self.target.resume(name)
+        for name in list(self._killed):
+            await self.target.restart(name)
+        for name in sorted(self._paused | self._killed):
+            await self._back(name)
+        self._paused.clear()
+        self._killed.clear()
+
+    def write(self, path: Path) -> None:
+        with path.open("w", encoding="utf-8") as handle:
+            for record in self.records:
+                handle.write(json.dumps(record.to_json(), ensure_ascii=False) + "\n")

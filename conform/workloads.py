@@ -1,0 +1,331 @@
+"""Workloads of a conformance run: what each client process asks, seeded.
+
+Contract:
+- A workload is a `Workload` with `async step(worker)`: one or a few recorded calls
+  (through `Worker.call`, which records and never retries), and optionally watches
+  of its own (`Worker.watch`). Randomness comes only from `worker.rng`, a
+  `random.Random` seeded from the run's seed and the worker's number.
+- Written values are unique in the whole run (`Worker.unique_value`), so every
+  observed value names the write that made it.
+- `etcd-kv`: puts, gets, prefix ranges with limits, stale reads at past revisions
+  (`stale_revision`: 3 in 4 within the last RECENT_REVISIONS, as a watch cache or a
+  resumed list reads; else anywhere back to the start),
+  deletes, multi-op txns, CAS on mod_revision (weights in KV_WEIGHTS).
+- `leases`: grant, put with a lease, keep-alive, revoke, reads; short TTLs so leases
+  also expire during the run.
+- `kubernetes`: the API server's patterns: list a prefix, then watch from the list's
+  revision + 1; create with mod_revision == 0; optimistic update and delete guarded
+  by mod_revision; compaction as a txn on the compact_rev_key, then Compact.
+- `watch`: etcd-kv traffic plus watches of its own starting in the past, at a possibly
+  compacted revision, and in the future.
+- `etcd-kv-writes`: etcd-kv with writes weighted up (WRITE_WEIGHTS): most calls change
+  the store, for faults that strike while writes are being applied (kill -9 under
+  write load).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from etcdspec.conform.recorder import Outcome, Process, RecordingClient
+from etcdspec.model.requests import (
+    CompactionRequest,
+    Compare,
+    CompareResult,
+    CompareTarget,
+    DeleteRangeRequest,
+    LeaseGrantRequest,
+    LeaseGrantResponse,
+    LeaseKeepAliveRequest,
+    LeaseRevokeRequest,
+    PutRequest,
+    RangeRequest,
+    RangeResponse,
+    Request,
+    TxnRequest,
+)
+from etcdspec.model.watch import WatchRequest
+
+KV_WEIGHTS = {
+    "put": 30,
+    "get": 20,
+    "range": 8,
+    "stale_read": 6,
+    "delete": 8,
+    "txn": 10,
+    "cas": 18,
+}
+RECENT_REVISIONS = 100  # how far back most stale reads go
+UNAVAILABLE_PAUSE_S = 0.1  # after a call that could not reach its member
+WRITE_WEIGHTS = {"put": 50, "get": 8, "delete": 10, "txn": 22, "cas": 10}
+# Lease TTLs (s): one short enough to expire within a short run, the others not, so
+# the checker has few expiries to place (each widens its search).
+LEASE_TTLS = (3, 15, 60)
+K8S_PREFIX = b"/registry/pods/"
+K8S_COMPACT_KEY = b"compact_rev_key"
+
+WatchStarter = Callable[[str, WatchRequest, float], None]  # starts a task, returns
+
+
+class WorkloadError(ValueError):
+    """An unknown workload name or a bad workload setting."""
+
+
+@dataclass
+class Worker:
+    """One client process slot: its client, its process id, its random source."""
+
+    number: int
+    client: RecordingClient
+    process: Process
+    rng: random.Random
+    keys: int
+    watch_starter: WatchStarter | None = None
+    last_revision: int = 1  # the highest header.revision this worker has seen
+    floor_revision: int = 1  # the initial state's revision: nothing reads below it
+    sequence: int = 0
+    leases: list[int] = field(default_factory=list)
+    watches: int = 0
+
+    def unique_value(self) -> bytes:
+        self.sequence += 1
+        return f"w{self.number}-{self.sequence}".encode()
+
+    def key(self) -> bytes:
+        return f"k{self.rng.randrange(self.keys)}".encode()
+
+    async def call(self, request: Request) -> Outcome:
+        """One recorded call. A call that could not be sent (its member is down) is
+        followed by a short pause, so a client of a killed member does not spin through
+        thousands of failed calls until it is back."""
+        outcome = await self.client.call(self.process, request)
+        if outcome.response is not None:
+            self.last_revision = max(self.last_revision, outcome.response.header.revision)
+        elif outcome.type == "fail" and outcome.code == "UNAVAILABLE":
+            await asyncio.sleep(UNAVAILABLE_PAUSE_S)
+        return outcome
+
+    def watch(self, request: WatchRequest, seconds: float) -> None:
+        """Start a recorded watch of this worker's for `seconds` (runs in the background)."""
+        if self.watch_starter is None:
+            return
+        self.watches += 1
+        self.watch_starter(f"w{self.number}.{self.watches}", request, seconds)
+
+
+class Workload:
+    name = ""
+
+    async def step(self, worker: Worker) -> None:
+        raise WorkloadError(f"workload {self.name or type(self).__name__} has no step")
+
+
+class KvWorkload(Workload):
+    name = "etcd-kv"
+
+    def __init__(self, weights: dict[str, int] | None = None) -> None:
+        self.weights = dict(weights or KV_WEIGHTS)
+        unknown = set(self.weights) - set(KV_WEIGHTS)
+        if unknown:
+            raise WorkloadError(
+                f"unknown etcd-kv operations {sorted(unknown)}; use {list(KV_WEIGHTS)}"
+            )
+
+    async def step(self, worker: Worker) -> None:
+        names = list(self.weights)
+        kind = worker.rng.choices(names, [self.weights[n] for n in names])[0]
+        rng = worker.rng
+        if kind == "put":
+            await worker.call(
+                PutRequest(worker.key(), worker.unique_value(), prev_kv=rng.random() < 0.3)
+            )
+        elif kind == "get":
+            await worker.call(RangeRequest(worker.key()))
+        elif kind == "range":
+            await worker.call(RangeRequest(b"k", b"l", limit=rng.choice([0, 2, 5])))
+        elif kind == "stale_read":
+            await worker.call(RangeRequest(b"k", b"l", revision=stale_revision(worker)))
+        elif kind == "delete":
+            await worker.call(DeleteRangeRequest(worker.key(), prev_kv=rng.random() < 0.5))
+        elif kind == "txn":
+            a, b = worker.key(), worker.key()
+            await worker.call(
+                TxnRequest(
+                    compare=(Compare(a, CompareTarget.VERSION, CompareResult.GREATER, 0),),
+                    success=(PutRequest(b, worker.unique_value()), RangeRequest(a)),
+                    failure=(PutRequest(a, worker.unique_value()), RangeRequest(b)),
+                )
+            )
+        else:
+            await cas(worker, worker.key())
+
+
+def stale_revision(worker: Worker) -> int:
+    """A past revision to read at: mostly recent ones, now and then any (the checker's
+    model answers a read at revision r by walking back from the newest revision, so
+    uniformly old reads cost it time quadratic in the run's length)."""
+    floor, last = worker.floor_revision, max(worker.floor_revision, worker.last_revision)
+    if worker.rng.random() < 0.75:
+        floor = max(floor, last - RECENT_REVISIONS)
+    return worker.rng.randint(floor, last)
+
+
+async def cas(worker: Worker, key: bytes) -> None:
+    """Read a key, then write it only if its mod_revision is still the one read."""
+    read = await worker.call(RangeRequest(key))
+    if not isinstance(read.response, RangeResponse):
+        return
+    mod = read.response.kvs[0].mod_revision if read.response.kvs else 0
+    await worker.call(
+        TxnRequest(
+            compare=(Compare(key, CompareTarget.MOD, CompareResult.EQUAL, mod),),
+            success=(PutRequest(key, worker.unique_value()),),
+            failure=(RangeRequest(key),),
+        )
+    )
+
+
+class LeaseWorkload(Workload):
+    name = "leases"
+
+    async def step(self, worker: Worker) -> None:
+        rng = worker.rng
+        choice = rng.random()
+        if choice < 0.15 or not worker.leases:
+            outcome = await worker.call(LeaseGrantRequest(ttl=rng.choice(LEASE_TTLS)))
+            if isinstance(outcome.response, LeaseGrantResponse):
+                worker.leases.append(outcome.response.id)
+                worker.leases = worker.leases[-4:]
+        elif choice < 0.5:
+            lease = rng.choice(worker.leases)
+            await worker.call(PutRequest(worker.key(), worker.unique_value(), lease=lease))
+        elif choice < 0.65:
+            await worker.call(LeaseKeepAliveRequest(rng.choice(worker.leases)))
+        elif choice < 0.72:
+            lease = rng.choice(worker.leases)
+            worker.leases.remove(lease)
+            await worker.call(LeaseRevokeRequest(lease))
+        elif choice < 0.8:
+            await worker.call(PutRequest(worker.key(), worker.unique_value()))
+        else:
+            await worker.call(RangeRequest(worker.key()))
+
+
+class KubernetesWorkload(Workload):
+    name = "kubernetes"
+
+    async def step(self, worker: Worker) -> None:
+        rng = worker.rng
+        choice = rng.random()
+        key = K8S_PREFIX + f"pod{rng.randrange(worker.keys)}".encode()
+        if choice < 0.1:
+            listed = await worker.call(RangeRequest(K8S_PREFIX, _prefix_end(K8S_PREFIX), limit=50))
+            if isinstance(listed.response, RangeResponse):
+                start = listed.response.header.revision + 1
+                request = WatchRequest(K8S_PREFIX, _prefix_end(K8S_PREFIX), start, prev_kv=True)
+                worker.watch(request, rng.uniform(0.5, 2.0))
+        elif choice < 0.3:
+            await worker.call(
+                TxnRequest(
+                    compare=(Compare(key, CompareTarget.MOD, CompareResult.EQUAL, 0),),
+                    success=(PutRequest(key, worker.unique_value()),),
+                    failure=(RangeRequest(key),),
+                )
+            )
+        elif choice < 0.75:
+            await cas(worker, key)
+        elif choice < 0.85:
+            read = await worker.call(RangeRequest(key))
+            if isinstance(read.response, RangeResponse) and read.response.kvs:
+                mod = read.response.kvs[0].mod_revision
+                await worker.call(
+                    TxnRequest(
+                        compare=(Compare(key, CompareTarget.MOD, CompareResult.EQUAL, mod),),
+                        success=(DeleteRangeRequest(key),),
+                        failure=(RangeRequest(key),),
+                    )
+                )
+        elif choice < 0.9:
+            await kubernetes_compaction(worker)
+        else:
+            await worker.call(RangeRequest(key))
+
+
+async def kubernetes_compaction(worker: Worker) -> None:
+    """The API server's compaction: claim the round with a txn on compact_rev_key (its
+    version as the fence), then compact at the revision read a round earlier."""
+    read = await worker.call(RangeRequest(K8S_COMPACT_KEY))
+    if not isinstance(read.response, RangeResponse):
+        return
+    version = read.response.kvs[0].version if read.response.kvs else 0
+    target = max(1, read.response.header.revision - 20)
+    claim = await worker.call(
+        TxnRequest(
+            compare=(
+                Compare(K8S_COMPACT_KEY, CompareTarget.VERSION, CompareResult.EQUAL, version),
+            ),
+            success=(
+                PutRequest(K8S_COMPACT_KEY, str(target).encode() + b"-" + worker.unique_value()),
+            ),
+            failure=(RangeRequest(K8S_COMPACT_KEY),),
+        )
+    )
+    if claim.response is not None and getattr(claim.response, "succeeded", False) and target > 1:
+        await worker.call(CompactionRequest(target))
+
+
+class WatchWorkload(KvWorkload):
+    name = "watch"
+
+    async def step(self, worker: Worker) -> None:
+        if worker.rng.random() < 0.08:
+            kind = worker.rng.choice(["past", "compacted", "future"])
+            floor = watch_floor(worker.floor_revision)
+            if kind == "past":
+                start = worker.rng.randint(floor, max(floor, worker.last_revision))
+            elif kind == "compacted":
+                start = floor
+            else:
+                start = worker.last_revision + worker.rng.randint(1, 20)
+            request = WatchRequest(b"k", b"l", start, prev_kv=worker.rng.random() < 0.5)
+            worker.watch(request, worker.rng.uniform(0.5, 2.0))
+            return
+        await super().step(worker)
+
+
+class WriteHeavyWorkload(KvWorkload):
+    name = "etcd-kv-writes"
+
+    def __init__(self) -> None:
+        super().__init__(WRITE_WEIGHTS)
+
+
+WORKLOADS: dict[str, Callable[[], Workload]] = {
+    "etcd-kv": KvWorkload,
+    "etcd-kv-writes": WriteHeavyWorkload,
+    "leases": LeaseWorkload,
+    "kubernetes": KubernetesWorkload,
+    "watch": WatchWorkload,
+}
+
+
+def make_workload(name: str) -> Workload:
+    try:
+        return WORKLOADS[name]()
+    except KeyError:
+        raise WorkloadError(
+            f"unknown workload {name!r}; choose one of {', '.join(WORKLOADS)}"
+        ) from None
+
+
+def watch_floor(floor_revision: int) -> int:
+    """The first revision a recorded watch may start at: 1 on a fresh store, else the
+    one after the initial state (the history does not know the store's real past)."""
+    return 1 if floor_revision <= 1 else floor_revision + 1
+
+
+def _prefix_end(prefix: bytes) -> bytes:
+    return prefix[:-1] + bytes([prefix[-1] + 1])

@@ -1,0 +1,101 @@
+"""The member's Raft trace (`etcdspec serve --trace FILE`): one NDJSON line per transition.
+
+Format (version 1), one JSON object per line, keys in this order:
+    {"v":1, "seq":N, "event":E, "node":ID, "term":T, "vote":V, "role":R, "commit":C,
+     "applied":A, "last_index":I, "last_term":LT, "message":{...}?, "entries":[...]?}
+Events:
+    start    the member started from its recovered state
+    propose  a client proposal handed to Raft (entries: the request's data length)
+    receive  a message from a peer was stepped into Raft (message)
+    persist  a Ready's durable part was fsynced (entries: [index, term] pairs persisted)
+    send     a message left after its Ready was persisted (message)
+    role     the role or the known leader changed ("leader" field)
+    apply    a committed entry was applied (entries: [[index, term]])
+    snapshot a local snapshot was taken ("index")
+    restore  a snapshot received from the leader is restored ("index")
+The state fields are read after the transition. Node ids are decimal 64-bit integers.
+Messages: {"type","from","to","term","log_term","index","commit","reject","reject_hint",
+"entries":[[index,term],...],"snapshot":index|null}. Ticks are not traced (their effects
+are: a campaign shows up as role and send events).
+
+The writer is line-buffered in memory and flushed after each Ready (no fsync: the trace
+is evidence for checking, not part of durability).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import IO, Any
+
+from etcdspec.impl.raft.driver import RaftDriver
+from etcdspec.impl.raft.messages import Entry, Message
+
+TRACE_VERSION = 1
+
+
+def message_json(message: Message) -> dict[str, Any]:
+    return {
+        "type": message.type.name,
+        "from": message.from_,
+        "to": message.to,
+        "term": message.term,
+        "log_term": message.log_term,
+        "index": message.index,
+        "commit": message.commit,
+        "reject": message.reject,
+        "reject_hint": message.reject_hint,
+        "entries": [[e.index, e.term] for e in message.entries],
+        "snapshot": message.snapshot.meta.index if message.snapshot is not None else None,
+    }
+
+
+class TraceWriter:
+    """Writes trace lines for one member; see the module docstring for the format."""
+
+    def __init__(self, path: str, node: int) -> None:
+        self.node = node
+        self._file: IO[str] | None = open(path, "a", encoding="utf-8")  # noqa: SIM115
+        self._seq = 0
+
+    def event(
+        self,
+        driver: RaftDriver,
+        event: str,
+        *,
+        applied: int,
+        message: Message | None = None,
+        entries: tuple[Entry, ...] | list[Entry] = (),
+        **extra: Any,
+    ) -> None:
+        if self._file is None:
+            return
+        core = driver.core
+        self._seq += 1
+        line: dict[str, Any] = {
+            "v": TRACE_VERSION,
+            "seq": self._seq,
+            "event": event,
+            "node": self.node,
+            "term": core.term,
+            "vote": core.vote,
+            "role": core.role.value,
+            "commit": core.log.committed,
+            "applied": applied,
+            "last_index": core.log.last_index(),
+            "last_term": core.log.last_term(),
+        }
+        if message is not None:
+            line["message"] = message_json(message)
+        if entries:
+            line["entries"] = [[e.index, e.term] for e in entries]
+        line.update(extra)
+        self._file.write(json.dumps(line, separators=(",", ":")) + "\n")
+
+    def flush(self) -> None:
+        if self._file is not None:
+            self._file.flush()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None

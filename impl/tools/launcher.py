@@ -1,0 +1,456 @@
+"""A local cluster: plan free loopback ports, start members as processes, track, stop.
+
+`plan_cluster` picks free ports on 127.0.0.1 (bind port 0) for each member's client,
+peer and metrics URLs. `member_argv` writes etcd's flags for one member; the same argv
+runs our member (`python -m etcdspec serve ...`) or a real etcd binary, since the flags
+are etcd's. `start_cluster` starts the processes (each in its own session, stderr to a
+log file in the cluster directory) and writes the state file `cluster.json`
+(version 1: pids, URLs, data dirs, the program). `stop_cluster` stops only the pids the
+state file lists, and only if /proc shows they still run the command that was started
+(so a recycled pid is never killed). `wait_ready` polls Maintenance.Status on every
+member until each reports a leader, with a deadline. Faults for tests and conformance
+runs: `kill_member` (kill -9), `pause_member`/`resume_member` (SIGSTOP/SIGCONT),
+`partition`/`heal` (network partitions through each member's --fault-file; plan with
+faults=True), and `start_member(..., state="existing")` to restart a member on its data.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+STATE_FILE = "cluster.json"
+STATE_VERSION = 1
+
+
+class LauncherError(RuntimeError):
+    """The cluster could not be started, found or stopped; the message says why."""
+
+
+def free_port() -> int:
+    """A port on 127.0.0.1 that was free a moment ago (bind port 0, read it back)."""
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct ports on 127.0.0.1 that were free a moment ago.
+
+    All sockets stay bound until every port is chosen, so the kernel cannot hand out
+    the same port twice (one at a time, a port just released may come back).
+    """
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sockets.append(sock)
+            sock.bind(("127.0.0.1", 0))
+        return [int(sock.getsockname()[1]) for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+@dataclass(frozen=True)
+class MemberPlan:
+    """Where one member listens and keeps its data."""
+
+    name: str
+    client_port: int
+    peer_port: int
+    metrics_port: int
+    data_dir: str
+
+    @property
+    def client_url(self) -> str:
+        return f"http://127.0.0.1:{self.client_port}"
+
+    @property
+    def peer_url(self) -> str:
+        return f"http://127.0.0.1:{self.peer_port}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.metrics_port}"
+
+    def describe(self) -> str:
+        return f"{self.name} client {self.client_url} peer {self.peer_url} data {self.data_dir}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "client_port": self.client_port,
+            "peer_port": self.peer_port,
+            "metrics_port": self.metrics_port,
+            "data_dir": self.data_dir,
+        }
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> MemberPlan:
+        return MemberPlan(
+            name=str(data["name"]),
+            client_port=int(data["client_port"]),
+            peer_port=int(data["peer_port"]),
+            metrics_port=int(data["metrics_port"]),
+            data_dir=str(data["data_dir"]),
+        )
+
+
+@dataclass(frozen=True)
+class ClusterPlan:
+    directory: str
+    members: tuple[MemberPlan, ...]
+    token: str = "etcdspec-cluster"
+    heartbeat_ms: int = 100
+    election_ms: int = 1000
+    snapshot_count: int = 10_000
+    trace: bool = False  # our members only: write DIR/<name>.trace.ndjson
+    faults: bool = False  # our members only: --fault-file DIR/<name>.faults.json
+
+    @property
+    def initial_cluster(self) -> str:
+        return ",".join(f"{m.name}={m.peer_url}" for m in self.members)
+
+    @property
+    def endpoints(self) -> list[str]:
+        return [m.client_url for m in self.members]
+
+    def describe(self) -> str:
+        return f"cluster of {len(self.members)} in {self.directory}: " + ", ".join(
+            m.client_url for m in self.members
+        )
+
+
+def plan_cluster(
+    directory: str | Path,
+    size: int = 3,
+    *,
+    heartbeat_ms: int = 100,
+    election_ms: int = 1000,
+    snapshot_count: int = 10_000,
+    token: str = "etcdspec-cluster",
+    trace: bool = False,
+    faults: bool = False,
+) -> ClusterPlan:
+    if size < 1:
+        raise LauncherError(f"a cluster needs at least 1 member, not {size}")
+    directory = Path(directory).resolve()
+    ports = free_ports(3 * size)
+    members = tuple(
+        MemberPlan(
+            name=f"m{index + 1}",
+            client_port=ports[3 * index],
+            peer_port=ports[3 * index + 1],
+            metrics_port=ports[3 * index + 2],
+            data_dir=str(directory / f"m{index + 1}.data"),
+        )
+        for index in range(size)
+    )
+    return ClusterPlan(
+        directory=str(directory),
+        members=members,
+        token=token,
+        heartbeat_ms=heartbeat_ms,
+        election_ms=election_ms,
+        snapshot_count=snapshot_count,
+        trace=trace,
+        faults=faults,
+    )
+
+
+def trace_path(plan: ClusterPlan, member: MemberPlan) -> Path:
+    return Path(plan.directory) / f"{member.name}.trace.ndjson"
+
+
+def fault_path(plan: ClusterPlan, member: MemberPlan) -> Path:
+    return Path(plan.directory) / f"{member.name}.faults.json"
+
+
+def partition(plan: ClusterPlan, member_ids: dict[str, int], side: set[str]) -> None:
+    """Cut the members named in `side` off from the others (both directions), through
+    each member's fault file; `heal` undoes it. Needs a plan made with faults=True."""
+    if not plan.faults:
+        raise LauncherError("partition needs a cluster planned with faults=True")
+    for member in plan.members:
+        inside = member.name in side
+        blocked = sorted(
+            member_ids[other.name]
+            for other in plan.members
+            if other.name != member.name and (other.name in side) != inside
+        )
+        _write_fault_file(fault_path(plan, member), blocked)
+
+
+def heal(plan: ClusterPlan) -> None:
+    for member in plan.members:
+        _write_fault_file(fault_path(plan, member), [])
+
+
+def _write_fault_file(path: Path, blocked: list[int]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"version": 1, "blocked_peers": blocked}) + "\n")
+    tmp.replace(path)
+
+
+def ours_program() -> list[str]:
+    """The command that runs one of our members: this Python and `etcdspec serve`."""
+    return [sys.executable, "-m", "etcdspec", "serve"]
+
+
+def member_argv(
+    plan: ClusterPlan, member: MemberPlan, program: list[str], state: str = "new"
+) -> list[str]:
+    return [
+        *program,
+        f"--name={member.name}",
+        f"--data-dir={member.data_dir}",
+        f"--listen-client-urls={member.client_url}",
+        f"--advertise-client-urls={member.client_url}",
+        f"--listen-peer-urls={member.peer_url}",
+        f"--initial-advertise-peer-urls={member.peer_url}",
+        f"--initial-cluster={plan.initial_cluster}",
+        f"--initial-cluster-state={state}",
+        f"--initial-cluster-token={plan.token}",
+        f"--heartbeat-interval={plan.heartbeat_ms}",
+        f"--election-timeout={plan.election_ms}",
+        f"--snapshot-count={plan.snapshot_count}",
+        f"--listen-metrics-urls={member.metrics_url}",
+        *([f"--trace={trace_path(plan, member)}"] if plan.trace else []),
+        *([f"--fault-file={fault_path(plan, member)}"] if plan.faults else []),
+    ]
+
+
+@dataclass
+class RunningMember:
+    """A started member process (its pid and the argv that identifies it in /proc)."""
+
+    plan: MemberPlan
+    pid: int
+    argv: list[str]
+    log_path: str
+    process: subprocess.Popen[bytes] | None = None
+
+    def alive(self) -> bool:
+        if self.process is not None:
+            return self.process.poll() is None
+        return _pid_runs(self.pid, self.argv)
+
+    def describe(self) -> str:
+        state = "running" if self.alive() else "stopped"
+        return f"{self.plan.name} pid {self.pid} {state} {self.plan.client_url}"
+
+
+def _pid_runs(pid: int, argv: list[str]) -> bool:
+    """Whether `pid` is alive and still runs `argv` (guards against pid reuse)."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    # A zombie (state Z) has exited already.
+    if stat.rsplit(")", 1)[-1].split()[0] == "Z":
+        return False
+    running = [part.decode(errors="replace") for part in raw.split(b"\0") if part]
+    return running == argv
+
+
+def start_member(
+    plan: ClusterPlan,
+    member: MemberPlan,
+    program: list[str],
+    state: str = "new",
+    env: dict[str, str] | None = None,
+) -> RunningMember:
+    Path(member.data_dir).parent.mkdir(parents=True, exist_ok=True)
+    argv = member_argv(plan, member, program, state)
+    log_path = str(Path(plan.directory) / f"{member.name}.log")
+    with open(log_path, "ab") as log_file:
+        process = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=log_file,
+            start_new_session=True,
+            env={**os.environ, **(env or {})},
+        )
+    return RunningMember(
+        plan=member, pid=process.pid, argv=argv, log_path=log_path, process=process
+    )
+
+
+def start_cluster(plan: ClusterPlan, program: list[str] | None = None) -> list[RunningMember]:
+    """Start every member of `plan` and write the state file; stops all if one fails."""
+    Path(plan.directory).mkdir(parents=True, exist_ok=True)
+    program = program or ours_program()
+    running: list[RunningMember] = []
+    try:
+        for member in plan.members:
+            running.append(start_member(plan, member, program))
+    except OSError as error:
+        stop_members(running)
+        raise LauncherError(f"could not start {program[0]}: {error}") from error
+    write_state(plan, running, program)
+    return running
+
+
+def write_state(plan: ClusterPlan, running: list[RunningMember], program: list[str]) -> None:
+    state = {
+        "version": STATE_VERSION,
+        "directory": plan.directory,
+        "token": plan.token,
+        "heartbeat_ms": plan.heartbeat_ms,
+        "election_ms": plan.election_ms,
+        "snapshot_count": plan.snapshot_count,
+        "trace": plan.trace,
+        "faults": plan.faults,
+        "program": program,
+        "members": [
+            {**r.plan.to_json(), "pid": r.pid, "argv": r.argv, "log": r.log_path} for r in running
+        ],
+    }
+    path = Path(plan.directory) / STATE_FILE
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state, indent=2) + "\n")
+    tmp.replace(path)
+
+
+def read_state(directory: str | Path) -> tuple[ClusterPlan, list[RunningMember]]:
+    path = Path(directory).resolve() / STATE_FILE
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError as error:
+        raise LauncherError(
+            f"no cluster state at {path}; start one with `etcdspec cluster up --dir {directory}`"
+        ) from error
+    except json.JSONDecodeError as error:
+        raise LauncherError(f"{path}: not valid JSON ({error}); remove it by hand") from error
+    if data.get("version") != STATE_VERSION:
+        raise LauncherError(f"{path}: state version {data.get('version')!r}, expected 1")
+    members = tuple(MemberPlan.from_json(m) for m in data["members"])
+    plan = ClusterPlan(
+        directory=str(data["directory"]),
+        members=members,
+        token=str(data["token"]),
+        heartbeat_ms=int(data["heartbeat_ms"]),
+        election_ms=int(data["election_ms"]),
+        snapshot_count=int(data["snapshot_count"]),
+        trace=bool(data.get("trace", False)),
+        faults=bool(data.get("faults", False)),
+    )
+    running = [
+        RunningMember(plan=plan_member, pid=int(m["pid"]), argv=list(m["argv"]), log_path=m["log"])
+        for plan_member, m in zip(members, data["members"], strict=True)
+    ]
+    return plan, running
+
+
+def stop_member(member: RunningMember, sig: int = signal.SIGTERM, timeout_s: float = 5.0) -> None:
+    """Stop one member we started: `sig`, then SIGKILL after `timeout_s`."""
+    if not member.alive():
+        if member.process is not None:
+            member.process.wait()
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(member.pid, sig)
+        if sig != signal.SIGKILL:
+            os.kill(member.pid, signal.SIGCONT)  # a paused member must run to exit
+    deadline = time.monotonic() + timeout_s
+    while member.alive() and time.monotonic() < deadline:
+        if member.process is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                member.process.wait(timeout=0.05)
+        else:
+            time.sleep(0.05)
+    if member.alive():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(member.pid, signal.SIGKILL)
+    if member.process is not None:
+        member.process.wait()
+
+
+def kill_member(member: RunningMember) -> None:
+    """kill -9 one member we started and reap it."""
+    stop_member(member, signal.SIGKILL, timeout_s=5.0)
+
+
+def pause_member(member: RunningMember) -> None:
+    """SIGSTOP one member we started: it keeps its sockets but stops answering (a long
+    pause, as from a stalled disk or a VM freeze). `resume_member` undoes it."""
+    if member.alive():
+        os.kill(member.pid, signal.SIGSTOP)
+
+
+def resume_member(member: RunningMember) -> None:
+    if member.alive():
+        os.kill(member.pid, signal.SIGCONT)
+
+
+def stop_members(members: list[RunningMember]) -> None:
+    for member in members:
+        stop_member(member)
+
+
+def stop_cluster(directory: str | Path) -> list[RunningMember]:
+    """Stop the members listed in the state file; remove the file. Returns them."""
+    _, running = read_state(directory)
+    stop_members(running)
+    (Path(directory).resolve() / STATE_FILE).unlink(missing_ok=True)
+    return running
+
+
+def wait_ready(endpoints: list[str], timeout_s: float = 30.0) -> dict[str, Any]:
+    """Wait until every endpoint answers Maintenance.Status naming the same leader; their
+    statuses. (The same one: a leader cut off from the others goes on naming itself
+    until it hears of the new term, after a partition heals, say.)"""
+    deadline = time.monotonic() + timeout_s
+    last_error = ""
+    while time.monotonic() < deadline:
+        statuses: dict[str, Any] = {}
+        try:
+            for endpoint in endpoints:
+                status = probe_status(endpoint, timeout_s=1.0)
+                if status["leader"] == 0:
+                    raise LauncherError(f"{endpoint} has no leader yet")
+                statuses[endpoint] = status
+            named = {f"{status['leader']:x}" for status in statuses.values()}
+            if len(named) > 1:
+                raise LauncherError(f"the members name different leaders: {sorted(named)}")
+            return statuses
+        except (LauncherError, OSError) as error:
+            last_error = str(error)
+        time.sleep(0.1)
+    raise LauncherError(f"cluster not ready after {timeout_s:.0f} s: {last_error}")
+
+
+def probe_status(endpoint: str, timeout_s: float = 1.0) -> dict[str, Any]:
+    """One Maintenance.Status call to `endpoint` (http://127.0.0.1:PORT) as a dict."""
+    import grpc
+
+    from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
+
+    target = endpoint.removeprefix("http://")
+    with grpc.insecure_channel(target) as channel:
+        stub = rpc_pb2_grpc.MaintenanceStub(channel)
+        try:
+            response = stub.Status(rpc_pb2.StatusRequest(), timeout=timeout_s)
+        except grpc.RpcError as error:
+            raise LauncherError(f"{endpoint}: {error.code().name} {error.details()}") from error
+    return {
+        "endpoint": endpoint,
+        "member_id": response.header.member_id,
+        "cluster_id": response.header.cluster_id,
+        "revision": response.header.revision,
+        "raft_term": response.raftTerm,
+        "leader": response.leader,
+        "raft_index": response.raftIndex,
+        "db_size": response.dbSize,
+        "version": response.version,
+    }
