@@ -23,8 +23,10 @@ import sys
 import time
 from typing import Any
 
+from etcdspec.model.actions import Action
 from etcdspec.model.bugs import BugSet
-from etcdspec.model.cluster import Action, Cluster, ClusterConfig
+from etcdspec.model.cluster import Cluster
+from etcdspec.model.cluster_config import ClusterConfig
 from etcdspec.model.exhaustive import ExhaustiveResult, explore_exhaustive, small_config
 from etcdspec.verdict import Verdict
 

@@ -1,25 +1,24 @@
-"""The cluster simulator: N Raft nodes, a network, faults, clients, leases — one pure value.
+"""The cluster simulator: N Raft nodes, a network, faults, clients, leases — one pure value,
+and its step relation (which actions are enabled, the state each leads to).
 
 Contract
-- `Cluster.start(config)` builds nodes n1..nN. A cluster never changes:
-  `cluster.apply(action)` returns a NEW cluster (structure is shared, nothing is deep
-  copied), so any earlier state stays valid for search and shrinking. An action that is
-  not enabled (or would leave the configured bounds) raises `IllegalActionError` and
-  changes nothing.
-- `enabled_actions()` lists the enabled actions in a deterministic order; every action
-  has a label (`Action.describe()`), e.g. `timeout(n2)` or
-  `deliver(n1→n3 AppendEntries term 4 prev 2/3 1 entry commit 2)`.
-- Committed entries are applied to each node's store (etcdspec.model.store.apply) in log
-  order; a StoreError is the entry's result, as etcd answers an invalid request. Each
-  step's results are in `cluster.outputs` (not part of the state's identity).
-- Leases: the leader keeps a tick-counted clock per lease (set to the full TTL when it
-  becomes leader or applies a grant, refreshed by keepalive) and proposes a
-  LeaseRevokeRequest through the log when one runs out. TTL seconds count
-  `lease_tick_scale` ticks each.
+- `Cluster.start(config)` builds nodes n1..nN (config: model/cluster_config.py). A
+  cluster never changes: `cluster.apply(action)` returns a NEW cluster (structure is
+  shared, nothing is deep copied), so any earlier state stays valid for search and
+  shrinking. An action that is not enabled (or would leave the configured bounds)
+  raises `IllegalActionError` and changes nothing.
+- `enabled_actions()` lists the enabled actions (model/actions.py, each with its
+  label) in a deterministic order; `successors()` gives each with the state it leads
+  to, in the same order.
+- A step that gives one node an input is a pure function of (config, that node,
+  action) plus the network and history around it: the Raft transition
+  (model/raft_node.py), the lease clocks (model/lease_clocks.py), then the committed
+  entries applied and confirmed reads served (model/applier.py). Each step's results
+  are in `cluster.outputs` (not part of the state's identity).
 - `check_invariants()` checks Raft's invariants (raft_invariants) and the store's on
   every node's applied state, raising InvariantViolation.
 - `fingerprint()` identifies the state; `canonical_fingerprint()` identifies it up to
-  renaming nodes (symmetry reduction for the exhaustive explorer).
+  renaming nodes (model/symmetry.py: symmetry reduction for the exhaustive explorer).
 - The exhaustive explorer passes one `SearchCache` (model/search_cache.py) to
   `successors`, `canonical_fingerprint` and `check_invariants`: memo tables that give
   the same answers as the plain calls, computed once per distinct node, message, etc.
@@ -29,261 +28,46 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
+from etcdspec.model import lease_clocks
 from etcdspec.model import raft_node as rn
 from etcdspec.model import store as kv
-from etcdspec.model.bugs import NO_BUGS, BugSet
-from etcdspec.model.errors import StoreError
+from etcdspec.model.actions import (
+    MESSAGE_KINDS,
+    NODE_INPUT_KINDS,
+    NODE_KINDS,
+    Action,
+    compact_log,
+    crash,
+    deliver,
+    describe_request,
+    drop,
+    duplicate,
+    heal,
+    heartbeat,
+    keepalive,
+    partition,
+    persist,
+    propose,
+    read_index,
+    restart,
+    tick,
+    timeout,
+)
+from etcdspec.model.applier import Output, apply_committed
+from etcdspec.model.cluster_config import ClusterConfig
 from etcdspec.model.invariants import InvariantViolation
 from etcdspec.model.network import Network
 from etcdspec.model.raft_invariants import Ghost, check_raft, update_ghost
-from etcdspec.model.raft_log import RaftLog
-from etcdspec.model.raft_messages import Message, Snapshot, node_name
-from etcdspec.model.raft_node import Node, RaftParams, ReadRound, Role
-from etcdspec.model.requests import (
-    LeaseGrantRequest,
-    LeaseGrantResponse,
-    LeaseRevokeRequest,
-    PutRequest,
-    RangeRequest,
-)
-from etcdspec.model.search_cache import (
-    SearchCache,
-    Transition,
-    canonical_order,
-    message_key,
-    message_order,
-    node_key,
-    perm_of,
-    rename_groups,
-    rename_leaders,
-)
-
-
-class ConfigError(ValueError):
-    """A cluster configuration that cannot be simulated; the message says what to change."""
+from etcdspec.model.raft_messages import Message, node_name
+from etcdspec.model.raft_node import Node, RaftParams, Role
+from etcdspec.model.search_cache import SearchCache, Transition
+from etcdspec.model.symmetry import canonical_key
 
 
 class IllegalActionError(Exception):
     """An action that is not enabled in this state (or would leave the bounds)."""
-
-
-@dataclass(frozen=True)
-class ClusterConfig:
-    nodes: int = 3
-    seed: int = 0
-    bugs: BugSet = NO_BUGS
-    election_ticks: int = 10
-    heartbeat_ticks: int = 1
-    prevote: bool = True
-    check_quorum: bool = True
-    timeouts: str = "ticks"  # "ticks": counted with randomized timeouts; "free": timeout(n)
-    max_term: int | None = None
-    max_log: int | None = None
-    max_messages: int | None = None
-    lossy_overflow: bool = False  # with max_messages: a message sent into a full network is
-    # lost (a real network behaviour) instead of the step being out of bounds
-    max_snapshot_lag: int = 1  # compact_log(n) is offered once this many applied entries
-    # lie beyond the node's snapshot
-    persist: str = "explicit"  # "explicit": persist(n) is a step; "sync": every step persists
-    noop_on_leader: bool = True
-    max_crashes: int | None = None
-    allow_drop: bool = True
-    allow_duplicate: bool = True
-    allow_partition: bool = True
-    allow_compaction: bool = True
-    allow_heartbeat: bool = True  # free mode: offer heartbeat(n) (a leader resends appends)
-    proposals: tuple[Any, ...] = field(default_factory=lambda: (PutRequest(b"k", b"v"),))
-    reads: tuple[Any, ...] = field(default_factory=lambda: (RangeRequest(b"k"),))
-    lease_tick_scale: int = 1
-
-    def __post_init__(self) -> None:
-        if self.nodes < 1:
-            raise ConfigError(f"nodes must be at least 1, got {self.nodes}; use 3 or 5")
-        if self.timeouts not in ("ticks", "free"):
-            raise ConfigError(f"timeouts must be 'ticks' or 'free', got {self.timeouts!r}")
-        if self.persist not in ("explicit", "sync"):
-            raise ConfigError(f"persist must be 'explicit' or 'sync', got {self.persist!r}")
-        if self.election_ticks < 1 or self.heartbeat_ticks < 1:
-            raise ConfigError("election_ticks and heartbeat_ticks must be at least 1")
-        if self.heartbeat_ticks >= self.election_ticks:
-            raise ConfigError(
-                f"heartbeat_ticks ({self.heartbeat_ticks}) must be below election_ticks "
-                f"({self.election_ticks}), as etcd requires"
-            )
-        for name in ("max_term", "max_log", "max_messages", "max_crashes"):
-            value = getattr(self, name)
-            if value is not None and value < 0:
-                raise ConfigError(f"{name} must be >= 0 or None, got {value}")
-
-    def params(self) -> RaftParams:
-        return RaftParams(
-            nodes=self.nodes,
-            election_ticks=self.election_ticks,
-            heartbeat_ticks=self.heartbeat_ticks,
-            prevote=self.prevote,
-            check_quorum=self.check_quorum,
-            free_timeouts=self.timeouts == "free",
-            explicit_persist=self.persist == "explicit",
-            noop_on_leader=self.noop_on_leader,
-            seed=self.seed,
-            bugs=self.bugs,
-        )
-
-    def describe(self) -> str:
-        bounds = ", ".join(
-            f"{name}={getattr(self, name)}"
-            for name in ("max_term", "max_log", "max_messages", "max_crashes")
-            if getattr(self, name) is not None
-        )
-        return (
-            f"{self.nodes} nodes, seed {self.seed}, timeouts {self.timeouts}, persist "
-            f"{self.persist}, prevote {self.prevote}, check_quorum {self.check_quorum}, "
-            f"bugs {self.bugs.describe()}" + (f", {bounds}" if bounds else "")
-        )
-
-
-# --------------------------------------------------------------------------- actions
-
-NODE_KINDS = ("tick", "timeout", "heartbeat", "persist", "crash", "restart", "compact_log")
-MESSAGE_KINDS = ("deliver", "drop", "duplicate")
-NODE_INPUT_KINDS = frozenset(
-    ("tick", "timeout", "heartbeat", "persist", "compact_log", "propose", "read_index", "keepalive")
-)
-
-
-@dataclass(frozen=True)
-class Action:
-    """One step of the cluster. `args` holds node ids (ints), messages, requests, groups."""
-
-    kind: str
-    args: tuple[Any, ...] = ()
-
-    def describe(self) -> str:
-        kind, args = self.kind, self.args
-        if kind in NODE_KINDS:
-            return f"{kind}({node_name(args[0])})"
-        if kind in MESSAGE_KINDS:
-            target = args[0]
-            text = target.describe() if isinstance(target, Message) else f"#{target}"
-            return f"{kind}({text})"
-        if kind in ("propose", "read_index"):
-            return f"{kind}({node_name(args[0])}, {_describe_request(args[1])})"
-        if kind == "keepalive":
-            return f"keepalive({node_name(args[0])}, lease {args[1]})"
-        if kind == "partition":
-            groups = " | ".join(",".join(node_name(n) for n in sorted(g)) for g in args[0])
-            return f"partition({groups})"
-        return f"{kind}()"
-
-
-def _describe_request(request: Any) -> str:
-    describe = getattr(request, "describe", None)
-    return describe() if callable(describe) else repr(request)
-
-
-def tick(node: int) -> Action:
-    return Action("tick", (node,))
-
-
-def timeout(node: int) -> Action:
-    return Action("timeout", (node,))
-
-
-def heartbeat(node: int) -> Action:
-    return Action("heartbeat", (node,))
-
-
-def persist(node: int) -> Action:
-    return Action("persist", (node,))
-
-
-def crash(node: int) -> Action:
-    return Action("crash", (node,))
-
-
-def restart(node: int) -> Action:
-    return Action("restart", (node,))
-
-
-def compact_log(node: int) -> Action:
-    return Action("compact_log", (node,))
-
-
-def deliver(message: Message | int) -> Action:
-    """Deliver a message in flight (a Message, or its position in `cluster.messages`)."""
-    return Action("deliver", (message,))
-
-
-def drop(message: Message | int) -> Action:
-    return Action("drop", (message,))
-
-
-def duplicate(message: Message | int) -> Action:
-    return Action("duplicate", (message,))
-
-
-def propose(node: int, request: Any) -> Action:
-    return Action("propose", (node, request))
-
-
-def read_index(node: int, request: Any = None) -> Action:
-    return Action("read_index", (node, RangeRequest(b"k") if request is None else request))
-
-
-def keepalive(node: int, lease_id: int) -> Action:
-    return Action("keepalive", (node, lease_id))
-
-
-def partition(groups: Iterable[Iterable[int]]) -> Action:
-    canonical = tuple(sorted((frozenset(g) for g in groups), key=lambda g: sorted(g)))
-    return Action("partition", (canonical,))
-
-
-def heal() -> Action:
-    return Action("heal", ())
-
-
-# --------------------------------------------------------------------------- outputs
-
-
-class Applied(NamedTuple):
-    """A committed entry applied on one node, with the store's response (or StoreError)."""
-
-    node: int
-    log_index: int
-    request: Any
-    response: Any
-
-    def describe(self) -> str:
-        return (
-            f"{node_name(self.node)} applied {self.log_index} {_describe_request(self.request)} -> "
-            f"{_describe_request(self.response)}"
-        )
-
-
-class ReadResult(NamedTuple):
-    """A linearizable read served by a leader through ReadIndex."""
-
-    node: int
-    read_id: int
-    read_index: int
-    request: Any
-    response: Any
-
-    def describe(self) -> str:
-        return (
-            f"{node_name(self.node)} read {self.read_id} at {self.read_index} "
-            f"{_describe_request(self.request)} -> {_describe_request(self.response)}"
-        )
-
-
-Output = Applied | ReadResult
-
-
-# --------------------------------------------------------------------------- cluster
 
 
 class Cluster:
@@ -389,7 +173,9 @@ class Cluster:
         state, with ids renamed). Keys made with one SearchCache compare only with keys
         made with the same cache (they are built from its interned numbers)."""
         if cache is None:
-            return _canonical_key(self)
+            return canonical_key(
+                self.nodes, self.up, self.network, self.bounded_crashes(), self.ghost
+            )
         return cache.key(self.nodes, self.up, self.network, self.bounded_crashes(), self.ghost)
 
     def bounded_crashes(self) -> int:
@@ -667,7 +453,7 @@ class Cluster:
         if kind == "deliver":
             after, messages = rn.step(params, before, args[0])
         elif kind == "tick":
-            after, messages = _tick(self, before)
+            after, messages = lease_clocks.tick(params, before)
         elif kind == "timeout":
             after, messages = rn.timeout(params, before)
         elif kind == "heartbeat":
@@ -678,11 +464,12 @@ class Cluster:
             after, messages = rn.compact(params, before), ()
         elif kind == "propose":
             request = args[1]
-            after, messages = rn.propose(params, before, _describe_request(request), request)
+            after, messages = rn.propose(params, before, describe_request(request), request)
         elif kind == "read_index":
             after, messages = rn.read_index(params, before, args[1])
         elif kind == "keepalive":
-            after, messages = _refresh_lease(self, before, args[1]), ()
+            after = lease_clocks.refresh_lease(before, args[1], self.config.lease_tick_scale)
+            messages = ()
         else:
             raise IllegalActionError(f"{action.describe()} is not an input to one node")
         out: tuple[Message, ...]
@@ -692,9 +479,9 @@ class Cluster:
             after, out = rn.finish(params, before, after, list(messages))
         outputs: list[Output] = []
         if after.role == Role.LEADER and before.role != Role.LEADER:
-            after = _start_lease_clocks(self, after)
+            after = lease_clocks.start_lease_clocks(after, self.config.lease_tick_scale)
         if after.commit_index > after.applied_index or after.ready_reads:
-            after, outputs = _apply_committed(self, after)
+            after, outputs = apply_committed(params, after, self.config.lease_tick_scale)
         return after, out, tuple(outputs)
 
     def _node_step(
@@ -830,150 +617,4 @@ def _is_split(groups: Any, nodes: int) -> bool:
     return sorted(members) == list(range(1, nodes + 1)) and len(groups) >= 2
 
 
-def _tick(cluster: Cluster, node: Node) -> tuple[Node, list[Message]]:
-    """A tick: Raft's clock, then the lease clocks (leader, or any holder under the
-    lease_revoke_by_stale_leader bug)."""
-    params = cluster.params
-    node, messages = rn.tick(params, node)
-    if not node.leases:
-        return node, messages
-    expired: list[int] = []
-    clocks: list[tuple[int, int]] = []
-    for lease_id, remaining in node.leases:
-        if remaining > 0:
-            remaining -= 1
-            if remaining == 0:
-                expired.append(lease_id)
-        clocks.append((lease_id, remaining))
-    node = node._replace(leases=tuple(clocks))
-    for lease_id in expired:
-        request = LeaseRevokeRequest(lease_id)
-        if node.role == Role.LEADER:
-            node, more = rn.propose(params, node, request.describe(), request)
-            messages = messages + more
-        elif params.bugs.on("lease_revoke_by_stale_leader"):
-            # Bug: a deposed leader revokes the lease in its own store, not through the log.
-            try:
-                store, _ = kv.apply(node.store, request, params.bugs)
-            except StoreError:
-                store = node.store
-            node = node._replace(store=store)
-    return node, messages
-
-
-def _lease_ticks(cluster: Cluster, node: Node, lease_id: int) -> int:
-    ttl = kv.lease_ttl(node.store, lease_id) or 0
-    return max(1, ttl * cluster.config.lease_tick_scale)
-
-
-def _start_lease_clocks(cluster: Cluster, node: Node) -> Node:
-    """A new leader restarts every lease's clock at its full TTL (etcd's Promote)."""
-    lease_ids = sorted(node.store.lease_ids())
-    return node._replace(
-        leases=tuple((lease_id, _lease_ticks(cluster, node, lease_id)) for lease_id in lease_ids)
-    )
-
-
-def _refresh_lease(cluster: Cluster, node: Node, lease_id: int) -> Node:
-    clocks = tuple(
-        (lid, _lease_ticks(cluster, node, lid) if lid == lease_id else remaining)
-        for lid, remaining in node.leases
-    )
-    return node._replace(leases=clocks)
-
-
-def _apply_committed(cluster: Cluster, node: Node) -> tuple[Node, list[Output]]:
-    """Apply entries applied_index+1..commit_index to the node's store, keep the leader's
-    lease clocks in step with grants and revokes, and serve confirmed reads."""
-    bugs = cluster.params.bugs
-    store = node.store
-    outputs: list[Output] = []
-    leases = dict(node.leases)
-    leader = node.role == Role.LEADER
-    for index in range(node.applied_index + 1, node.commit_index + 1):
-        entry = node.log.entry(index)
-        if entry.request is None:
-            continue
-        response: Any
-        try:
-            store, response = kv.apply(store, entry.request, bugs)
-        except StoreError as error:
-            response = error
-        outputs.append(Applied(node.id, index, entry.request, response))
-        if leader and isinstance(entry.request, LeaseGrantRequest):
-            if isinstance(response, LeaseGrantResponse):
-                leases[response.id] = max(1, response.ttl * cluster.config.lease_tick_scale)
-        elif isinstance(entry.request, LeaseRevokeRequest):
-            leases.pop(entry.request.id, None)
-    node = rn.mark_applied(node, node.commit_index, store)
-    if leader or leases:
-        node = node._replace(leases=tuple(sorted(leases.items())))
-    if node.ready_reads:
-        waiting: list[ReadRound] = []
-        for round_ in node.ready_reads:
-            if round_.read_index > node.applied_index:
-                waiting.append(round_)
-                continue
-            try:
-                _, response = kv.apply(store, round_.request, bugs)
-            except StoreError as error:
-                response = error
-            outputs.append(
-                ReadResult(node.id, round_.id, round_.read_index, round_.request, response)
-            )
-        node = node._replace(ready_reads=tuple(waiting))
-    return node, outputs
-
-
-# --------------------------------------------------------------------------- symmetry
-
-
-def _canonical_key(cluster: Cluster) -> tuple[Any, ...]:
-    """The canonical key as plain tuples (no cache): see Cluster.canonical_fingerprint."""
-    nodes, up = cluster.nodes, cluster.up
-    network = cluster.network
-    order = canonical_order(nodes, up, network.groups)
-    perm = perm_of(order)
-    node_keys = tuple(node_key(nodes[old], up[old], perm, order) for old in order)
-    messages = tuple(sorted((message_key(m, perm) for m in network.messages), key=message_order))
-    groups = rename_groups(network.groups, perm) if network.groups else ()
-    ghost = cluster.ghost
-    return (
-        node_keys,
-        messages,
-        groups,
-        cluster.bounded_crashes(),
-        ghost.committed,
-        rename_leaders(ghost.leaders, perm),
-        ghost.violation,
-    )
-
-
-__all__ = [
-    "Action",
-    "Applied",
-    "Cluster",
-    "ClusterConfig",
-    "ConfigError",
-    "IllegalActionError",
-    "Output",
-    "RaftLog",
-    "ReadResult",
-    "SearchCache",
-    "Snapshot",
-    "compact_log",
-    "crash",
-    "deliver",
-    "drop",
-    "duplicate",
-    "heal",
-    "heartbeat",
-    "keepalive",
-    "partition",
-    "persist",
-    "propose",
-    "read_index",
-    "restart",
-    "tick",
-    "timeout",
-]
+__all__ = ["Cluster", "IllegalActionError"]

@@ -28,8 +28,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from etcdspec.model.actions import Action
 from etcdspec.model.bugs import NO_BUGS, BugSet
-from etcdspec.model.cluster import Action, Cluster, ClusterConfig, ConfigError
+from etcdspec.model.cluster import Cluster
+from etcdspec.model.cluster_config import ClusterConfig, ConfigError
 from etcdspec.model.invariants import InvariantViolation
 from etcdspec.model.search_cache import SearchCache
 from etcdspec.verdict import Verdict

@@ -35,8 +35,10 @@ from hypothesis import currently_in_test_context, target
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from etcdspec.model import cluster as cl
-from etcdspec.model.cluster import Action, Cluster, ClusterConfig, IllegalActionError
+from etcdspec.model import actions as act
+from etcdspec.model.actions import Action
+from etcdspec.model.cluster import Cluster, IllegalActionError
+from etcdspec.model.cluster_config import ClusterConfig
 from etcdspec.model.explore import ExploreOptions, RunRecorder
 from etcdspec.model.hypothesis_rules import focused, has_initialize_rules, rule_names
 from etcdspec.model.hypothesis_store import keys, range_ends, txns, values
@@ -192,13 +194,13 @@ class ClusterMachine(RuleBasedStateMachine):
             return
         leader = self.nodes[pick % len(self.nodes)]
         if self.free:
-            self._do(cl.timeout(leader))
+            self._do(act.timeout(leader))
             self._settle()
             return
         for _ in range(4 * self.config.election_ticks):
             if self._has_leader():
                 break
-            self._do(cl.tick(leader))
+            self._do(act.tick(leader))
             self._settle()
 
     # ------------------------------------------------------------------ macro steps
@@ -233,21 +235,21 @@ class ClusterMachine(RuleBasedStateMachine):
                 if any(self.cluster.node(n).role == Role.LEADER for n in (candidate, *others)):
                     return
                 for node in (candidate, *others):
-                    self._do(cl.tick(node))
+                    self._do(act.tick(node))
                 self._settle(prefer=candidate)
             return
         if self.cluster.node(candidate).role == Role.LEADER and not self.config.check_quorum:
             return  # without CheckQuorum a leader has no election timeout: it stays
-        self._do(cl.timeout(candidate))
+        self._do(act.timeout(candidate))
         if not self.config.prevote:
             others = []  # without PreVote they would campaign in the candidate's term
         for node in others:
-            self._do(cl.timeout(node))
+            self._do(act.timeout(node))
             if self.cluster.node(node).durable is not None or self.cluster.node(node).outbox:
-                self._do(cl.persist(node))
+                self._do(act.persist(node))
             for message in self.cluster.messages:
                 if message.src == node and message.type in _CAMPAIGN:
-                    self._do(cl.drop(message))
+                    self._do(act.drop(message))
         self._settle(prefer=candidate)
 
     @precondition(_unpartitioned)
@@ -255,7 +257,7 @@ class ClusterMachine(RuleBasedStateMachine):
     def isolate(self, pick: int) -> None:
         """Cut one node off from the others (heal reconnects)."""
         node = self.nodes[pick % len(self.nodes)]
-        self._do(cl.partition(({node}, set(self.nodes) - {node})))
+        self._do(act.partition(({node}, set(self.nodes) - {node})))
 
     def _settle(self, prefer: int = 0) -> None:
         """Persist and deliver in order until quiet; messages from `prefer` first, then
@@ -264,7 +266,7 @@ class ClusterMachine(RuleBasedStateMachine):
         for _ in range(16 * len(self.nodes)):
             pending = self._needs_persist() if explicit else []
             if pending:
-                self._do(cl.persist(pending[0]))
+                self._do(act.persist(pending[0]))
                 continue
             messages = self.cluster.messages
             deliverable = [messages[i] for i in self._deliverable()]
@@ -272,7 +274,7 @@ class ClusterMachine(RuleBasedStateMachine):
                 return
             from_prefer = [m for m in deliverable if m.src == prefer]
             to_prefer = [m for m in deliverable if m.dst == prefer]
-            self._do(cl.deliver((from_prefer or to_prefer or deliverable)[0]))
+            self._do(act.deliver((from_prefer or to_prefer or deliverable)[0]))
 
     # ------------------------------------------------------------------ helpers
     def _do(self, action: Action) -> None:
@@ -331,7 +333,7 @@ class ClusterMachine(RuleBasedStateMachine):
     def tick(self, pick: int) -> None:
         up = self._up()
         if up:
-            self._do(cl.tick(up[pick % len(up)]))
+            self._do(act.tick(up[pick % len(up)]))
 
     @precondition(_free_leaderless)
     @rule(pick=picks)
@@ -339,7 +341,7 @@ class ClusterMachine(RuleBasedStateMachine):
         """An election timeout while no leader is up: the way to make progress."""
         up = self._up()
         if up:
-            self._do(cl.timeout(up[pick % len(up)]))
+            self._do(act.timeout(up[pick % len(up)]))
 
     @precondition(_free_led)
     @rule(pick=picks)
@@ -351,20 +353,20 @@ class ClusterMachine(RuleBasedStateMachine):
             if self.cluster.nodes[n - 1].role != Role.LEADER or self.config.check_quorum
         ]
         if candidates:
-            self._do(cl.timeout(candidates[pick % len(candidates)]))
+            self._do(act.timeout(candidates[pick % len(candidates)]))
 
     @precondition(_free_led)
     @rule(pick=picks)
     def heartbeat(self, pick: int) -> None:
         leaders = self._leaders()
-        self._do(cl.heartbeat(leaders[pick % len(leaders)]))
+        self._do(act.heartbeat(leaders[pick % len(leaders)]))
 
     @precondition(_explicit_persist)
     @rule(pick=picks)
     def persist(self, pick: int) -> None:
         pending = self._needs_persist()
         if pending:
-            self._do(cl.persist(pending[pick % len(pending)]))
+            self._do(act.persist(pending[pick % len(pending)]))
 
     # ------------------------------------------------------------------ network
     @precondition(_in_flight)
@@ -372,7 +374,7 @@ class ClusterMachine(RuleBasedStateMachine):
     def deliver(self, pick: int) -> None:
         deliverable = self._deliverable()
         if deliverable:
-            self._do(cl.deliver(self.cluster.messages[deliverable[pick % len(deliverable)]]))
+            self._do(act.deliver(self.cluster.messages[deliverable[pick % len(deliverable)]]))
 
     @precondition(_in_flight)
     @rule()
@@ -381,7 +383,7 @@ class ClusterMachine(RuleBasedStateMachine):
         every older one (stale responses then arrive after newer proposals)."""
         deliverable = self._deliverable()
         if deliverable:
-            self._do(cl.deliver(self.cluster.messages[deliverable[-1]]))
+            self._do(act.deliver(self.cluster.messages[deliverable[-1]]))
 
     @precondition(_in_flight)
     @rule()
@@ -389,31 +391,31 @@ class ClusterMachine(RuleBasedStateMachine):
         """In-order delivery, the common case: the oldest deliverable message."""
         deliverable = self._deliverable()
         if deliverable:
-            self._do(cl.deliver(self.cluster.messages[deliverable[0]]))
+            self._do(act.deliver(self.cluster.messages[deliverable[0]]))
 
     @precondition(_in_flight)
     @rule(pick=st.integers(min_value=0, max_value=31))
     def drop(self, pick: int) -> None:
         messages = self.cluster.messages
-        self._do(cl.drop(messages[pick % len(messages)]))
+        self._do(act.drop(messages[pick % len(messages)]))
 
     @precondition(_in_flight)
     @rule(pick=st.integers(min_value=0, max_value=31))
     def duplicate(self, pick: int) -> None:
         messages = self.cluster.messages
-        self._do(cl.duplicate(messages[pick % len(messages)]))
+        self._do(act.duplicate(messages[pick % len(messages)]))
 
     @precondition(_unpartitioned)
     @rule(minority=st.sets(st.integers(min_value=1, max_value=5), min_size=1, max_size=2))
     def partition(self, minority: set[int]) -> None:
         alone = {n for n in minority if n <= len(self.nodes)}
         if alone and len(alone) * 2 < len(self.nodes):
-            self._do(cl.partition((alone, set(self.nodes) - alone)))
+            self._do(act.partition((alone, set(self.nodes) - alone)))
 
     @precondition(_partitioned)
     @rule()
     def heal(self) -> None:
-        self._do(cl.heal())
+        self._do(act.heal())
 
     # ------------------------------------------------------------------ faults
     @rule(pick=picks)
@@ -422,13 +424,13 @@ class ClusterMachine(RuleBasedStateMachine):
         worst moment to crash), then the others in order."""
         up = sorted(self._up(), key=lambda n: self.cluster.node(n).durable is None)
         if up:
-            self._do(cl.crash(up[pick % len(up)]))
+            self._do(act.crash(up[pick % len(up)]))
 
     @precondition(_some_down)
     @rule(pick=picks)
     def restart(self, pick: int) -> None:
         down = [n for n in self.nodes if not self.cluster.up[n - 1]]
-        self._do(cl.restart(down[pick % len(down)]))
+        self._do(act.restart(down[pick % len(down)]))
         self.recorder.witness("cluster: crash-restart")
 
     # ------------------------------------------------------------------ clients
@@ -436,39 +438,39 @@ class ClusterMachine(RuleBasedStateMachine):
     @rule(pick=picks, request=client_requests())
     def propose(self, pick: int, request: Request) -> None:
         leaders = self._leaders()
-        self._do(cl.propose(leaders[pick % len(leaders)], request))
+        self._do(act.propose(leaders[pick % len(leaders)], request))
 
     @precondition(_led)
     @rule(pick=picks, ttl=st.integers(min_value=1, max_value=4))
     def lease_grant(self, pick: int, ttl: int) -> None:
         leaders = self._leaders()
-        self._do(cl.propose(leaders[pick % len(leaders)], LeaseGrantRequest(ttl=ttl)))
+        self._do(act.propose(leaders[pick % len(leaders)], LeaseGrantRequest(ttl=ttl)))
 
     @precondition(_led)
     @rule(pick=picks, lease=st.integers(min_value=1, max_value=3))
     def lease_revoke(self, pick: int, lease: int) -> None:
         leaders = self._leaders()
-        self._do(cl.propose(leaders[pick % len(leaders)], LeaseRevokeRequest(id=lease)))
+        self._do(act.propose(leaders[pick % len(leaders)], LeaseRevokeRequest(id=lease)))
 
     @precondition(_led)
     @rule(pick=picks, lease=st.integers(min_value=1, max_value=3))
     def keepalive(self, pick: int, lease: int) -> None:
         leader = self.cluster.node(self._leaders()[pick % len(self._leaders())])
         if any(lid == lease and remaining > 0 for lid, remaining in leader.leases):
-            self._do(cl.keepalive(leader.id, lease))
+            self._do(act.keepalive(leader.id, lease))
 
     @precondition(_led)
     @rule(pick=picks, back=st.integers(min_value=0, max_value=3))
     def compact(self, pick: int, back: int) -> None:
         leader = self.cluster.node(self._leaders()[pick % len(self._leaders())])
         revision = max(1, leader.store.revision - back)
-        self._do(cl.propose(leader.id, CompactionRequest(revision=revision)))
+        self._do(act.propose(leader.id, CompactionRequest(revision=revision)))
 
     @rule(pick=picks)
     def compact_log(self, pick: int) -> None:
         candidates = [n for n in self._up() if self.cluster._can_compact(self.cluster.nodes[n - 1])]
         if candidates:
-            self._do(cl.compact_log(candidates[pick % len(candidates)]))
+            self._do(act.compact_log(candidates[pick % len(candidates)]))
 
     @precondition(_led)
     @rule(pick=picks, key=keys, range_end=range_ends)
@@ -478,7 +480,7 @@ class ClusterMachine(RuleBasedStateMachine):
         leaders = [n for n in self._leaders() if raft_node.can_read_index(self.cluster.node(n))]
         if leaders:
             request = RangeRequest(key=key, range_end=range_end)
-            self._do(cl.read_index(leaders[pick % len(leaders)], request))
+            self._do(act.read_index(leaders[pick % len(leaders)], request))
 
     @rule(pick=picks, key=keys, range_end=range_ends, back=st.integers(min_value=0, max_value=3))
     def watch(self, pick: int, key: bytes, range_end: bytes, back: int) -> None:
@@ -533,16 +535,16 @@ class ClusterMachine(RuleBasedStateMachine):
         left inconsistent (an entry committed without a quorum, a stale append accepted)
         then shows as a violation, checked step by step."""
         if self.cluster.network.groups:
-            self._do(cl.heal())
+            self._do(act.heal())
         leaders = self._leaders()
         if not leaders or len(self._up()) < 2:
             return
         leader = leaders[0]
         for node in self._up():  # a power cut: followers lose what they had not persisted
             if node != leader and self.cluster.node(node).durable is not None:
-                self._do(cl.crash(node))
-                self._do(cl.restart(node))
-        self._do(cl.partition(({leader}, set(self.nodes) - {leader})))
+                self._do(act.crash(node))
+                self._do(act.restart(node))
+        self._do(act.partition(({leader}, set(self.nodes) - {leader})))
         others = [n for n in self._up() if n != leader]
         self._elect(others[0])
 
@@ -561,8 +563,8 @@ class SplitBrainMachine(ClusterMachine):
         logs meet)."""
         leaders = self._leaders()
         leader = leaders[pick % len(leaders)]
-        self._do(cl.partition(({leader}, set(self.nodes) - {leader})))
-        self._do(cl.propose(leader, request))
+        self._do(act.partition(({leader}, set(self.nodes) - {leader})))
+        self._do(act.propose(leader, request))
         others = [n for n in self._up() if n != leader]
         if others:
             self._elect(others[pick % len(others)])

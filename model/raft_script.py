@@ -19,11 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from etcdspec.model.cluster import (
+from etcdspec.model.actions import (
     Action,
-    Cluster,
-    ClusterConfig,
-    IllegalActionError,
     compact_log,
     crash,
     deliver,
@@ -40,6 +37,8 @@ from etcdspec.model.cluster import (
     tick,
     timeout,
 )
+from etcdspec.model.cluster import Cluster, IllegalActionError
+from etcdspec.model.cluster_config import ClusterConfig
 from etcdspec.model.invariants import InvariantViolation
 from etcdspec.model.raft_messages import Message
 from etcdspec.model.requests import LeaseGrantRequest, PutRequest, RangeRequest

@@ -48,7 +48,9 @@ from typing import Any, NamedTuple, cast
 
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
-from etcdspec.model.cluster import MESSAGE_KINDS, Action, Cluster, ClusterConfig
+from etcdspec.model.actions import MESSAGE_KINDS, Action
+from etcdspec.model.cluster import Cluster
+from etcdspec.model.cluster_config import ClusterConfig
 from etcdspec.model.explore import ExploreOptions, RunRecorder, hypothesis_settings
 from etcdspec.model.hypothesis_cluster import (
     ClusterMachine,

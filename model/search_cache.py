@@ -14,7 +14,7 @@ of a pure function of the values it is keyed by, so using it never changes an an
   a node's action list, a message's actions, the history after a step (`ghost_after`)
   and the network after a delivery or a send (`network_without`, `network_with`;
   networks are interned too).
-- `key(...)`: the canonical key of a cluster (see Cluster.canonical_fingerprint): the
+- `key(...)`: the canonical key of a cluster (model/symmetry.py's `canonical_key`): the
   renamed nodes in canonical order and the renamed history, each as one interned int,
   the network as the sorted ints of its renamed messages. Two keys from one cache are
   equal exactly when the renamed states are equal, as with the plain tuple keys.
@@ -27,7 +27,7 @@ No I/O.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from etcdspec.model import store as kv
@@ -35,125 +35,18 @@ from etcdspec.model.invariants import InvariantViolation
 from etcdspec.model.network import Network
 from etcdspec.model.raft_invariants import Ghost, check_raft, update_ghost
 from etcdspec.model.raft_messages import Message
-from etcdspec.model.raft_node import HardState, Node
+from etcdspec.model.raft_node import Node
+from etcdspec.model.symmetry import (
+    message_key,
+    node_key,
+    perm_of,
+    rename_groups,
+    rename_leaders,
+    signature,
+)
 
 Transition = tuple[Node, tuple[Message, ...], tuple[Any, ...]]
 """The node after one input, the messages it sends now, and the step's outputs."""
-
-
-# --------------------------------------------------------------------------- plain keys
-
-
-def signature(node: Node, up: bool) -> tuple[Any, ...]:
-    """What orders nodes canonically: name-free facts, cheap to compare."""
-    log = node.log
-    entries = log.entries
-    return (
-        node.role,
-        node.term,
-        log.snapshot.last_index + len(entries),
-        tuple([e.term for e in entries]),
-        node.commit_index,
-        node.applied_index,
-        up,
-        node.vote == 0,
-        node.durable is None,
-        len(node.outbox),
-    )
-
-
-def message_order(message: tuple[Any, ...]) -> tuple[Any, ...]:
-    """A total order on message keys (requests enter only through their text)."""
-    entries = message[6]
-    snapshot = message[11]
-    return (
-        message[:6],
-        tuple((e.term, e.key) for e in entries),
-        message[7:11],
-        snapshot.last_index,
-        snapshot.last_term,
-    )
-
-
-def message_key(message: Message, perm: Sequence[int]) -> tuple[Any, ...]:
-    """The message with its node ids renamed by `perm`."""
-    return (message.type, perm[message.src], perm[message.dst], *message[3:])
-
-
-def _permute(values: tuple[Any, ...], order: Sequence[int]) -> tuple[Any, ...]:
-    return tuple([values[old] for old in order])
-
-
-def node_key(node: Node, up: bool, perm: Sequence[int], order: Sequence[int]) -> tuple[Any, ...]:
-    """Everything of a node, with node ids renamed by `perm` and per-node tuples
-    reordered by `order` (perm[0] == 0 keeps "none")."""
-    durable = node.durable
-    if durable is not None:
-        durable = HardState(durable.term, perm[durable.vote], durable.log)
-    outbox: tuple[Any, ...] = ()
-    if node.outbox:
-        outbox = tuple(sorted((message_key(m, perm) for m in node.outbox), key=message_order))
-    reads: tuple[Any, ...] = ()
-    if node.reads or node.ready_reads:
-        rounds = [
-            (r.id, r.read_index, frozenset(perm[a] for a in r.acks), r.request)
-            for r in node.reads + node.ready_reads
-        ]
-        reads = (*rounds, len(node.reads))
-    return (
-        up,
-        node.role,
-        node.term,
-        perm[node.vote],
-        perm[node.lead],
-        node.log,
-        node.commit_index,
-        node.applied_index,
-        node.store,
-        node.election_elapsed,
-        node.heartbeat_elapsed,
-        node.randomized_timeout,
-        node.timeout_draws,
-        node.votes and _permute(node.votes, order),
-        node.match and _permute(node.match, order),
-        node.next and _permute(node.next, order),
-        node.recent_active and _permute(node.recent_active, order),
-        durable,
-        outbox,
-        reads,
-        node.read_seq,
-        node.leases,
-    )
-
-
-def canonical_order(
-    nodes: Sequence[Node], up: Sequence[bool], groups: tuple[frozenset[int], ...]
-) -> list[int]:
-    """Positions of the nodes in canonical order: by (partition group size,) signature;
-    ties keep the given order."""
-    if groups:
-        sizes = {n: len(g) for g in groups for n in g}
-        return sorted(range(len(nodes)), key=lambda i: (sizes[i + 1], signature(nodes[i], up[i])))
-    return sorted(range(len(nodes)), key=lambda i: signature(nodes[i], up[i]))
-
-
-def perm_of(order: Sequence[int]) -> list[int]:
-    """The renaming that puts the node at position order[k] as node k+1 (perm[0] == 0)."""
-    perm = [0] * (len(order) + 1)
-    for new_position, old_position in enumerate(order):
-        perm[old_position + 1] = new_position + 1
-    return perm
-
-
-def rename_groups(groups: tuple[frozenset[int], ...], perm: Sequence[int]) -> tuple[Any, ...]:
-    return tuple(sorted(tuple(sorted(perm[n] for n in g)) for g in groups))
-
-
-def rename_leaders(leaders: tuple[tuple[int, int], ...], perm: Sequence[int]) -> tuple[Any, ...]:
-    return tuple(sorted((term, perm[n]) for term, n in leaders))
-
-
-# --------------------------------------------------------------------------- the cache
 
 
 class SearchCache:

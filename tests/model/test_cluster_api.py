@@ -10,11 +10,8 @@ import random
 import pytest
 
 from etcdspec.model import raft_node as rn
-from etcdspec.model.cluster import (
+from etcdspec.model.actions import (
     Action,
-    Cluster,
-    ClusterConfig,
-    IllegalActionError,
     deliver,
     heal,
     keepalive,
@@ -23,6 +20,8 @@ from etcdspec.model.cluster import (
     tick,
     timeout,
 )
+from etcdspec.model.cluster import Cluster, IllegalActionError
+from etcdspec.model.cluster_config import ClusterConfig
 from etcdspec.model.raft_node import Role
 from etcdspec.model.raft_script import run_script
 from etcdspec.model.requests import LeaseGrantRequest, LeaseRevokeRequest, PutRequest

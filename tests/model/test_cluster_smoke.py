@@ -4,14 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from etcdspec.model.cluster import (
-    Cluster,
-    ClusterConfig,
-    ConfigError,
-    IllegalActionError,
-    propose,
-    tick,
-)
+from etcdspec.model.actions import propose, tick
+from etcdspec.model.cluster import Cluster, IllegalActionError
+from etcdspec.model.cluster_config import ClusterConfig, ConfigError
 from etcdspec.model.raft_node import Role
 from etcdspec.model.requests import PutRequest
 

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from etcdspec.model.bugs import BugSet
-from etcdspec.model.cluster import Cluster, ClusterConfig, ConfigError
+from etcdspec.model.cluster import Cluster
+from etcdspec.model.cluster_config import ClusterConfig, ConfigError
 from etcdspec.model.exhaustive import explore_exhaustive, finite_config, small_config
 from etcdspec.model.invariants import InvariantViolation
 from etcdspec.verdict import Verdict

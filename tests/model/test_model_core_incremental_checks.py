@@ -8,8 +8,10 @@ import random
 
 import pytest
 
+from etcdspec.model.actions import deliver, heartbeat, propose, timeout
 from etcdspec.model.bugs import BugSet
-from etcdspec.model.cluster import Cluster, ClusterConfig, deliver, heartbeat, propose, timeout
+from etcdspec.model.cluster import Cluster
+from etcdspec.model.cluster_config import ClusterConfig
 from etcdspec.model.exhaustive import explore_exhaustive, small_config
 from etcdspec.model.invariants import InvariantViolation
 from etcdspec.model.raft_messages import Entry

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from etcdspec.model.bugs import BugSet
-from etcdspec.model.cluster import Cluster, ClusterConfig
+from etcdspec.model.cluster import Cluster
+from etcdspec.model.cluster_config import ClusterConfig
 from etcdspec.model.exhaustive import explore_exhaustive, small_config
 from etcdspec.model.invariants import InvariantViolation
 from etcdspec.model.search_cache import SearchCache

@@ -11,7 +11,7 @@ import pytest
 from hypothesis.stateful import rule, run_state_machine_as_test
 
 from etcdspec.model.bugs import BugSet
-from etcdspec.model.cluster import ClusterConfig
+from etcdspec.model.cluster_config import ClusterConfig
 from etcdspec.model.explore import (
     FINDERS,
     ExploreOptions,

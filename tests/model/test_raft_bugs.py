@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from etcdspec.model.bugs import CATALOGUE, NO_BUGS, BugSet
-from etcdspec.model.cluster import ClusterConfig
+from etcdspec.model.cluster_config import ClusterConfig
 from etcdspec.model.raft_script import run_script
 
 # bug -> (cluster settings, the invariant it breaks, the script)

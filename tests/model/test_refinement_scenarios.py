@@ -9,10 +9,12 @@ from typing import Any
 
 import pytest
 
-from etcdspec.model import cluster as cl
+from etcdspec.model import actions as cl
 from etcdspec.model import raft_node as rn
+from etcdspec.model.actions import Action
 from etcdspec.model.bugs import BugSet
-from etcdspec.model.cluster import Action, Cluster, ClusterConfig
+from etcdspec.model.cluster import Cluster
+from etcdspec.model.cluster_config import ClusterConfig
 from etcdspec.model.explore import ExploreOptions
 from etcdspec.model.raft_messages import Message, MsgType
 from etcdspec.model.refinement import (

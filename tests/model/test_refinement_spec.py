@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from etcdspec.model.cluster import Cluster, ClusterConfig
+from etcdspec.model.cluster import Cluster
+from etcdspec.model.cluster_config import ClusterConfig
 from etcdspec.model.refinement import (
     SPEC_PATH,
     NodeView,

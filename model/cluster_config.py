@@ -1,0 +1,100 @@
+"""The cluster simulator's configuration: size, seed, bugs, timing, bounds, workload.
+
+Contract
+- `ClusterConfig` is a frozen dataclass; constructing one that cannot be simulated
+  raises `ConfigError`, whose message says what to change. Nothing else checks it.
+- `params()` gives the per-node Raft parameters (model/raft_node.py's `RaftParams`);
+  the rest (bounds, which faults are offered, the proposals and reads a leader is
+  offered, `lease_tick_scale`) is the cluster's (model/cluster.py).
+- Bounds (`max_term`, `max_log`, `max_messages`, `max_crashes`) are None for
+  unbounded; a step that would leave them is not enabled.
+- `describe()` is the one text of a config used by reports and errors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from etcdspec.model.bugs import NO_BUGS, BugSet
+from etcdspec.model.raft_node import RaftParams
+from etcdspec.model.requests import PutRequest, RangeRequest
+
+
+class ConfigError(ValueError):
+    """A cluster configuration that cannot be simulated; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    nodes: int = 3
+    seed: int = 0
+    bugs: BugSet = NO_BUGS
+    election_ticks: int = 10
+    heartbeat_ticks: int = 1
+    prevote: bool = True
+    check_quorum: bool = True
+    timeouts: str = "ticks"  # "ticks": counted with randomized timeouts; "free": timeout(n)
+    max_term: int | None = None
+    max_log: int | None = None
+    max_messages: int | None = None
+    lossy_overflow: bool = False  # with max_messages: a message sent into a full network is
+    # lost (a real network behaviour) instead of the step being out of bounds
+    max_snapshot_lag: int = 1  # compact_log(n) is offered once this many applied entries
+    # lie beyond the node's snapshot
+    persist: str = "explicit"  # "explicit": persist(n) is a step; "sync": every step persists
+    noop_on_leader: bool = True
+    max_crashes: int | None = None
+    allow_drop: bool = True
+    allow_duplicate: bool = True
+    allow_partition: bool = True
+    allow_compaction: bool = True
+    allow_heartbeat: bool = True  # free mode: offer heartbeat(n) (a leader resends appends)
+    proposals: tuple[Any, ...] = field(default_factory=lambda: (PutRequest(b"k", b"v"),))
+    reads: tuple[Any, ...] = field(default_factory=lambda: (RangeRequest(b"k"),))
+    lease_tick_scale: int = 1
+
+    def __post_init__(self) -> None:
+        if self.nodes < 1:
+            raise ConfigError(f"nodes must be at least 1, got {self.nodes}; use 3 or 5")
+        if self.timeouts not in ("ticks", "free"):
+            raise ConfigError(f"timeouts must be 'ticks' or 'free', got {self.timeouts!r}")
+        if self.persist not in ("explicit", "sync"):
+            raise ConfigError(f"persist must be 'explicit' or 'sync', got {self.persist!r}")
+        if self.election_ticks < 1 or self.heartbeat_ticks < 1:
+            raise ConfigError("election_ticks and heartbeat_ticks must be at least 1")
+        if self.heartbeat_ticks >= self.election_ticks:
+            raise ConfigError(
+                f"heartbeat_ticks ({self.heartbeat_ticks}) must be below election_ticks "
+                f"({self.election_ticks}), as etcd requires"
+            )
+        for name in ("max_term", "max_log", "max_messages", "max_crashes"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise ConfigError(f"{name} must be >= 0 or None, got {value}")
+
+    def params(self) -> RaftParams:
+        return RaftParams(
+            nodes=self.nodes,
+            election_ticks=self.election_ticks,
+            heartbeat_ticks=self.heartbeat_ticks,
+            prevote=self.prevote,
+            check_quorum=self.check_quorum,
+            free_timeouts=self.timeouts == "free",
+            explicit_persist=self.persist == "explicit",
+            noop_on_leader=self.noop_on_leader,
+            seed=self.seed,
+            bugs=self.bugs,
+        )
+
+    def describe(self) -> str:
+        bounds = ", ".join(
+            f"{name}={getattr(self, name)}"
+            for name in ("max_term", "max_log", "max_messages", "max_crashes")
+            if getattr(self, name) is not None
+        )
+        return (
+            f"{self.nodes} nodes, seed {self.seed}, timeouts {self.timeouts}, persist "
+            f"{self.persist}, prevote {self.prevote}, check_quorum {self.check_quorum}, "
+            f"bugs {self.bugs.describe()}" + (f", {bounds}" if bounds else "")
+        )
