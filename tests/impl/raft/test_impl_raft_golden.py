@@ -1,8 +1,10 @@
-"""Data-driven golden tests of the Raft core: scripts of commands in
-tests/impl/raft/raft_scripts/*.txt, each followed by `----` and the expected output (the
-simulator's event log for that command: role changes, messages sent and delivered,
-entries applied, read states). Set REWRITE_GOLDEN=1 to rewrite the expectations (then
-review the diff: it is the behaviour being signed off).
+"""Data-driven golden tests of the server's Raft core (etcdspec.impl.raft, driven by the
+simulator in tests/support/impl_raft_sim.py): transcripts in
+tests/impl/raft/raft_scripts/*.txt, run by tests/support/golden.py. Under each `> command`
+is its expected output: the simulator's event log for that command (role changes, messages
+sent and delivered, entries applied, read states), or `ok` when it logged nothing. Run with
+--rewrite-golden to rewrite the expectations (then review the diff: it is the behaviour
+being signed off).
 
 Commands:
     cluster <n> [seed=S] [pre_vote=0|1] [check_quorum=0|1] [inflight=N] [max_bytes=N]
@@ -15,16 +17,18 @@ Commands:
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
+from golden import run_golden
 from impl_raft_sim import Cluster
 
 SCRIPTS = sorted((Path(__file__).parent / "raft_scripts").glob("*.txt"))
 
 
 class Interpreter:
+    """The golden runner's interpreter for the Raft core: one simulated cluster."""
+
     def __init__(self) -> None:
         self.cluster: Cluster | None = None
 
@@ -34,7 +38,7 @@ class Interpreter:
             raise ValueError("the script must start with `cluster <n>`")
         return self.cluster
 
-    def run(self, command: str) -> str:
+    def run(self, command: str) -> list[str]:
         words = command.split()
         name, args = words[0], words[1:]
         mark = len(self.cluster.log) if self.cluster is not None else 0
@@ -45,7 +49,7 @@ class Interpreter:
         out = self.c.log[mark:] if name != "cluster" else []
         if extra:
             out = [*out, *extra]
-        return "\n".join(out) if out else "ok"
+        return out or ["ok"]
 
     def cmd_cluster(self, args: list[str]) -> list[str]:
         options = dict(a.split("=") for a in args[1:])
@@ -114,37 +118,9 @@ class Interpreter:
         return self.c.describe().splitlines()
 
 
-def parse(text: str) -> list[tuple[str, str]]:
-    """Blocks separated by two blank lines: a command, a `----` line, expected output."""
-    cases = []
-    for block in text.strip().split("\n\n\n"):
-        lines = block.strip("\n").split("\n")
-        if len(lines) < 2 or lines[1] != "----":
-            raise ValueError(f"a script block must be `command`, `----`, output; got {lines[:2]}")
-        cases.append((lines[0].strip(), "\n".join(lines[2:]).strip()))
-    return cases
-
-
-def render(cases: list[tuple[str, str]]) -> str:
-    return "\n\n\n".join(f"{command}\n----\n{output}" for command, output in cases) + "\n"
-
-
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
-def test_golden_script(script: Path) -> None:
-    cases = parse(script.read_text())
-    interpreter = Interpreter()
-    actual = []
-    for command, _ in cases:
-        try:
-            output = interpreter.run(command)
-        except Exception as exc:  # errors are part of the expected output
-            output = f"error: {type(exc).__name__}: {exc}"
-        actual.append((command, output))
-    if os.environ.get("REWRITE_GOLDEN") == "1":
-        script.write_text(render(actual))
-        return
-    for (command, expected), (_, output) in zip(cases, actual, strict=True):
-        assert output == expected, f"{script.name}: `{command}`"
+def test_golden_script(script: Path, rewrite_golden: bool) -> None:
+    run_golden(script, Interpreter, rewrite=rewrite_golden)
 
 
 def test_golden_scripts_exist() -> None:
