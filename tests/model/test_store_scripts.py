@@ -1,10 +1,11 @@
 """Golden scripts for the store model: etcdctl-like commands and the model's answers.
 
-Each file in tests/model/store_scripts/ is a script: a line `> COMMAND` runs a command
-on the store (continuing from the previous one); the lines under it, up to the next
-command, are the expected output (describe() texts; `error CODE: message` for a
-rejected request). Lines starting with `#` are comments; blank lines are ignored.
-Set ETCDSPEC_REWRITE_GOLDEN=1 to rewrite the expectations from the model's output.
+Each file in tests/model/store_scripts/ is a golden transcript (tests/support/golden.py):
+a line `> COMMAND` runs a command on the store (continuing from the previous one); the
+lines under it, up to the next command, are the expected output (describe() texts;
+`error CODE: message` for a request the store rejects, `error: ScriptError: ...` for a
+line this interpreter cannot read). Lines starting with `#` are comments. Run with
+--rewrite-golden to rewrite the expectations from the model's output.
 
 Commands (etcdctl's names and flags):
   put KEY VALUE [--lease=N] [--prev-kv] [--ignore-value] [--ignore-lease]
@@ -20,11 +21,11 @@ Commands (etcdctl's names and flags):
 
 from __future__ import annotations
 
-import os
 import shlex
 from pathlib import Path
 
 import pytest
+from golden import run_golden
 
 from etcdspec.model.errors import StoreError
 from etcdspec.model.requests import (
@@ -187,45 +188,28 @@ def _request(line: str) -> Request | tuple[WatchRequest, bool]:
     raise ScriptError(f"unknown command {line!r}; see this module's docstring")
 
 
-def run_command(state: StoreState, line: str) -> tuple[StoreState, list[str]]:
-    request = _request(line)
-    if isinstance(request, tuple):
-        watch, progress = request
-        return state, [r.describe() for r in watch_responses(state, watch, progress=progress)]
-    try:
-        state, response = apply(state, request)
-    except StoreError as error:
-        return state, [f"error {error.code}: {error.message}"]
-    return state, [response.describe()]
+class StoreInterpreter:
+    """The golden runner's interpreter for the store model: one store, from empty."""
 
+    def __init__(self) -> None:
+        self.state: StoreState = initial_state()
 
-def run_script(text: str) -> tuple[list[str], list[str]]:
-    """(the script as written, the script with the model's outputs)."""
-    state = initial_state()
-    written: list[str] = []
-    produced: list[str] = []
-    for raw in text.splitlines():
-        line = raw.rstrip()
-        if line.startswith("> "):
-            written.append(line)
-            produced.append(line)
-            state, outputs = run_command(state, line[2:])
-            produced.extend(outputs)
-        elif line.startswith("#") or not line:
-            written.append(line)
-            produced.append(line)
-        else:
-            written.append(line)
-    return written, produced
+    def run(self, line: str) -> list[str]:
+        request = _request(line)
+        if isinstance(request, tuple):
+            watch, progress = request
+            responses = watch_responses(self.state, watch, progress=progress)
+            return [r.describe() for r in responses]
+        try:
+            self.state, response = apply(self.state, request)
+        except StoreError as error:
+            return [f"error {error.code}: {error.message}"]
+        return [response.describe()]
 
 
 @pytest.mark.parametrize("path", sorted(SCRIPTS.glob("*.txt")), ids=lambda p: p.stem)
-def test_store_script(path: Path) -> None:
-    written, produced = run_script(path.read_text())
-    if os.environ.get("ETCDSPEC_REWRITE_GOLDEN"):
-        path.write_text("\n".join(produced) + "\n")
-        return
-    assert "\n".join(written) == "\n".join(produced)
+def test_store_script(path: Path, rewrite_golden: bool) -> None:
+    run_golden(path, StoreInterpreter, rewrite=rewrite_golden)
 
 
 def test_store_scripts_exist() -> None:
@@ -234,4 +218,4 @@ def test_store_scripts_exist() -> None:
 
 def test_store_script_rejects_unknown_commands() -> None:
     with pytest.raises(ScriptError, match="unknown command"):
-        run_script("> frobnicate a")
+        StoreInterpreter().run("frobnicate a")
