@@ -3,6 +3,8 @@
 In the spirit of etcd raft's interaction tests: each line is one command, the transcript
 echoes it (`> line`) and prints what it asks to show; an error is printed into the
 transcript (`error: ...`) instead of being raised, so a golden test pins it too.
+`ScriptSession` runs one command at a time (the golden runner's interpreter for the
+model's cluster, tests/model/raft_scripts/); `run_script` runs a whole script.
 
 Commands (node numbers are 1..N; a message is picked as the newest in flight that matches):
   timeout N | heartbeat N | tick N [COUNT] | persist N | crash N | restart N | compact N
@@ -48,22 +50,35 @@ class ScriptError(ValueError):
     """A script line that cannot be run; the message says what was expected."""
 
 
+class ScriptSession:
+    """A fresh cluster driven one command at a time: `run(line)` gives what it shows.
+
+    A command that fails with ScriptError, IllegalActionError or InvariantViolation shows
+    `error: ...` and leaves the cluster as it was.
+    """
+
+    def __init__(self, config: ClusterConfig | None = None) -> None:
+        self.cluster = Cluster.start(config or ClusterConfig())
+
+    def run(self, line: str) -> list[str]:
+        try:
+            self.cluster, shown = _command(self.cluster, line.strip())
+        except (ScriptError, IllegalActionError, InvariantViolation) as error:
+            return [f"error: {error}"]
+        return shown
+
+
 def run_script(lines: Iterable[str], config: ClusterConfig | None = None) -> tuple[str, Cluster]:
     """Run a script from a fresh cluster; returns the transcript and the final cluster."""
-    cluster = Cluster.start(config or ClusterConfig())
+    session = ScriptSession(config)
     out: list[str] = []
     for raw in lines:
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
         out.append(f"> {line}")
-        try:
-            cluster, shown = _command(cluster, line)
-        except (ScriptError, IllegalActionError, InvariantViolation) as error:
-            out.append(f"error: {error}")
-            continue
-        out.extend(shown)
-    return "\n".join(out), cluster
+        out.extend(session.run(line))
+    return "\n".join(out), session.cluster
 
 
 def _node(word: str, cluster: Cluster) -> int:

@@ -2,10 +2,11 @@
 
 Each file in tests/model/raft_scripts/ pins one Raft property (its name) on the model's
 cluster, with timeouts as explicit actions so nothing depends on timing. The files are
-golden transcripts (tests/support/golden.py) of etcdspec.model.raft_script's commands;
-a `config:` line sets ClusterConfig fields (`prevote=false persist=explicit`) over this
-kind's defaults, `timeouts=free persist=sync`. Run with --rewrite-golden to rewrite them.
-After its script, every scenario's final cluster must still keep every invariant.
+golden transcripts (tests/support/golden.py) of etcdspec.model.raft_script's commands, run
+by its ScriptSession; a `config:` line sets ClusterConfig fields (`prevote=false
+persist=explicit`) over this kind's defaults, `timeouts=free persist=sync`. Run with
+--rewrite-golden to rewrite them. After its script, every scenario's final cluster must
+still keep every invariant.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from pathlib import Path
 import pytest
 from golden import run_golden
 
-from etcdspec.model.cluster import Cluster, ClusterConfig
-from etcdspec.model.raft_script import run_script
+from etcdspec.model.cluster_config import ClusterConfig
+from etcdspec.model.raft_script import ScriptSession
 
 SCRIPTS = sorted((Path(__file__).parent / "raft_scripts").glob("*.txt"))
 
@@ -42,38 +43,20 @@ def cluster_config(settings: dict[str, str]) -> ClusterConfig:
     options: dict[str, object] = {}
     for name, text in {**DEFAULTS, **settings}.items():
         if name not in kinds:
-            raise ValueError(f"config {name}: not a ClusterConfig field; use one of {list(kinds)}")
+            fields = ", ".join(kinds)
+            raise ValueError(f"config {name}: not a ClusterConfig field; use one of {fields}")
         options[name] = _value(name, kinds[name], text)
     return ClusterConfig(**options)
 
 
-class ClusterInterpreter:
-    """The golden runner's interpreter for the model's cluster.
-
-    model/raft_script.py runs whole scripts (`run_script`), so each command replays the
-    script so far from a fresh cluster and shows what its last command printed: the model
-    is deterministic and the scripts are short, and the transcript is run_script's own.
-    """
-
-    def __init__(self, **settings: str) -> None:
-        self.config = cluster_config(settings)
-        self.commands: list[str] = []
-        self.cluster = Cluster.start(self.config)
-
-    def run(self, command: str) -> list[str]:
-        self.commands.append(command)
-        transcript, self.cluster = run_script(self.commands, self.config)
-        shown = transcript.splitlines()
-        echoes = [i for i, line in enumerate(shown) if line.startswith("> ")]
-        if len(echoes) != len(self.commands):
-            self.commands.pop()
-            raise ValueError(f"run_script does not run {command!r} as a command")
-        return shown[echoes[-1] + 1 :]
+def start(**settings: str) -> ScriptSession:
+    """The golden runner's interpreter for the model's cluster, from a `config:` line."""
+    return ScriptSession(cluster_config(settings))
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
 def test_raft_scenario(script: Path, rewrite_golden: bool) -> None:
-    interpreter = run_golden(script, ClusterInterpreter, rewrite=rewrite_golden)
+    interpreter = run_golden(script, start, rewrite=rewrite_golden)
     interpreter.cluster.check_invariants()
 
 
