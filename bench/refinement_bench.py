@@ -21,7 +21,8 @@ import time
 from dataclasses import dataclass
 
 from etcdspec.model.explore import ExploreOptions
-from etcdspec.model.refinement import raft_steps_spec, run_exploration
+from etcdspec.model.refinement import run_exploration
+from etcdspec.model.spec_abstraction import raft_steps_spec
 
 GOAL = 2.0
 

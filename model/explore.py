@@ -298,7 +298,8 @@ def _factory(
     if options.refine:
         # Imported here: the refinement check loads the spec (model/ imports spec/ only
         # for refinement, and only when asked).
-        from etcdspec.model.refinement import RefinementStats, refinement_machine_factory
+        from etcdspec.model.refinement import refinement_machine_factory
+        from etcdspec.model.refinement_check import RefinementStats
 
         return refinement_machine_factory(options, recorder, RefinementStats()), recorder
     return module.machine_factory(options, recorder), recorder

@@ -17,12 +17,8 @@ from etcdspec.model.cluster import Cluster
 from etcdspec.model.cluster_config import ClusterConfig
 from etcdspec.model.explore import ExploreOptions
 from etcdspec.model.raft_messages import Message, MsgType
-from etcdspec.model.refinement import (
-    RefinementStats,
-    RefinementViolation,
-    check_step,
-    run_exploration,
-)
+from etcdspec.model.refinement import run_exploration
+from etcdspec.model.refinement_check import RefinementStats, RefinementViolation, check_step
 from etcdspec.model.requests import PutRequest
 
 Script = Sequence[Any]  # Actions, "settle", or callables cluster -> list of Actions

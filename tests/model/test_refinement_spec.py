@@ -9,18 +9,16 @@ import pytest
 
 from etcdspec.model.cluster import Cluster
 from etcdspec.model.cluster_config import ClusterConfig
-from etcdspec.model.refinement import (
+from etcdspec.model.refinement_check import check_initial, check_plan
+from etcdspec.model.spec_abstraction import (
     SPEC_PATH,
     NodeView,
-    SpecStep,
-    StepPlan,
     abstract_for_spec,
-    check_initial,
-    check_plan,
     make_instance,
     raft_steps_spec,
     spec_state,
 )
+from etcdspec.model.step_plans import SpecStep, StepPlan
 from etcdspec.spec.evaluator import enabled, step, violated_properties
 from etcdspec.spec.loader import load_spec
 

@@ -1,0 +1,243 @@
+"""The abstraction from the cluster model into spec/raft_steps.spec's vocabulary.
+
+Contract
+- `node_view(node, up)` is one node as the spec sees it (`NodeView`): current_term,
+  vote, role, up, snapshot index/term, the log's entry terms after the snapshot,
+  commit_index, a leader's acknowledged index per follower (match), and the durable
+  copy of term, vote and log. Nothing else of a node is visible to the spec.
+- `spec_state(views, indices, nodes)` is the spec state of the given nodes over an
+  index universe: one value per spec symbol (log_term and dlog_term as tables, term0
+  at and below a snapshot and beyond a log's end).
+- `make_instance(...)` is a finite `Instance`: contiguous term and index ranges (the
+  index range may start above 0: a window over the live logs), the smallest
+  majorities as quorums, node 0 standing for "nobody", and the rigid symbols of the
+  message being received (sent_term, sent_commit, sent_last).
+- `abstract_for_spec(cluster)` is the whole cluster abstracted, with an instance that
+  covers it; `raft_steps_spec()` is the spec, parsed and type-checked once.
+- Pure functions of their arguments, no I/O besides reading the spec file once.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from typing import Any, NamedTuple
+
+from etcdspec.model.cluster import Cluster
+from etcdspec.model.raft_messages import node_name
+from etcdspec.model.raft_node import Node, Role
+from etcdspec.spec.evaluator import Instance
+from etcdspec.spec.loader import SPEC_DIR, LoadedSpec, load_spec
+
+SPEC_PATH = SPEC_DIR / "raft_steps.spec"
+NOBODY = 0
+ROLE_NAMES = {
+    Role.FOLLOWER: "follower",
+    Role.PRE_CANDIDATE: "precandidate",
+    Role.CANDIDATE: "candidate",
+    Role.LEADER: "leader",
+}
+ROLES = ("follower", "precandidate", "candidate", "leader")
+NODE_SYMBOLS = (
+    "current_term",
+    "vote",
+    "role",
+    "snap_index",
+    "snap_term",
+    "last_index",
+    "commit_index",
+    "dterm",
+    "dvote",
+    "dsnap_index",
+    "dsnap_term",
+    "dlast_index",
+)
+# Steps that only move messages or the partition: no node's abstract state may change.
+
+
+@lru_cache(maxsize=1)
+def raft_steps_spec() -> LoadedSpec:
+    """The step-level spec, parsed and type-checked once."""
+    return load_spec(str(SPEC_PATH))
+
+
+class NodeView(NamedTuple):
+    """One node in the spec's vocabulary (log: the entry terms after the snapshot)."""
+
+    term: int
+    vote: int
+    role: str
+    up: bool
+    snap_index: int
+    snap_term: int
+    log: tuple[int, ...]
+    commit_index: int
+    dterm: int
+    dvote: int
+    dsnap_index: int
+    dsnap_term: int
+    dlog: tuple[int, ...]
+    match: tuple[int, ...] = ()  # a leader's acked index per node (position id-1); () none
+
+    @property
+    def last_index(self) -> int:
+        return self.snap_index + len(self.log)
+
+    @property
+    def dlast_index(self) -> int:
+        return self.dsnap_index + len(self.dlog)
+
+    def describe(self) -> str:
+        vote = node_name(self.vote) if self.vote else "none"
+        state = "up" if self.up else "down"
+        log = " ".join(str(t) for t in self.log)
+        dlog = " ".join(str(t) for t in self.dlog)
+        return (
+            f"{self.role} term {self.term} vote {vote} {state} "
+            f"log [snap {self.snap_index}/{self.snap_term}] [{log}] commit {self.commit_index}; "
+            f"durable term {self.dterm} vote {node_name(self.dvote) if self.dvote else 'none'} "
+            f"log [snap {self.dsnap_index}/{self.dsnap_term}] [{dlog}]"
+            + (f"; acks {list(self.match)}" if any(self.match) else "")
+        )
+
+    def acked(self, node: int) -> int:
+        return self.match[node - 1] if self.match else 0
+
+    def durable_holds(self, index: int) -> bool:
+        """The durable log holds the in-memory log's entry at `index`."""
+        if index > self.dlast_index or index > self.last_index:
+            return False
+        memory = _log_terms(self.snap_index, self.log, range(index, index + 1))[0]
+        durable = _log_terms(self.dsnap_index, self.dlog, range(index, index + 1))[0]
+        return memory == durable
+
+
+def node_view(node: Node, up: bool) -> NodeView:
+    log = node.log
+    hard = node.hard_state()
+    terms = tuple(e.term for e in log.entries)
+    return NodeView(
+        term=node.term,
+        vote=node.vote,
+        role=ROLE_NAMES[node.role],
+        up=up,
+        snap_index=log.snapshot.last_index,
+        snap_term=log.snapshot.last_term,
+        log=terms,
+        commit_index=node.commit_index,
+        dterm=hard.term,
+        dvote=hard.vote,
+        dsnap_index=hard.log.snapshot.last_index,
+        dsnap_term=hard.log.snapshot.last_term,
+        dlog=terms if hard.log is log else hard.log.terms(),
+        match=node.match if any(node.match) else (),
+    )
+
+
+def cluster_views(cluster: Cluster) -> tuple[NodeView, ...]:
+    return tuple(node_view(node, cluster.up[node.id - 1]) for node in cluster.nodes)
+
+
+def _view_value(view: NodeView, symbol: str) -> Any:
+    if symbol == "last_index":
+        return view.last_index
+    if symbol == "dlast_index":
+        return view.dlast_index
+    if symbol == "dterm":
+        return view.dterm
+    return getattr(view, "term" if symbol == "current_term" else symbol)
+
+
+def _log_terms(snap_index: int, log: tuple[int, ...], indices: range) -> list[int]:
+    """The normalised log: term0 at and below the snapshot and beyond the end."""
+    last = snap_index + len(log)
+    return [log[j - snap_index - 1] if snap_index < j <= last else 0 for j in indices]
+
+
+def spec_state(views: Mapping[int, NodeView], indices: range, nodes: int) -> dict[str, Any]:
+    """The spec state of the given nodes (by id) over an index universe, in a cluster
+    of `nodes` nodes."""
+    state: dict[str, Any] = {name: {} for name in NODE_SYMBOLS}
+    state["up"] = {n for n, view in views.items() if view.up}
+    log_term: dict[tuple[int, int], int] = {}
+    dlog_term: dict[tuple[int, int], int] = {}
+    for n, view in views.items():
+        for name in NODE_SYMBOLS:
+            state[name][n] = _view_value(view, name)
+        for j, t in zip(indices, _log_terms(view.snap_index, view.log, indices), strict=True):
+            log_term[(n, j)] = t
+        for j, t in zip(indices, _log_terms(view.dsnap_index, view.dlog, indices), strict=True):
+            dlog_term[(n, j)] = t
+    state["log_term"] = log_term
+    state["match"] = {
+        (n, m): view.acked(m) for n, view in views.items() for m in range(1, nodes + 1)
+    }
+    state["dlog_term"] = dlog_term
+    return state
+
+
+@lru_cache(maxsize=8)
+def quorums(nodes: int) -> tuple[frozenset[int], ...]:
+    """The smallest majorities of nodes 1..nodes (larger ones add nothing to a check)."""
+    size = nodes // 2 + 1
+    return tuple(frozenset(c) for c in itertools.combinations(range(1, nodes + 1), size))
+
+
+def make_instance(
+    nodes: int,
+    max_term: int,
+    max_index: int,
+    sent: Mapping[int, int] | None = None,
+    sent_commit: int = 0,
+    sent_last: int = 0,
+    node_ids: Sequence[int] | None = None,
+    min_index: int = 0,
+) -> Instance:
+    """Contiguous term and index ranges (the spec's next_index / next_term need them);
+    node 0 is "nobody" (a rigid value outside the universe); `sent` gives the entry
+    terms of the message being received. `min_index` starts the index range above 0
+    (a window over the live part of the logs, see check_plan)."""
+    indices = range(min_index, max_index + 1)
+    sent = sent or {}
+    ids = list(range(1, nodes + 1)) if node_ids is None else list(node_ids)
+    return Instance(
+        universes={
+            "node": ids,
+            "role": ROLES,
+            "quorum": quorums(nodes),
+            "term": range(max_term + 1),
+            "index": indices,
+        },
+        rigid={
+            "nobody": NOBODY,
+            "term0": 0,
+            "index0": 0,
+            "follower": "follower",
+            "precandidate": "precandidate",
+            "candidate": "candidate",
+            "leader": "leader",
+            "sent_term": {j: sent.get(j, 0) for j in indices},
+            "sent_commit": sent_commit,
+            "sent_last": sent_last,
+            "member": {(m, q) for q in quorums(nodes) for m in q},
+        },
+    )
+
+
+def view_bounds(views: Sequence[NodeView]) -> tuple[int, int]:
+    """The largest term and index the views hold: what an instance must cover."""
+    max_term = max(
+        [0, *(max(v.term, v.dterm, v.snap_term, v.dsnap_term, *v.log, *v.dlog) for v in views)]
+    )
+    max_index = max([0, *(max(v.last_index, v.dlast_index, v.commit_index) for v in views)])
+    return max_term, max_index
+
+
+def abstract_for_spec(cluster: Cluster) -> tuple[dict[str, Any], Instance]:
+    """The whole cluster in raft_steps vocabulary, with an instance that covers it."""
+    views = cluster_views(cluster)
+    max_term, max_index = view_bounds(views)
+    instance = make_instance(len(views), max_term, max_index)
+    by_id = {position + 1: view for position, view in enumerate(views)}
+    return spec_state(by_id, range(max_index + 1), len(views)), instance
