@@ -23,12 +23,15 @@ rules out (tick with free timeouts, persist with sync persistence, ...) are left
 of the machine a run uses. Witnesses are counted with `hypothesis.event()` and in the
 run's `RunRecorder` (leader elected, entry committed, term change, crash-restart), and
 `target()` steers towards higher terms and diverging logs.
+
+As a machine module of explore.run_hypothesis it gives `abstract_state`,
+`machine_factory` and `shrink_run` (a failing run's model steps shrunk by replay:
+model/action_shrink.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from hypothesis import currently_in_test_context, target
@@ -36,8 +39,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from etcdspec.model import actions as act
+from etcdspec.model.action_shrink import ShrunkRun, shrink_actions
 from etcdspec.model.actions import Action
-from etcdspec.model.cluster import Cluster, IllegalActionError
+from etcdspec.model.cluster import Cluster
 from etcdspec.model.cluster_config import ClusterConfig
 from etcdspec.model.explore import ExploreOptions, RunRecorder
 from etcdspec.model.hypothesis_rules import focused, has_initialize_rules, rule_names
@@ -594,70 +598,12 @@ def machine_factory(
     return factory
 
 
-@dataclass(frozen=True)
-class ShrunkRun:
-    """A failing run shrunk by replay: its (label, state) steps and the violation."""
-
-    trace: list[tuple[str, Any]]
-    violation: tuple[str, str]  # (invariant, detail)
-    original: int  # steps before shrinking
-
-
-def replay(
-    config: ClusterConfig, actions: Sequence[Action]
-) -> tuple[list[Action], list[tuple[str, Any]], InvariantViolation | None]:
-    """Run `actions` from the start state, skipping any that is no longer enabled (a
-    message not in flight, a node down, ...), checking invariants after each; stops at
-    the first violation. Returns the actions kept, their (label, state) and the violation."""
-    cluster = Cluster.start(config)
-    kept: list[Action] = []
-    trace: list[tuple[str, Any]] = []
-    for action in actions:
-        try:
-            after = cluster.apply(action)
-        except IllegalActionError:
-            continue
-        kept.append(action)
-        trace.append((action.describe(), after))
-        try:
-            after.check_invariants(cluster)
-        except InvariantViolation as violation:
-            return kept, trace, violation
-        cluster = after
-    return kept, trace, None
-
-
 def shrink_run(
     options: ExploreOptions,
     actions: Sequence[Any],
     invariant: str,
     max_replays: int = 2000,
 ) -> ShrunkRun | None:
-    """Delta debugging over the model steps of a failing run: remove chunks (halving
-    their size down to single steps) while a replay still violates `invariant`.
-    None when the run does not replay to that violation (e.g. a watch check failed)."""
-    config = cluster_config(options)
-    if any(action is None for action in actions):
-        actions = [a for a in actions if a is not None]
-    current, trace, violation = replay(config, actions)
-    if violation is None or violation.invariant != invariant:
-        return None
-    original = len(actions)
-    replays = 1
-    chunk = max(1, len(current) // 2)
-    while chunk >= 1 and replays < max_replays:
-        start = len(current) - chunk
-        changed = False
-        while start >= 0 and replays < max_replays:
-            candidate = current[:start] + current[start + chunk :]
-            kept, candidate_trace, found = replay(config, candidate)
-            replays += 1
-            if found is not None and found.invariant == invariant:
-                current, trace, violation, changed = kept, candidate_trace, found, True
-                start = min(start, len(current)) - chunk
-            else:
-                start -= chunk
-        if not changed:
-            chunk //= 2
-    assert violation is not None
-    return ShrunkRun(trace, (violation.invariant, violation.detail), original)
+    """The machine module's shrinker (explore.run_hypothesis looks it up by name): the
+    run's model steps shrunk by replay on this run's cluster configuration."""
+    return shrink_actions(cluster_config(options), actions, invariant, max_replays)

@@ -8,15 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from etcdspec.model.action_shrink import replay
 from etcdspec.model.cluster import Cluster
 from etcdspec.model.explore import ExploreOptions, find_bug, run_hypothesis
-from etcdspec.model.hypothesis_cluster import (
-    ClusterMachine,
-    cluster_config,
-    focused,
-    replay,
-    rule_names,
-)
+from etcdspec.model.hypothesis_cluster import ClusterMachine, cluster_config, focused, rule_names
 from etcdspec.model.stage import run_stage
 from etcdspec.stage import StageOptions
 from etcdspec.verdict import Verdict
