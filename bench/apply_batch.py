@@ -1,11 +1,12 @@
 """What applying a put costs a member, by the size of the batch it is applied in.
 
-A member applies committed entries through `MemberStorage.apply`, one backend
+A member applies committed entries through `StateMachine.apply`, one backend
 transaction (a savepoint in the group-committed SQLite transaction) per call. A leader
 applies one client's puts one at a time; a follower holds committed entries back and
-applies them together (impl/server/member.py `_defer_apply`). This measures the process CPU time
-per put for batches of --sizes entries: puts of 256-byte values to --keys keys (loaded
-first, so each put replaces a live key), in a member's storage in a temporary directory,
+applies them together (impl/server/apply.py, the pump plan's APPLY_OR_DEFER). This
+measures the process CPU time per put for batches of --sizes entries: puts of 256-byte
+values to --keys keys (loaded first, so each put replaces a live key), in a member's
+state machine in a temporary directory,
 each size --rounds times in turn; it prints the median per size and its ratio to the
 first size.
 
@@ -21,9 +22,9 @@ import time
 from pathlib import Path
 
 from etcdspec.impl.kv.applier import encode_request
+from etcdspec.impl.kv.state_machine import StateMachine
 from etcdspec.impl.pb import rpc_pb2
 from etcdspec.impl.raft.messages import Entry
-from etcdspec.impl.server.member_storage import MemberStorage
 
 
 class _Puts:
@@ -42,12 +43,12 @@ class _Puts:
         return entries
 
 
-def _per_put_us(storage: MemberStorage, puts: _Puts, size: int, count: int) -> float:
+def _per_put_us(storage: StateMachine, puts: _Puts, size: int, count: int) -> float:
     batches = [tuple(puts.take(size)) for _ in range(max(1, count // size))]
     started = time.process_time()
     for batch in batches:
         storage.apply(batch)
-        storage.flush_backend_if_due()
+        storage.flush_if_due()
     return (time.process_time() - started) / (len(batches) * size) * 1e6
 
 
@@ -60,8 +61,7 @@ def main() -> None:
     args = parser.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")]
     with tempfile.TemporaryDirectory(prefix="etcdspec-apply-batch-") as directory:
-        storage = MemberStorage(Path(directory), member_id=1)
-        storage.open(quota_bytes=2**33)
+        storage = StateMachine(Path(directory) / "db", member_id=1, quota_bytes=2**33)
         try:
             puts = _Puts(args.keys)
             _per_put_us(storage, puts, 64, args.keys)  # load every key

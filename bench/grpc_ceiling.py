@@ -12,7 +12,7 @@ serializable range is the server framework itself.
 Variants (`--variants`, comma-separated; see VARIANTS), each a server process setup:
   plain        KV only, the generated add_KVServicer_to_server, default options
   all          the five services our server has, registered as generated; our options
-  generic      all five, generic handlers only (etcdspec.impl.api.services.GenericOnly)
+  generic      all five, generic handlers only (etcdspec.impl.api.serve.GenericOnly)
   wrapped      as all, with the handlers behind our @unary wrapper, a response per call
   ours         generic + wrapped: what start_grpc_server built on grpc.aio until session 4
   opts         generic, plus EXTRA_OPTIONS (optimization target, channelz, BDP probe)
@@ -50,7 +50,8 @@ from typing import Any
 import grpc
 
 from bench.server_bench import _run_cell, read_cpu_seconds
-from etcdspec.impl.api.services import GenericOnly, max_receive_bytes, unary
+from etcdspec.impl.api.handlers import unary
+from etcdspec.impl.api.serve import GenericOnly, max_receive_bytes
 from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
 from etcdspec.impl.rpc.grpc_h2 import GrpcH2Server
 from etcdspec.impl.server.config import DEFAULT_MAX_REQUEST_BYTES
@@ -117,9 +118,7 @@ class ServerSetup:
     services: str = "kv"  # "kv": KV only; "all": the five services our server has
     registration: str = "registered"  # the generated add_*_to_server, or "generic" only
     handler: str = "constant"  # or "wrapped": our @unary wrapper, a response per call
-    options: str = (
-        "default"  # "ours": etcdspec.impl.api.services's options; "extra": + EXTRA_OPTIONS
-    )
+    options: str = "default"  # "ours": etcdspec.impl.api.serve's options; "extra": + EXTRA_OPTIONS
     loop: str = "asyncio"  # or "uvloop", or "threads": grpc's synchronous thread-pool server
     poll_strategy: str = ""  # GRPC_POLL_STRATEGY, when set
     server: str = "grpc.aio"  # or "h2": etcdspec.impl.rpc.grpc_h2, our own HTTP/2 server

@@ -1,7 +1,7 @@
 """`etcdspec serve`: run one member of the reference server, with etcd's flags.
 
 A thin layer: the flags become an etcdspec.impl.server.config.MemberConfig (bad values exit 2
-with a message naming the flag), then etcdspec.impl.server.member.run_member serves until
+with a message naming the flag), then etcdspec.impl.server.process.run_member serves until
 SIGTERM or SIGINT. Logs are JSON lines on stderr.
 """
 
@@ -60,7 +60,7 @@ def serve(
 ) -> int:
     """Run one member of the reference server (etcd's flags)."""
     from etcdspec.impl.server.config import DEFAULT_QUOTA_BYTES, ConfigError, build_config
-    from etcdspec.impl.server.member import run_member
+    from etcdspec.impl.server.process import run_member
 
     try:
         config = build_config(

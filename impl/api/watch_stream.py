@@ -157,3 +157,28 @@ class WatchStream:
             self.register(handle, None)
         self.handles.clear()
         self.watch_ids.clear()
+
+
+class WatchStreams:
+    """The watch streams open at a member, found by the hub handles of their watchers: the
+    watch hub says which handle has events (`on_ready`, the state machine's
+    on_watch_ready), and the stream that holds it is woken."""
+
+    def __init__(self, hub: WatchHub, header: HeaderSource) -> None:
+        self.hub = hub
+        self.header = header
+        self._by_handle: dict[int, WatchStream] = {}
+
+    def open(self) -> WatchStream:
+        return WatchStream(self.hub, self.header, self._register)
+
+    def _register(self, handle: int, stream: WatchStream | None) -> None:
+        if stream is None:
+            self._by_handle.pop(handle, None)
+        else:
+            self._by_handle[handle] = stream
+
+    def on_ready(self, handle: int) -> None:
+        stream = self._by_handle.get(handle)
+        if stream is not None:
+            stream.on_ready(handle)

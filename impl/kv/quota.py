@@ -16,7 +16,7 @@ Pure computation over the backend's size figures; no I/O of its own.
 from __future__ import annotations
 
 from etcdspec.impl.kv.backend import Backend
-from etcdspec.impl.kv.mvcc import txn_has_put
+from etcdspec.impl.kv.request_checks import txn_has_put
 from etcdspec.impl.pb import raft_internal_pb2, rpc_pb2
 
 DEFAULT_QUOTA_BYTES = 2 * 1024 * 1024 * 1024

@@ -25,6 +25,7 @@ is evidence for checking, not part of durability).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import IO, Any
 
 from etcdspec.impl.raft.driver import RaftDriver
@@ -99,3 +100,31 @@ class TraceWriter:
         if self._file is not None:
             self._file.close()
             self._file = None
+
+
+class MemberTrace:
+    """A member's trace as its parts write it: events of its driver's state, with the
+    applied index read from `applied` at each event."""
+
+    def __init__(self, writer: TraceWriter, driver: RaftDriver, applied: Callable[[], int]) -> None:
+        self.writer = writer
+        self.driver = driver
+        self.applied = applied
+
+    def event(
+        self,
+        event: str,
+        *,
+        message: Message | None = None,
+        entries: tuple[Entry, ...] | list[Entry] = (),
+        **extra: Any,
+    ) -> None:
+        self.writer.event(
+            self.driver, event, applied=self.applied(), message=message, entries=entries, **extra
+        )
+
+    def flush(self) -> None:
+        self.writer.flush()
+
+    def close(self) -> None:
+        self.writer.close()

@@ -33,7 +33,7 @@ print(json.dumps([plain.steps, str(plain.violation), result.steps, result.rule_s
                   sorted(result.witnesses.items()), result.labels()]))
 """
 
-OTHER_PARTS = ("etcdspec.checker.check", "etcdspec.spec.prove", "etcdspec.impl.api.services")
+OTHER_PARTS = ("etcdspec.checker.check", "etcdspec.spec.prove", "etcdspec.impl.api.serve")
 
 
 def _run_in_new_process(*imports: str) -> object:

@@ -22,8 +22,9 @@ from inprocess_member import member_config
 
 from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
 from etcdspec.impl.server.config import MemberConfig
-from etcdspec.impl.server.member import FsyncPace, Member
-from etcdspec.impl.server.member_storage import PreparedPersist
+from etcdspec.impl.server.member import Member
+from etcdspec.impl.server.pump import FsyncPace
+from etcdspec.impl.storage.data_dir import PreparedPersist
 from etcdspec.impl.tools import snapshot_cli
 
 
@@ -76,14 +77,16 @@ def test_wal_fsync_runs_inline_while_fast_and_in_a_worker_while_slow(
     threads: list[bool] = []
 
     async def scenario(member: Member, client: Client) -> None:
-        write_persist = member._write_persist
+        raft = member.raft
+        assert raft is not None
+        write_persist = raft._write_persist
 
         def recording(prepared: PreparedPersist) -> float:
             threads.append(threading.current_thread() is threading.main_thread())
             return write_persist(prepared)
 
-        member._write_persist = recording  # type: ignore[method-assign]
-        member._fsync_pace.average_s = recent_fsync_s
+        raft._write_persist = recording  # type: ignore[method-assign]
+        raft.fsync_pace.average_s = recent_fsync_s
         fsyncs = member.metrics.wal_fsyncs
         for index in range(5):
             await client.put(f"k{index}".encode(), b"v")
@@ -110,9 +113,10 @@ def test_a_due_group_commit_waits_for_the_answers_its_applies_released(tmp_path:
     flushes: list[set[object]] = []
 
     async def scenario(member: Member, client: Client) -> None:
-        storage, server = member.storage, member.grpc_server
+        assert member.data is not None
+        state, server = member.data.state, member.grpc_server
         assert server is not None
-        flush = storage.flush_backend_if_due
+        flush = state.flush_if_due
         open_when_due: set[object] = set()
 
         def open_calls() -> set[object]:
@@ -128,8 +132,8 @@ def test_a_due_group_commit_waits_for_the_answers_its_applies_released(tmp_path:
             open_when_due.clear()
             flush()
 
-        storage.backend_flush_due = due  # type: ignore[method-assign]
-        storage.flush_backend_if_due = recording  # type: ignore[method-assign]
+        state.flush_due = due  # type: ignore[method-assign]
+        state.flush_if_due = recording  # type: ignore[method-assign]
         for index in range(5):
             await client.put(f"k{index}".encode(), b"v")
 
@@ -480,7 +484,7 @@ def test_auto_compaction_keeps_the_last_n_revisions(tmp_path: Path) -> None:
         for index in range(30):
             await client.put(b"ac", str(index).encode())  # revisions 2..31
         deadline = asyncio.get_running_loop().time() + 10
-        while member.storage.backend.compact_revision() != 31 - 10:
+        while member.data.state.compact_revision() != 31 - 10:
             assert asyncio.get_running_loop().time() < deadline, "no auto compaction"
             await asyncio.sleep(0.05)
         code, _ = await _status_of(client.kv.Range(rpc_pb2.RangeRequest(key=b"ac", revision=5)))

@@ -1,6 +1,6 @@
 """The gRPC server serves every etcd method through generic handlers only.
 
-`etcdspec.impl.api.services.GenericOnly` keeps the generated code's generic handlers and drops
+`etcdspec.impl.api.serve.GenericOnly` keeps the generated code's generic handlers and drops
 its per-method registrations (which make grpc.aio wait on one pending request per
 method for every call). Checked: every method of the five services we serve has a
 handler; none is registered; a real grpc.aio server built this way answers a call of
@@ -16,7 +16,7 @@ from typing import Any
 import grpc
 import pytest
 
-from etcdspec.impl.api.services import GenericOnly
+from etcdspec.impl.api.serve import GenericOnly
 from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
 from etcdspec.impl.tools.launcher import free_port
 

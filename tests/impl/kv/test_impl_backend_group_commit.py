@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 
 from etcdspec.impl.kv.backend import Backend, BackendError
+from etcdspec.impl.kv.member_backend import MemberBackend
 from etcdspec.impl.kv.mvcc import KVStore
 from etcdspec.impl.pb import raft_internal_pb2, rpc_pb2
 from etcdspec.impl.raft.messages import Entry, HardState
-from etcdspec.impl.server.member_storage import MemberBackend, MemberStorage
+from etcdspec.impl.server.recovery import open_member_data
 
 MEMBER = 0x77
 
@@ -201,30 +202,28 @@ def _put_entry(index: int) -> Entry:
 def test_a_crash_with_blocks_held_applies_them_again_from_the_wal(tmp_path: Path) -> None:
     assert MemberBackend.group_commit_limit > 1
     live = tmp_path / "live"
-    storage = MemberStorage(live, MEMBER)
-    storage.open(quota_bytes=2**30)
+    storage, _ = open_member_data(live, MEMBER, quota_bytes=2**30)
     entries = tuple(_put_entry(i) for i in range(1, 7))
-    storage.persist(HardState(term=1, vote=MEMBER, commit=6), entries, None)
-    storage.backend.flush()
-    storage.apply(entries[:2])
-    storage.backend.flush()
-    storage.apply(entries[2:])  # held by group commit
-    assert storage.current_revision() == 7
+    storage.disk.persist(HardState(term=1, vote=MEMBER, commit=6), entries, None)
+    storage.state.backend.flush()
+    storage.state.apply(entries[:2])
+    storage.state.backend.flush()
+    storage.state.apply(entries[2:])  # held by group commit
+    assert storage.state.current_revision() == 7
     # The crash: the files as they are now, the held blocks never committed.
     crashed = tmp_path / "crashed"
     shutil.copytree(live, crashed)
     storage.close()
 
-    reopened = MemberStorage(crashed, MEMBER)
-    recovered = reopened.open(quota_bytes=2**30)
+    reopened, recovered = open_member_data(crashed, MEMBER, quota_bytes=2**30)
     try:
         assert recovered.applied == 2  # what the file holds ...
-        assert reopened.current_revision() == 3
+        assert reopened.state.current_revision() == 3
         replay = [e for e in recovered.persisted.entries if e.index > recovered.applied]
         assert [e.index for e in replay] == [3, 4, 5, 6]  # ... and the WAL has the rest
-        reopened.apply(tuple(replay))
-        assert reopened.current_revision() == 7
-        got = reopened.range(rpc_pb2.RangeRequest(key=b"k", range_end=b"l"))
+        reopened.state.apply(tuple(replay))
+        assert reopened.state.current_revision() == 7
+        got = reopened.state.range(rpc_pb2.RangeRequest(key=b"k", range_end=b"l"))
         assert sorted(kv.key for kv in got.kvs) == [f"k{i}".encode() for i in range(1, 7)]
     finally:
         reopened.close()
@@ -233,9 +232,9 @@ def test_a_crash_with_blocks_held_applies_them_again_from_the_wal(tmp_path: Path
 def test_the_member_backend_checkpoints_in_a_worker_not_at_commit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from etcdspec.impl.server import member_storage
+    from etcdspec.impl.kv import member_backend
 
-    monkeypatch.setattr(member_storage, "CHECKPOINT_WAL_BYTES", 64 * 1024)
+    monkeypatch.setattr(member_backend, "CHECKPOINT_WAL_BYTES", 64 * 1024)
     backend = MemberBackend(tmp_path / "db")
     try:
         assert backend._conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0

@@ -32,7 +32,7 @@ from etcdspec.impl.raft.messages import (
     Snapshot,
     SnapshotMeta,
 )
-from etcdspec.impl.server.member import committed_already_persisted
+from etcdspec.impl.server.pump import committed_already_persisted
 
 
 def _file_meta(path: Path, name: str) -> int:

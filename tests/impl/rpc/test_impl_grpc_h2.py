@@ -24,7 +24,7 @@ import hpack
 import pytest
 from grpc_request import GRPC_REQUEST
 
-from etcdspec.impl.api.services import GenericOnly
+from etcdspec.impl.api.serve import GenericOnly
 from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
 from etcdspec.impl.rpc import h2_conn
 from etcdspec.impl.rpc.grpc_h2 import GrpcH2Server

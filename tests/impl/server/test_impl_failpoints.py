@@ -28,7 +28,7 @@ from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
 from etcdspec.impl.raft.messages import NONE, HardState
 from etcdspec.impl.server.config import MemberConfig
 from etcdspec.impl.server.member import Member
-from etcdspec.impl.server.member_storage import MemberStorage
+from etcdspec.impl.server.recovery import open_member_data
 from etcdspec.impl.tools.launcher import free_ports
 
 # ---- names ---------------------------------------------------------------------------
@@ -137,13 +137,11 @@ def test_watch_from_a_past_revision_loses_its_first_event_only_when_named(
 def test_vote_survives_a_restart_unless_forgotten(
     tmp_path: Path, named: tuple[str, ...], vote_after_restart: int
 ) -> None:
-    storage = MemberStorage(tmp_path / "data", 0x1111)
-    storage.open(quota_bytes=0)
+    data, _ = open_member_data(tmp_path / "data", 0x1111, quota_bytes=0)
     with failpoints.active(*named):
-        storage.persist(HardState(term=3, vote=0x2222, commit=0), (), None)
-    storage.close()
-    reopened = MemberStorage(tmp_path / "data", 0x1111)
-    recovered = reopened.open(quota_bytes=0)
+        data.disk.persist(HardState(term=3, vote=0x2222, commit=0), (), None)
+    data.close()
+    reopened, recovered = open_member_data(tmp_path / "data", 0x1111, quota_bytes=0)
     reopened.close()
     assert recovered.persisted.hard_state.term == 3  # the term is kept either way
     assert recovered.persisted.hard_state.vote == vote_after_restart
@@ -184,13 +182,15 @@ def test_linearizable_read_waits_for_read_index_unless_local(
     calls: list[str] = []
 
     async def scenario(member: Member, channel: grpc.aio.Channel) -> None:
-        original = member.linearizable_barrier
+        reads = member.reads
+        assert reads is not None
+        original = reads.barrier
 
         async def counted() -> None:
             calls.append("barrier")
             await original()
 
-        member.linearizable_barrier = counted  # type: ignore[method-assign]
+        reads.barrier = counted  # type: ignore[method-assign]
         kv = rpc_pb2_grpc.KVStub(channel)
         await kv.Put(rpc_pb2.PutRequest(key=b"k", value=b"v"), timeout=5)
         reply = await kv.Range(rpc_pb2.RangeRequest(key=b"k"), timeout=5)

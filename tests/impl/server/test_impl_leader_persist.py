@@ -1,5 +1,5 @@
 """The leader's parallel persist is safe: a leader's MsgApp may leave before its own
-fsync (impl/server/member.py `leader_sends_early`), because the Raft core counts the leader in
+fsync (impl/server/pump.py `leader_sends_early`), because the Raft core counts the leader in
 a commit quorum only after the driver reported its entries persisted (`advance`), and a
 client is answered only when its entry is applied, which needs it committed. Checked on
 the driver directly, and the rule choosing which Readies may send early."""
@@ -20,7 +20,7 @@ from etcdspec.impl.raft.messages import (
     Snapshot,
     SnapshotMeta,
 )
-from etcdspec.impl.server.member import leader_sends_early
+from etcdspec.impl.server.pump import leader_sends_early
 
 MT = MessageType
 GRANTS = {MT.PRE_VOTE: MT.PRE_VOTE_RESP, MT.VOTE: MT.VOTE_RESP}

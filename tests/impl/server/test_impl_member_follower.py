@@ -3,11 +3,11 @@
 The member runs as one of three; its peers do not exist, and the test hands it MsgApps
 through the member's peer-frame entry point. Its election timeout is a minute, so it
 stays a follower throughout. Checked:
-- the Raft pump (impl/server/member.py `pump`): the Ready a read's MsgApp makes is persisted and
+- the Raft pump (impl/server/raft_loop.py `pump`): the Ready a read's MsgApp makes is persisted and
   acknowledged within that read, with no turn of the event loop; when the WAL fsync runs
   in a worker (a slow disk, FsyncPace), a task takes the pump on and finishes it;
 - a follower holds back committed entries nobody there waits for and applies them in a
-  batch (`_defer_apply`): at its turn (an index equal to its rank among the voters,
+  batch (impl/server/apply.py, the plan's APPLY_OR_DEFER): at its turn (an index equal to its rank among the voters,
   modulo their number), before any client call it serves (so that a client reading
   from the follower sees what it would without the deferral), or APPLY_DEFER_S later.
 """
@@ -24,10 +24,13 @@ from inprocess_member import member_config
 
 from etcdspec.impl.kv.applier import encode_request
 from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
+from etcdspec.impl.raft import codec as raft_codec
 from etcdspec.impl.raft.messages import Entry, Message, MessageType
-from etcdspec.impl.server import member as member_module
+from etcdspec.impl.server import apply as apply_module
+from etcdspec.impl.server.apply import APPLY_DEFER_S
 from etcdspec.impl.server.config import MemberConfig
-from etcdspec.impl.server.member import APPLY_DEFER_S, FsyncPace, Member
+from etcdspec.impl.server.member import Member
+from etcdspec.impl.server.pump import FsyncPace
 from etcdspec.impl.tools.launcher import free_ports
 
 TERM = 2
@@ -77,13 +80,13 @@ class _Leader:
             entries=entries,
             commit=commit,
         )
-        self.member._on_peer_frame(self.id, self.member.storage.encode_message(message))
+        self.member._on_peer_frame(self.id, raft_codec.encode_message(message))
         self.last, self.last_term = entries[-1].index, TERM
 
 
 def _settled(member: Member) -> bool:
     """No Ready waits to be handled and none is being handled (a worker's fsync included)."""
-    return member.driver is not None and not member._pumping and not member.driver.has_ready()
+    return member.driver is not None and not member.raft.pumping and not member.driver.has_ready()
 
 
 async def _until(condition: Callable[[], bool]) -> None:
@@ -100,7 +103,7 @@ def _record_acks(member: Member) -> list[int]:
     send = member.transport.send
 
     def recording(to: int, payload: bytes) -> None:
-        message = member.storage.decode_message(payload)
+        message = raft_codec.decode_message(payload)
         if message.type is MessageType.APP_RESP:
             acks.append(message.index)
         send(to, payload)
@@ -120,20 +123,20 @@ def test_a_reads_msgapp_is_persisted_and_acknowledged_within_that_read(tmp_path:
             await _until(lambda: _settled(member))
             leader = _Leader(member, config)
             acks = _record_acks(member)
-            member._fsync_pace.average_s = 0.0  # a fast disk, whatever start-up's fsyncs took
+            member.raft.fsync_pace.average_s = 0.0  # a fast disk, whatever start-up's fsyncs took
             leader.append(2, commit=0)
             member.transport.after_read()  # what the peer connection does after a read
             # No await since: the Ready was handled in the call.
             assert not member.driver.has_ready()
             assert member.driver.status().last_index == leader.last
             assert acks == [leader.last]
-            assert member._pump_task is None  # it never waited
+            assert member.raft.pump_task is None  # it never waited
 
             # A slow disk: the fsync goes to a worker and a task finishes the Ready.
-            member._fsync_pace.average_s = FsyncPace.INLINE_MAX_S * 10
+            member.raft.fsync_pace.average_s = FsyncPace.INLINE_MAX_S * 10
             leader.append(1, commit=0)
             member.transport.after_read()
-            pump = member._pump_task
+            pump = member.raft.pump_task
             assert pump is not None and not pump.done()
             assert acks == [leader.last - 1]  # not before its fsync
             await pump
@@ -146,7 +149,7 @@ def test_a_reads_msgapp_is_persisted_and_acknowledged_within_that_read(tmp_path:
 
 
 def _revision(member: Member) -> int:
-    return member.storage.current_revision()  # read in-process: no client call, no catch-up
+    return member.data.state.current_revision()  # read in-process: no client call, no catch-up
 
 
 def test_a_follower_applies_at_its_turn_before_a_client_call_or_on_its_timer(
@@ -170,12 +173,12 @@ def test_a_follower_applies_at_its_turn_before_a_client_call_or_on_its_timer(
             start = _revision(member)
             settled = lambda: _settled(member)  # noqa: E731
             # The fsync inline, whatever this disk's speed: in a worker, a follower applies
-            # while it waits for its fsync instead (member.py `committed_already_persisted`).
-            member._fsync_pace.INLINE_MAX_S = float("inf")
+            # while it waits for its fsync instead (pump.py `committed_already_persisted`).
+            member.raft.fsync_pace.INLINE_MAX_S = float("inf")
 
             # One put per MsgApp, each MsgApp committing the one before (one client's
             # writes): the follower applies only at its turns, everything held at once.
-            monkeypatch.setattr(member_module, "APPLY_DEFER_S", 60.0)  # no timer here
+            monkeypatch.setattr(apply_module, "APPLY_DEFER_S", 60.0)  # no timer here
             leader.append(1, commit=0)
             committed = applied = 0
             for _ in range(2 * len(voters)):
@@ -202,7 +205,7 @@ def test_a_follower_applies_at_its_turn_before_a_client_call_or_on_its_timer(
             assert _revision(member) == start + committed
 
             # Nobody calls and no turn comes: the timer applies what is held.
-            monkeypatch.setattr(member_module, "APPLY_DEFER_S", APPLY_DEFER_S)
+            monkeypatch.setattr(apply_module, "APPLY_DEFER_S", APPLY_DEFER_S)
             while turn(leader.last):
                 leader.append(1, commit=leader.last)
                 await _until(settled)

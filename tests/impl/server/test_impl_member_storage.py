@@ -17,40 +17,42 @@ from pathlib import Path
 import pytest
 
 from etcdspec.impl.kv.backend import BackendError, check_snapshot
+from etcdspec.impl.kv.member_backend import MemberBackend
 from etcdspec.impl.raft.messages import Entry, HardState, Snapshot, SnapshotMeta
-from etcdspec.impl.server.member_storage import MemberBackend, MemberStorage
+from etcdspec.impl.server.recovery import MemberData, open_member_data
+from etcdspec.impl.server.snapshots import database_for, start_snapshot
 from etcdspec.impl.storage import snapfile
 
 MEMBER = 0x1234
 
 
-def _apply(storage: MemberStorage, first: int, last: int, commit: bool = True) -> None:
+def _apply(storage: MemberData, first: int, last: int, commit: bool = True) -> None:
     """Apply leader no-ops first..last (they move the consistent index); commit them
     unless `commit` is False (group commit then holds them)."""
-    storage.apply(tuple(Entry(term=1, index=i) for i in range(first, last + 1)))
+    storage.state.apply(tuple(Entry(term=1, index=i) for i in range(first, last + 1)))
     if commit:
-        storage.backend.flush()
+        storage.state.backend.flush()
 
 
-def _write_log(storage: MemberStorage, count: int) -> None:
+def _write_log(storage: MemberData, count: int) -> None:
     entries = tuple(Entry(term=1, index=i) for i in range(1, count + 1))
-    storage.persist(HardState(term=1, vote=MEMBER, commit=count), entries, None)
+    storage.disk.persist(HardState(term=1, vote=MEMBER, commit=count), entries, None)
 
 
 def test_snapshot_file_without_its_wal_record_is_passed_over(tmp_path: Path) -> None:
-    storage = MemberStorage(tmp_path, MEMBER)
-    storage.open(quota_bytes=2**30)
+    storage, _ = open_member_data(tmp_path, MEMBER, quota_bytes=2**30)
     _write_log(storage, 5)
-    blob = storage.backend.snapshot_bytes()
+    blob = storage.state.backend.snapshot_bytes()
     recorded = Snapshot(SnapshotMeta(index=3, term=1, voters=(MEMBER,)), blob)
-    snapfile.save(storage.snap_dir, recorded)
-    storage.record_snapshot(recorded)
+    snapfile.save(storage.disk.snap_dir, recorded)
+    storage.disk.record_snapshot(recorded.meta)
     # The crash: the next snapshot's file is written, its WAL record is not.
-    snapfile.save(storage.snap_dir, Snapshot(SnapshotMeta(index=5, term=1, voters=(MEMBER,)), blob))
+    snapfile.save(
+        storage.disk.snap_dir, Snapshot(SnapshotMeta(index=5, term=1, voters=(MEMBER,)), blob)
+    )
     storage.close()
 
-    reopened = MemberStorage(tmp_path, MEMBER)
-    recovered = reopened.open(quota_bytes=2**30)
+    reopened, recovered = open_member_data(tmp_path, MEMBER, quota_bytes=2**30)
     try:
         assert recovered.snapshot_index == 3
         assert recovered.persisted.snapshot is not None
@@ -62,18 +64,16 @@ def test_snapshot_file_without_its_wal_record_is_passed_over(tmp_path: Path) -> 
 
 
 def test_recorded_snapshot_is_used_on_restart(tmp_path: Path) -> None:
-    storage = MemberStorage(tmp_path, MEMBER)
-    storage.open(quota_bytes=2**30)
+    storage, _ = open_member_data(tmp_path, MEMBER, quota_bytes=2**30)
     _write_log(storage, 4)
     recorded = Snapshot(
-        SnapshotMeta(index=4, term=1, voters=(MEMBER,)), storage.backend.snapshot_bytes()
+        SnapshotMeta(index=4, term=1, voters=(MEMBER,)), storage.state.backend.snapshot_bytes()
     )
-    snapfile.save(storage.snap_dir, recorded)
-    storage.record_snapshot(recorded)
+    snapfile.save(storage.disk.snap_dir, recorded)
+    storage.disk.record_snapshot(recorded.meta)
     storage.close()
 
-    reopened = MemberStorage(tmp_path, MEMBER)
-    recovered = reopened.open(quota_bytes=2**30)
+    reopened, recovered = open_member_data(tmp_path, MEMBER, quota_bytes=2**30)
     try:
         assert recovered.snapshot_index == 4
         assert recovered.persisted.entries == ()
@@ -84,21 +84,21 @@ def test_recorded_snapshot_is_used_on_restart(tmp_path: Path) -> None:
 def test_a_snapshot_is_taken_in_a_worker_at_what_the_backend_committed(tmp_path: Path) -> None:
     """The worker syncs the backend and writes a snapshot file for the position the file
     holds; the snapshot holds no database. Recorded, it is where the next start begins."""
-    storage = MemberStorage(tmp_path, MEMBER)
-    storage.open(quota_bytes=2**30)
+    storage, _ = open_member_data(tmp_path, MEMBER, quota_bytes=2**30)
     _write_log(storage, 6)
     _apply(storage, 1, 4)
     _apply(storage, 5, 6, commit=False)  # held by group commit: not in the file yet
-    assert storage.backend.consistent_index() == 6
-    snapshot = storage.start_snapshot((MEMBER,)).result(timeout=60)
+    assert storage.state.backend.consistent_index() == 6
+    snapshot = start_snapshot(storage, (MEMBER,)).result(timeout=60)
     assert snapshot == Snapshot(SnapshotMeta(index=4, term=1, voters=(MEMBER,)), b"")
     # Its file is written, but a start ignores it until the WAL records it.
-    assert [p.name for p in storage.snap_dir.glob("*.snap")] == [snapfile.file_name(snapshot.meta)]
-    storage.record_snapshot(snapshot)
+    assert [p.name for p in storage.disk.snap_dir.glob("*.snap")] == [
+        snapfile.file_name(snapshot.meta)
+    ]
+    storage.disk.record_snapshot(snapshot.meta)
     storage.close()
 
-    reopened = MemberStorage(tmp_path, MEMBER)
-    recovered = reopened.open(quota_bytes=2**30)
+    reopened, recovered = open_member_data(tmp_path, MEMBER, quota_bytes=2**30)
     try:
         assert recovered.snapshot_index == 4
         assert [e.index for e in recovered.persisted.entries] == [5, 6]
@@ -110,18 +110,17 @@ def test_a_snapshot_is_taken_in_a_worker_at_what_the_backend_committed(tmp_path:
 def test_a_follower_is_sent_a_copy_of_the_database_at_or_past_the_snapshot(
     tmp_path: Path,
 ) -> None:
-    storage = MemberStorage(tmp_path, MEMBER)
-    storage.open(quota_bytes=2**30)
+    storage, _ = open_member_data(tmp_path, MEMBER, quota_bytes=2**30)
     try:
         _write_log(storage, 6)
         _apply(storage, 1, 4)
-        local = storage.start_snapshot((MEMBER,)).result(timeout=60)
+        local = start_snapshot(storage, (MEMBER,)).result(timeout=60)
         _apply(storage, 5, 6)
-        sent = storage.database_for(local)
+        sent = database_for(storage, local)
         assert sent.meta == local.meta and sent.data
         assert check_snapshot(sent.data)["consistent_index"] == 6  # the follower skips 5, 6
         received = Snapshot(local.meta, b"a database the leader sent")
-        assert storage.database_for(received) is received
+        assert database_for(storage, received) is received
     finally:
         storage.close()
 
@@ -129,24 +128,22 @@ def test_a_follower_is_sent_a_copy_of_the_database_at_or_past_the_snapshot(
 def test_a_database_behind_a_local_snapshot_refuses_to_start_and_says_why(
     tmp_path: Path,
 ) -> None:
-    storage = MemberStorage(tmp_path, MEMBER)
-    storage.open(quota_bytes=2**30)
+    storage, _ = open_member_data(tmp_path, MEMBER, quota_bytes=2**30)
     _write_log(storage, 4)
     _apply(storage, 1, 4)
-    storage.record_snapshot(storage.start_snapshot((MEMBER,)).result(timeout=60))
+    storage.disk.record_snapshot(start_snapshot(storage, (MEMBER,)).result(timeout=60).meta)
     storage.close()
     # The database file is replaced by an empty one (a restore gone wrong, say).
-    for leftover in storage.snap_dir.glob("db*"):
+    for leftover in storage.disk.snap_dir.glob("db*"):
         leftover.unlink()
 
-    reopened = MemberStorage(tmp_path, MEMBER)
     with pytest.raises(BackendError) as raised:
-        reopened.open(quota_bytes=2**30)
+        open_member_data(tmp_path, MEMBER, quota_bytes=2**30)
     message = str(raised.value)
     assert "holds entries up to 0, behind the snapshot 1/4" in message
     assert snapfile.file_name(SnapshotMeta(index=4, term=1)) in message
     assert "etcdspec snapshot restore" in message
-    assert list(storage.wal_dir.glob("*.wal"))  # nothing was removed
+    assert list(storage.disk.wal_dir.glob("*.wal"))  # nothing was removed
 
 
 def test_sync_committed_gives_the_position_the_file_holds(tmp_path: Path) -> None:

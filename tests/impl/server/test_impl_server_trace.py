@@ -5,7 +5,7 @@ Each member runs with --trace. For every member, in trace order: a MsgAppResp it
 acknowledges only an index it has persisted (the "ack before fsync" bug breaks exactly
 this), and a MsgApp it sends carries only entries it has persisted, except the leader's
 own new entries (of its term, which it holds), which leave while its fsync runs (the
-leader's parallel persist, impl/server/member.py `leader_sends_early`). Witnesses check that
+leader's parallel persist, impl/server/pump.py `leader_sends_early`). Witnesses check that
 entries were replicated and acknowledged at all, and that the leader did send ahead.
 A second test reads the leader's trace for the commit index of a lone write: it reaches
 the followers in an MsgApp of its own (the leader's commit timer), not in a heartbeat.
@@ -76,7 +76,7 @@ def test_a_lone_writes_commit_reaches_the_followers_in_an_append_not_a_heartbeat
 ) -> None:
     """The leader defers the MsgApp that only carries a new commit index (the next write's
     MsgApp may carry it), but not for long: after the last write, a timer sends it
-    (impl/server/member.py COMMIT_FLUSH_S); the followers do not wait for a heartbeat."""
+    (impl/server/raft_loop.py COMMIT_FLUSH_S); the followers do not wait for a heartbeat."""
     with etcd_procs.cluster("ours", tmp_path, 3, trace=True) as cluster:
         statuses = [launcher.probe_status(e) for e in cluster.endpoints]
         leader = next(s for s in statuses if s["leader"] == s["member_id"])

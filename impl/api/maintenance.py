@@ -1,0 +1,87 @@
+"""etcd's Maintenance service: Status, Defragment, Alarm, Hash, HashKV, Snapshot and
+MoveLeader, over the member's state machine and what it knows of its cluster.
+
+Snapshot streams the database as etcd does: the database file, then its sha256 (32
+bytes), in SNAPSHOT_CHUNK_BYTES pieces. All that is applied is committed first and the
+copy is made in a worker thread, so the member goes on serving meanwhile (the copy may
+hold entries applied since).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import AsyncIterator
+
+from etcdspec.impl.api.handlers import Context, propose, status_of, unary
+from etcdspec.impl.api.ports import MemberPorts
+from etcdspec.impl.api.versions import STORAGE_VERSION
+from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
+
+SNAPSHOT_CHUNK_BYTES = 32 * 1024
+
+
+class MaintenanceServicer(rpc_pb2_grpc.MaintenanceServicer):
+    def __init__(self, ports: MemberPorts) -> None:
+        self.state = ports.state
+        self.proposer = ports.proposer
+        self.cluster = ports.cluster
+
+    @unary
+    async def Status(self, request: rpc_pb2.StatusRequest) -> rpc_pb2.StatusResponse:
+        return self.cluster.status()
+
+    @unary
+    async def Defragment(self, request: rpc_pb2.DefragmentRequest) -> rpc_pb2.DefragmentResponse:
+        self.state.defragment()
+        return rpc_pb2.DefragmentResponse(header=self.cluster.header())
+
+    @unary
+    async def Alarm(self, request: rpc_pb2.AlarmRequest) -> rpc_pb2.AlarmResponse:
+        if request.action == rpc_pb2.AlarmRequest.GET:
+            return rpc_pb2.AlarmResponse(header=self.cluster.header(), alarms=self.state.alarms())
+        return await propose(self.proposer, "alarm", request, rpc_pb2.AlarmResponse)
+
+    @unary
+    async def Hash(self, request: rpc_pb2.HashRequest) -> rpc_pb2.HashResponse:
+        return rpc_pb2.HashResponse(header=self.cluster.header(), hash=self.state.hash())
+
+    @unary
+    async def HashKV(self, request: rpc_pb2.HashKVRequest) -> rpc_pb2.HashKVResponse:
+        value, compact_revision, hash_revision = self.state.hash_kv(request.revision)
+        header = self.cluster.header()
+        header.revision = hash_revision
+        return rpc_pb2.HashKVResponse(header=header, hash=value, compact_revision=compact_revision)
+
+    async def Snapshot(
+        self, request: rpc_pb2.SnapshotRequest, context: Context
+    ) -> AsyncIterator[rpc_pb2.SnapshotResponse]:
+        try:
+            chunks = await self._snapshot_chunks()
+        except Exception as error:
+            mapped = status_of(error)
+            if mapped is None:
+                raise
+            await context.abort(mapped[0], mapped[1])
+            return
+        for index, chunk in enumerate(chunks):
+            remaining = sum(len(c) for c in chunks[index + 1 :])
+            yield rpc_pb2.SnapshotResponse(
+                header=self.cluster.header(),
+                remaining_bytes=remaining,
+                blob=chunk,
+                version=STORAGE_VERSION,
+            )
+
+    async def _snapshot_chunks(self) -> list[bytes]:
+        self.state.flush()
+        data = (await asyncio.to_thread(self.state.copy_committed)).data
+        data += hashlib.sha256(data).digest()
+        return [
+            data[offset : offset + SNAPSHOT_CHUNK_BYTES]
+            for offset in range(0, len(data), SNAPSHOT_CHUNK_BYTES)
+        ] or [b""]
+
+    @unary
+    async def MoveLeader(self, request: rpc_pb2.MoveLeaderRequest) -> rpc_pb2.MoveLeaderResponse:
+        return await self.cluster.move_leader(request.targetID)

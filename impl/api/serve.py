@@ -1,0 +1,80 @@
+"""The client API's gRPC server: every etcd service of this package, over one member.
+
+`start_grpc_server(ports, targets, max_request_bytes)` registers the servicers as grpc's
+generated code does, but keeping only their generic handlers (`GenericOnly`), into our
+own HTTP/2 gRPC server (etcdspec.impl.rpc.grpc_h2), which costs a seventh of grpc.aio's
+CPU per call (bench/grpc_ceiling.py); grpc.aio's server would take them unchanged.
+
+Ownership: servicers hold no state of their own except per-stream state (watch ids and
+lease keep-alive loops), which ends with the stream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import grpc
+
+from etcdspec.impl.api.cluster import ClusterServicer
+from etcdspec.impl.api.kv import KVServicer
+from etcdspec.impl.api.lease import LeaseServicer
+from etcdspec.impl.api.maintenance import MaintenanceServicer
+from etcdspec.impl.api.ports import MemberPorts
+from etcdspec.impl.api.watch import WatchServicer
+from etcdspec.impl.pb import rpc_pb2_grpc
+from etcdspec.impl.rpc.grpc_h2 import GrpcH2Server
+
+GRPC_OVERHEAD_BYTES = 512 * 1024  # etcd lets gRPC frames exceed --max-request-bytes by this
+
+
+def max_receive_bytes(max_request_bytes: int) -> int:
+    return max_request_bytes + GRPC_OVERHEAD_BYTES
+
+
+class GenericHandlerSink(Protocol):
+    """What GenericOnly needs of a server: GrpcH2Server and grpc.aio.Server are both one."""
+
+    def add_generic_rpc_handlers(self, handlers: Sequence[grpc.GenericRpcHandler]) -> None: ...
+
+
+class GenericOnly:
+    """A server as the generated `add_*Servicer_to_server` functions see it, keeping only
+    their generic handlers.
+
+    The generated code also registers every method with `add_registered_method_handlers`,
+    which GrpcH2Server does not have. grpc.aio (bench/grpc_ceiling.py) has it, and then
+    keeps one pending request per registered method (19 for our five services) and waits
+    on all of them with `asyncio.wait` for every call it accepts, which costs more CPU per
+    call than the registration saves. With generic handlers only, the handlers, codes and
+    messages are the same.
+    """
+
+    def __init__(self, server: GenericHandlerSink) -> None:
+        self.server = server
+
+    def add_generic_rpc_handlers(self, handlers: Sequence[grpc.GenericRpcHandler]) -> None:
+        self.server.add_generic_rpc_handlers(handlers)
+
+    def add_registered_method_handlers(self, service: str, handlers: dict[str, Any]) -> None:
+        """Ignored: the same handlers arrive through add_generic_rpc_handlers."""
+
+
+def add_servicers(ports: MemberPorts, sink: GenericHandlerSink) -> None:
+    """Register every service of the client API over `ports` into `sink`."""
+    handlers = GenericOnly(sink)
+    rpc_pb2_grpc.add_KVServicer_to_server(KVServicer(ports), handlers)
+    rpc_pb2_grpc.add_LeaseServicer_to_server(LeaseServicer(ports), handlers)
+    rpc_pb2_grpc.add_ClusterServicer_to_server(ClusterServicer(ports), handlers)
+    rpc_pb2_grpc.add_MaintenanceServicer_to_server(MaintenanceServicer(ports), handlers)
+    rpc_pb2_grpc.add_WatchServicer_to_server(WatchServicer(ports), handlers)
+
+
+async def start_grpc_server(ports: MemberPorts, targets: list[str]) -> GrpcH2Server:
+    """Create, bind and start the gRPC server with every servicer; returns it running."""
+    server = GrpcH2Server(max_receive_bytes(ports.max_request_bytes))
+    add_servicers(ports, server)
+    for target in targets:
+        server.add_insecure_port(target)
+    await server.start()
+    return server

@@ -1,0 +1,131 @@
+"""What a member knows of its cluster and itself: the members, the leader, its status.
+
+`ClusterView` answers MemberList (the configured members, with the names and client URLs
+each announced in its peer hello), Maintenance.Status and MoveLeader, and builds the
+response header every answer carries (cluster and member id, revision, Raft term). It
+learns the leader from the Raft loop's soft state (`on_leader`) and the peers' attributes
+from the peer transport (`on_peer_attributes`).
+
+Runs on the member's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+from etcdspec.impl import errors
+from etcdspec.impl.api.versions import SERVER_VERSION, STORAGE_VERSION
+from etcdspec.impl.errors import RpcError
+from etcdspec.impl.kv.state_machine import StateMachine
+from etcdspec.impl.pb import rpc_pb2
+from etcdspec.impl.raft.driver import RaftDriver
+from etcdspec.impl.raft.messages import NONE
+from etcdspec.impl.server.config import MemberConfig
+from etcdspec.impl.server.proposals import REQUEST_TIMEOUT_S
+
+
+class ClusterView:
+    """See the module docstring."""
+
+    def __init__(
+        self,
+        config: MemberConfig,
+        driver: RaftDriver,
+        state: StateMachine,
+        *,
+        applied_index: Callable[[], int],
+        wake: Callable[[], None],
+    ) -> None:
+        self.config = config
+        self.member_id = config.member_id
+        self.cluster_id = config.cluster_id
+        self.driver = driver
+        self.state = state
+        self.applied_index = applied_index
+        self.wake = wake
+        self.leader_id = NONE
+        self.peer_attributes: dict[int, dict[str, Any]] = {self.member_id: own_attributes(config)}
+
+    def on_leader(self, leader_id: int) -> None:
+        self.leader_id = leader_id
+
+    def on_peer_attributes(self, from_id: int, attributes: dict[str, Any]) -> None:
+        self.peer_attributes[from_id] = attributes
+
+    def client_urls(self, member_id: int) -> list[str]:
+        """The client URLs `member_id` announced (none yet: an empty list)."""
+        return [str(url) for url in self.peer_attributes.get(member_id, {}).get("client_urls", [])]
+
+    def header(self) -> rpc_pb2.ResponseHeader:
+        return rpc_pb2.ResponseHeader(
+            cluster_id=self.cluster_id,
+            member_id=self.member_id,
+            revision=self.state.current_revision(),
+            raft_term=self.driver.term,
+        )
+
+    def header_at(self, revision: int) -> rpc_pb2.ResponseHeader:
+        """The header, with `revision` when it is set (a read at a past revision)."""
+        header = self.header()
+        if revision:
+            header.revision = revision
+        return header
+
+    def member_list(self) -> rpc_pb2.MemberListResponse:
+        header = self.header()
+        header.ClearField("revision")
+        members = []
+        for peer in self.config.peers:
+            attributes = self.peer_attributes.get(peer.member_id, {})
+            members.append(
+                rpc_pb2.Member(
+                    ID=peer.member_id,
+                    name=str(attributes.get("name", "")),
+                    peerURLs=[peer.peer.url],
+                    clientURLs=[str(u) for u in attributes.get("client_urls", [])],
+                )
+            )
+        return rpc_pb2.MemberListResponse(header=header, members=members)
+
+    def status(self) -> rpc_pb2.StatusResponse:
+        status = self.driver.status()
+        size, in_use = self.state.sizes()
+        alarms = self.state.alarms()
+        return rpc_pb2.StatusResponse(
+            header=self.header(),
+            version=SERVER_VERSION,
+            dbSize=size,
+            leader=status.leader_id,
+            raftIndex=status.commit_index,
+            raftTerm=status.term,
+            raftAppliedIndex=self.applied_index(),
+            errors=[
+                f"memberID:{alarm.memberID} alarm:{rpc_pb2.AlarmType.Name(alarm.alarm)} "
+                for alarm in alarms
+            ],
+            dbSizeInUse=in_use,
+            dbSizeQuota=self.config.quota_backend_bytes,
+            storageVersion=STORAGE_VERSION,
+        )
+
+    async def move_leader(self, target: int) -> rpc_pb2.MoveLeaderResponse:
+        if not self.driver.is_leader():
+            raise RpcError(errors.NOT_LEADER)
+        if target not in {peer.member_id for peer in self.config.peers}:
+            raise RpcError(errors.MEMBER_NOT_FOUND)
+        self.driver.transfer_leader(target)
+        self.wake()
+        deadline = time.monotonic() + REQUEST_TIMEOUT_S
+        while self.leader_id != target:
+            if time.monotonic() > deadline:
+                raise RpcError(errors.TIMEOUT)
+            await asyncio.sleep(0.02)
+        return rpc_pb2.MoveLeaderResponse(header=self.header())
+
+
+def own_attributes(config: MemberConfig) -> dict[str, Any]:
+    """What a member announces of itself to its peers (the hello's attributes)."""
+    return {"name": config.name, "client_urls": [e.url for e in config.advertise_client_urls]}
