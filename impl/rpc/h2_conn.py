@@ -24,7 +24,11 @@ What it does:
   WINDOW_UPDATE or SETTINGS open the window; `pending(stream_id)` says what still waits.
   Frames are cut to the peer's SETTINGS_MAX_FRAME_SIZE;
 - stream lifetime: a stream is known from its HEADERS until our END_STREAM has left
-  (a client still sending then gets RST_STREAM NO_ERROR) or either side resets it.
+  (a client still sending then gets RST_STREAM NO_ERROR) or either side resets it. The
+  last RESET_MEMORY resets are remembered with who made them: frames that crossed our
+  RST_STREAM are ignored, frames after the client's are a stream error (§5.1); DATA on any
+  other closed stream is a stream error STREAM_CLOSED (§6.1), any frame but PRIORITY on an
+  idle one a connection error (§5.1).
 
 Errors: a connection error (RFC 9113 §5.4.1) raises nothing to the caller: it queues a
 GOAWAY with its code and a reason, marks the connection `closed`, and ignores all later
@@ -102,6 +106,11 @@ MAX_HEADER_LIST = 64 * 1024
 # and the connection ends.
 HEADER_LIST_HARD_LIMIT = 16 * MAX_HEADER_LIST
 HEADER_CACHE_LIMIT = 256
+# Streams reset lately, and by whom: frames the client sent before our RST_STREAM reached
+# it are ignored (RFC 9113 §5.1), frames after its own RST_STREAM are a stream error. Older
+# resets are forgotten; a late frame on such a stream is then treated as on any closed
+# stream (§5.1 lets the ignoring end after a while).
+RESET_MEMORY = 1024
 
 Headers = list[tuple[bytes, bytes]]
 
@@ -155,6 +164,7 @@ class H2ServerConnection:
         self.goaway_sent = False
         self.streams: dict[int, StreamState] = {}
         self.last_stream_id = 0
+        self._resets: dict[int, bool] = {}  # stream id -> we sent the reset (else the client)
         self._buffer = b""
         self._preface_seen = False
         self._decoder = hpack.Decoder()
@@ -241,10 +251,14 @@ class H2ServerConnection:
         elif kind == CONTINUATION:
             self._on_continuation(flags, stream_id, payload)
         elif kind == GOAWAY:
-            self.goaway_received = True
+            if stream_id != 0:
+                self._connection_error(PROTOCOL_ERROR, "GOAWAY on a stream")
+            elif len(payload) < 8:
+                self._connection_error(FRAME_SIZE_ERROR, f"a GOAWAY of {len(payload)} bytes")
+            else:
+                self.goaway_received = True
         elif kind == PRIORITY:
-            if stream_id == 0:
-                self._connection_error(PROTOCOL_ERROR, "PRIORITY on stream 0")
+            self._on_priority(stream_id, payload)
         elif kind == PUSH_PROMISE:
             self._connection_error(PROTOCOL_ERROR, "a client may not push")
         # Unknown frame types are ignored (§4.1).
@@ -262,14 +276,16 @@ class H2ServerConnection:
             self._grant(0, CONNECTION_WINDOW - self._recv_window)
             self._recv_window = CONNECTION_WINDOW
         if flags & PADDED:
-            payload = self._strip_padding(payload)
+            payload = self._strip_padding(payload, 0)
             if self.closed:
                 return
         stream = self.streams.get(stream_id)
         if stream is None or stream.remote_ended:
-            if stream_id > self.last_stream_id:
+            if self._idle(stream_id):
                 self._connection_error(PROTOCOL_ERROR, f"DATA on idle stream {stream_id}")
-            elif stream is not None:
+            elif not self._resets.get(stream_id, False):
+                # Half-closed (remote) or closed: a stream error (§6.1), unless our own
+                # RST_STREAM is still on its way to the client (§5.1: ignore).
                 self._stream_error(stream_id, STREAM_CLOSED)
             return
         stream.recv_window -= length
@@ -282,15 +298,22 @@ class H2ServerConnection:
         self.events.on_data(stream_id, payload, end_stream)
 
     def _on_headers(self, flags: int, stream_id: int, payload: bytes) -> None:
-        if stream_id == 0 or stream_id % 2 == 0:
-            self._connection_error(PROTOCOL_ERROR, f"HEADERS on stream {stream_id}")
+        if stream_id == 0:
+            self._connection_error(PROTOCOL_ERROR, "HEADERS on stream 0")
             return
+        # The priority fields (5 bytes, deprecated by §5.3.2) are skipped, not read.
+        priority = 5 if flags & PRIORITY_FLAG else 0
         if flags & PADDED:
-            payload = self._strip_padding(payload)
+            payload = self._strip_padding(payload, priority)
             if self.closed:
                 return
-        if flags & PRIORITY_FLAG:
-            payload = payload[5:]
+        elif len(payload) < priority:
+            self._connection_error(FRAME_SIZE_ERROR, "a HEADERS too short for its priority")
+            return
+        if stream_id % 2 == 0:
+            self._connection_error(PROTOCOL_ERROR, f"HEADERS on stream {stream_id}")
+            return
+        payload = payload[priority:]
         end_stream = bool(flags & END_STREAM)
         if flags & END_HEADERS:
             self._header_block(stream_id, end_stream, payload)
@@ -321,14 +344,25 @@ class H2ServerConnection:
         stream = self.streams.get(stream_id)
         if stream is not None:
             # Trailers from the client: they must end the stream; gRPC sends none.
+            if stream.remote_ended:  # half-closed (remote), §5.1
+                self._stream_error(stream_id, STREAM_CLOSED)
+                return
             if not fits:
                 self._stream_error(stream_id, ENHANCE_YOUR_CALM)
                 return
-            if not end_stream or stream.remote_ended or any(n[:1] == b":" for n, _ in headers):
+            if not end_stream or malformed_trailers(headers) is not None:
                 self._stream_error(stream_id, PROTOCOL_ERROR)
                 return
             stream.remote_ended = True
             self.events.on_data(stream_id, b"", True)
+            return
+        reset_by_us = self._resets.get(stream_id)
+        if reset_by_us is not None and stream_id <= self.last_stream_id:
+            # A closed stream reset lately (§5.1): the block was decoded above, to keep the
+            # HPACK table in step; after our RST_STREAM it is ignored, after the client's
+            # it is a stream error.
+            if not reset_by_us:
+                self._stream_error(stream_id, STREAM_CLOSED)
             return
         if stream_id <= self.last_stream_id:
             # A new stream's id must exceed every id the client used before (§5.1.1).
@@ -339,13 +373,13 @@ class H2ServerConnection:
             return
         self.last_stream_id = stream_id
         if self.goaway_sent:
-            self.outbound.append(_rst(stream_id, REFUSED_STREAM))
+            self._send_rst(stream_id, REFUSED_STREAM)
             return
         if not fits:
-            self.outbound.append(_rst(stream_id, ENHANCE_YOUR_CALM))
+            self._send_rst(stream_id, ENHANCE_YOUR_CALM)
             return
         if malformed is not None:
-            self.outbound.append(_rst(stream_id, PROTOCOL_ERROR))
+            self._send_rst(stream_id, PROTOCOL_ERROR)
             return
         self.streams[stream_id] = StreamState(
             send_window=self._peer_initial_window,
@@ -408,7 +442,10 @@ class H2ServerConnection:
         else:
             stream = self.streams.get(stream_id)
             if stream is None:
-                return  # a stream already finished here; the update crossed our end
+                if self._idle(stream_id):  # §5.1
+                    self._connection_error(PROTOCOL_ERROR, f"WINDOW_UPDATE on idle {stream_id}")
+                # Else a stream already finished here: the update crossed our end.
+                return
             if increment == 0:
                 self._stream_error(stream_id, PROTOCOL_ERROR)
                 return
@@ -424,6 +461,8 @@ class H2ServerConnection:
             self._connection_error(PROTOCOL_ERROR, "SETTINGS on a stream")
             return
         if flags & ACK:
+            if payload:  # §6.5
+                self._connection_error(FRAME_SIZE_ERROR, "a SETTINGS ACK with a payload")
             return
         if len(payload) % 6:
             self._connection_error(FRAME_SIZE_ERROR, "SETTINGS of a length not a multiple of 6")
@@ -463,15 +502,38 @@ class H2ServerConnection:
         if len(payload) != 4:
             self._connection_error(FRAME_SIZE_ERROR, f"a RST_STREAM of {len(payload)} bytes")
             return
-        if stream_id > self.last_stream_id:
+        if self._idle(stream_id):
             self._connection_error(PROTOCOL_ERROR, f"RST_STREAM on idle stream {stream_id}")
             return
         if self.streams.pop(stream_id, None) is not None:
             self._blocked.pop(stream_id, None)
+            self._remember_reset(stream_id, by_us=False)
             self.events.on_reset(stream_id, int.from_bytes(payload, "big"))
 
-    def _strip_padding(self, payload: bytes) -> bytes:
-        if not payload or payload[0] >= len(payload):
+    def _on_priority(self, stream_id: int, payload: bytes) -> None:
+        """PRIORITY carries deprecated signals (§5.3.2): only its framing is checked."""
+        if stream_id == 0:
+            self._connection_error(PROTOCOL_ERROR, "PRIORITY on stream 0")
+        elif len(payload) != 5:
+            # A stream error (§6.3); on an idle stream, which may not be reset (§6.4), the
+            # connection's (§5.4). After our own RST_STREAM the frame is ignored (§5.1).
+            if self._idle(stream_id):
+                self._connection_error(FRAME_SIZE_ERROR, f"a PRIORITY of {len(payload)} bytes")
+            elif not self._resets.get(stream_id, False):
+                self._stream_error(stream_id, FRAME_SIZE_ERROR)
+
+    def _idle(self, stream_id: int) -> bool:
+        """A stream neither side has opened (§5.1): above every id the client used, or
+        even (a server's, and this one pushes none)."""
+        return stream_id > self.last_stream_id or stream_id % 2 == 0
+
+    def _strip_padding(self, payload: bytes, fixed: int) -> bytes:
+        """The payload between the Pad Length field and the padding, with `fixed` bytes of
+        other fields after Pad Length (§6.1, §6.2); b"" after a connection error."""
+        if len(payload) < 1 + fixed:  # too small for its own fields (§4.2)
+            self._connection_error(FRAME_SIZE_ERROR, "a padded frame without its Pad Length")
+            return b""
+        if payload[0] > len(payload) - 1 - fixed:
             self._connection_error(PROTOCOL_ERROR, "padding longer than the frame")
             return b""
         return payload[1 : len(payload) - payload[0]]
@@ -535,7 +597,7 @@ class H2ServerConnection:
         """Reset a stream from this side; queued frames are dropped."""
         if self.streams.pop(stream_id, None) is not None:
             self._blocked.pop(stream_id, None)
-            self.outbound.append(_rst(stream_id, error_code))
+            self._send_rst(stream_id, error_code)
 
     def _sent_end(self, stream_id: int) -> None:
         """Our END_STREAM has left: the stream is forgotten, and a client still sending is
@@ -543,7 +605,7 @@ class H2ServerConnection:
         stream = self.streams.pop(stream_id, None)
         self._blocked.pop(stream_id, None)
         if stream is not None and not stream.remote_ended:
-            self.outbound.append(_rst(stream_id, NO_ERROR))
+            self._send_rst(stream_id, NO_ERROR)
 
     def goaway(self, error_code: int = NO_ERROR, reason: str = "") -> None:
         """Refuse new streams from now on; streams already open go on."""
@@ -624,7 +686,21 @@ class H2ServerConnection:
         if self.streams.pop(stream_id, None) is not None:
             self._blocked.pop(stream_id, None)
             self.events.on_reset(stream_id, error_code)
+        self._send_rst(stream_id, error_code)
+
+    def _send_rst(self, stream_id: int, error_code: int) -> None:
+        self._remember_reset(stream_id, by_us=True)
         self.outbound.append(_rst(stream_id, error_code))
+
+    def _remember_reset(self, stream_id: int, by_us: bool) -> None:
+        """Note who reset a stream (a reset of ours is not overwritten by the client's)."""
+        resets = self._resets
+        if stream_id in resets:
+            resets[stream_id] = resets[stream_id] or by_us
+            return
+        if len(resets) >= RESET_MEMORY:
+            del resets[next(iter(resets))]
+        resets[stream_id] = by_us
 
     def _connection_error(self, error_code: int, reason: str) -> None:
         self.goaway(error_code, reason)
@@ -645,26 +721,49 @@ _CONNECTION_SPECIFIC = frozenset(
 
 def malformed_request(headers: Headers) -> str | None:
     """What makes a request's header list malformed (RFC 9113 §8.2-8.3), or None."""
-    seen: set[bytes] = set()
+    seen: dict[bytes, bytes] = {}
     regular = False
     for name, value in headers:
-        if name != name.lower():
-            return f"the field name {name!r} is not lowercase"
         if name[:1] == b":":
+            if name != name.lower():
+                return f"the field name {name!r} is not lowercase"
             if regular:
                 return f"the pseudo-header {name!r} follows a regular field"
             if name not in _REQUEST_PSEUDO:
                 return f"{name!r} is not a request pseudo-header"
             if name in seen:
                 return f"the pseudo-header {name!r} appears twice"
-            seen.add(name)
+            seen[name] = value
         else:
             regular = True
-            if name in _CONNECTION_SPECIFIC or (name == b"te" and value != b"trailers"):
-                return f"the connection-specific field {name!r}"
-    missing = _REQUIRED_PSEUDO - seen
+            wrong = _malformed_field(name, value)
+            if wrong is not None:
+                return wrong
+    missing = _REQUIRED_PSEUDO - seen.keys()
     if missing:
         return f"no {b', '.join(sorted(missing))!r}"
+    if not seen[b":path"] and seen[b":scheme"] in (b"http", b"https"):  # §8.3.1
+        return "an empty :path"
+    return None
+
+
+def malformed_trailers(headers: Headers) -> str | None:
+    """What makes a request's trailers malformed (RFC 9113 §8.1, §8.2), or None."""
+    for name, value in headers:
+        if name[:1] == b":":
+            return f"the pseudo-header {name!r} in trailers"
+        wrong = _malformed_field(name, value)
+        if wrong is not None:
+            return wrong
+    return None
+
+
+def _malformed_field(name: bytes, value: bytes) -> str | None:
+    """What makes a regular field malformed in any HTTP/2 message (§8.2, §8.2.2)."""
+    if name != name.lower():
+        return f"the field name {name!r} is not lowercase"
+    if name in _CONNECTION_SPECIFIC or (name == b"te" and value.lower() != b"trailers"):
+        return f"the connection-specific field {name!r}"
     return None
 
 

@@ -870,3 +870,172 @@ def test_connection_error_resets_every_open_stream_and_ignores_later_input_5_4_1
     count = len(recorder.events)
     conn.receive(frame(PING, 0, 0, b"pingpong") + request(7) + window_update(0, 1000))
     assert take(conn) == [] and len(recorder.events) == count
+
+
+# -- found by the h2 oracle (test_impl_h2_oracle.py): each was an RFC 9113 violation -----
+
+
+@pytest.mark.parametrize(
+    ("opening", "bad", "code"),
+    [
+        (b"", frame(GOAWAY, 0, 1, bytes(8)), h2_conn.PROTOCOL_ERROR),
+        (b"", frame(GOAWAY, 0, 0, bytes(4)), h2_conn.FRAME_SIZE_ERROR),
+        (b"", frame(SETTINGS, ACK, 0, bytes(6)), h2_conn.FRAME_SIZE_ERROR),
+        (
+            b"",
+            frame(HEADERS, END_HEADERS | PRIORITY_FLAG, 1, b"\x00\x00"),
+            h2_conn.FRAME_SIZE_ERROR,
+        ),
+        (b"", frame(HEADERS, END_HEADERS | PADDED, 1, b""), h2_conn.FRAME_SIZE_ERROR),
+        (
+            b"",
+            frame(HEADERS, END_HEADERS | PADDED | PRIORITY_FLAG, 1, b"\x04" + bytes(5) + b"\x82ab"),
+            h2_conn.PROTOCOL_ERROR,
+        ),
+        (request(1), frame(DATA, PADDED, 1, b""), h2_conn.FRAME_SIZE_ERROR),
+        (b"", frame(h2_conn.PRIORITY, 0, 5, bytes(4)), h2_conn.FRAME_SIZE_ERROR),
+        (b"", window_update(5, 10), h2_conn.PROTOCOL_ERROR),
+        (request(3), window_update(2, 10), h2_conn.PROTOCOL_ERROR),
+        (request(3), frame(DATA, 0, 2, b"x"), h2_conn.PROTOCOL_ERROR),
+        (request(3), rst(2, h2_conn.CANCEL), h2_conn.PROTOCOL_ERROR),
+    ],
+    ids=[
+        "goaway-on-a-stream-6.8",
+        "goaway-shorter-than-its-fields-4.2",
+        "settings-ack-with-a-payload-6.5",
+        "headers-too-short-for-its-priority-4.2",
+        "padded-headers-without-pad-length-4.2",
+        "headers-padding-over-the-block-after-priority-6.2",
+        "padded-data-without-pad-length-4.2",
+        "priority-of-4-bytes-on-an-idle-stream-6.3-5.4",
+        "window-update-on-an-idle-stream-5.1",
+        "window-update-on-an-even-stream-5.1",
+        "data-on-an-even-stream-5.1",
+        "rst-stream-on-an-even-stream-6.4",
+    ],
+)
+def test_oracle_found_connection_error(opening: bytes, bad: bytes, code: int) -> None:
+    conn, _ = open_conn()
+    conn.receive(opening)
+    assert not conn.closed, conn.close_reason
+    take(conn)
+    conn.receive(bad)
+    assert conn.closed
+    assert goaway_code(take(conn)) == code
+
+
+def test_oracle_found_priority_of_wrong_length_is_stream_error_6_3() -> None:
+    conn, recorder = open_conn()
+    conn.receive(request(1) + request(3))
+    conn.receive(frame(h2_conn.PRIORITY, 0, 1, bytes(4)))
+    assert rst_codes(take(conn)) == [(1, h2_conn.FRAME_SIZE_ERROR)]
+    assert recorder.events[-1] == ("reset", 1, h2_conn.FRAME_SIZE_ERROR)
+    assert not conn.closed and 3 in conn.streams
+
+
+def test_oracle_found_headers_on_half_closed_remote_stream_is_stream_closed_5_1() -> None:
+    conn, recorder = open_conn()
+    encoder = hpack.Encoder()
+    conn.receive(request(1, end_stream=True, encoder=encoder))
+    conn.receive(frame(HEADERS, END_HEADERS | END_STREAM, 1, encoder.encode([("x-t", "1")])))
+    assert rst_codes(take(conn)) == [(1, h2_conn.STREAM_CLOSED)]
+    assert recorder.events[-1] == ("reset", 1, h2_conn.STREAM_CLOSED)
+
+
+@pytest.mark.parametrize(
+    "trailer",
+    [("X-Trailer", "1"), ("connection", "close"), ("te", "gzip")],
+    ids=["uppercase-8.2", "connection-specific-8.2.2", "te-not-trailers-8.2.2"],
+)
+def test_oracle_found_malformed_trailers_are_stream_error(trailer: tuple[str, str]) -> None:
+    conn, recorder = open_conn()
+    encoder = hpack.Encoder()
+    conn.receive(request(1, encoder=encoder))
+    conn.receive(frame(HEADERS, END_HEADERS | END_STREAM, 1, encoder.encode([trailer])))
+    assert rst_codes(take(conn)) == [(1, h2_conn.PROTOCOL_ERROR)]
+    assert recorder.events[-1] == ("reset", 1, h2_conn.PROTOCOL_ERROR)
+    assert not conn.closed
+
+
+def test_oracle_found_te_trailers_is_case_insensitive_8_2_2() -> None:
+    conn, recorder = open_conn()
+    headers = [(n, "Trailers" if n == "te" else v) for n, v in REQUEST]
+    conn.receive(frame(HEADERS, END_HEADERS, 1, hpack.Encoder().encode(headers)))
+    assert take(conn) == [] and recorder.events[0][:2] == ("headers", 1)
+
+
+@pytest.mark.parametrize(("scheme", "malformed"), [("http", True), ("https", True), ("urn", False)])
+def test_oracle_found_empty_path_is_malformed_for_http_8_3_1(scheme: str, malformed: bool) -> None:
+    conn, recorder = open_conn()
+    headers = [(":method", "POST"), (":scheme", scheme), (":path", ""), (":authority", "a")]
+    conn.receive(frame(HEADERS, END_HEADERS, 1, hpack.Encoder().encode(headers)))
+    if malformed:
+        assert rst_codes(take(conn)) == [(1, h2_conn.PROTOCOL_ERROR)]
+        assert recorder.events == []
+    else:
+        assert take(conn) == [] and recorder.events[0][:2] == ("headers", 1)
+
+
+@pytest.mark.parametrize(
+    "closing",
+    ["client-reset", "skipped-id", "both-ended"],
+)
+def test_oracle_found_data_on_closed_stream_is_stream_closed_6_1(closing: str) -> None:
+    """DATA on a closed stream is a stream error STREAM_CLOSED (§6.1, §5.1), however it
+    closed, unless we reset it ourselves; once answered, further DATA there is ignored."""
+    conn, recorder = open_conn()
+    if closing == "client-reset":
+        conn.receive(request(1) + rst(1, h2_conn.CANCEL))
+    elif closing == "skipped-id":
+        conn.receive(request(3))  # stream 1 is closed without ever opening (§5.1.1)
+    else:
+        conn.receive(request(1, end_stream=True))
+        conn.send_headers(1, b"\x88", end_stream=True)
+    take(conn)
+    events = len(recorder.events)
+    conn.receive(frame(DATA, 0, 1, b"late"))
+    assert rst_codes(take(conn)) == [(1, h2_conn.STREAM_CLOSED)]
+    conn.receive(frame(DATA, 0, 1, b"later"))
+    assert take(conn) == [] and not conn.closed
+    assert len(recorder.events) == events
+
+
+def test_oracle_found_headers_after_client_reset_is_stream_error_5_1() -> None:
+    conn, _ = open_conn()
+    encoder = hpack.Encoder()
+    conn.receive(request(1, encoder=encoder) + rst(1, h2_conn.CANCEL))
+    conn.receive(frame(HEADERS, END_HEADERS | END_STREAM, 1, encoder.encode([("x-t", "1")])))
+    assert rst_codes(take(conn)) == [(1, h2_conn.STREAM_CLOSED)]
+    assert not conn.closed
+
+
+def test_oracle_found_trailers_after_our_reset_are_ignored_but_decoded_5_1() -> None:
+    """Trailers crossing our RST_STREAM end nothing; their block still updates the HPACK
+    table, so the next request, which refers to it, decodes."""
+    conn, recorder = open_conn()
+    encoder = hpack.Encoder()
+    conn.receive(frame(HEADERS, END_HEADERS, 1, encoder.encode([*REQUEST, ("Bad", "1")])))
+    assert rst_codes(take(conn)) == [(1, h2_conn.PROTOCOL_ERROR)]
+    trailers = encoder.encode([("x-trailer", "indexed")])  # inserted into the table
+    conn.receive(frame(HEADERS, END_HEADERS | END_STREAM, 1, trailers))
+    assert take(conn) == [] and not conn.closed, conn.close_reason
+    conn.receive(
+        frame(HEADERS, END_HEADERS, 3, encoder.encode([*REQUEST, ("x-trailer", "indexed")]))
+    )
+    assert recorder.events == [("headers", 3, [*RAW_REQUEST, (b"x-trailer", b"indexed")], False)]
+
+
+def test_oracle_found_resets_are_remembered_up_to_reset_memory_5_1() -> None:
+    """Frames crossing our RST_STREAM are ignored for the last RESET_MEMORY resets; DATA on
+    a stream reset longer ago is answered as on any closed stream."""
+    conn, _ = open_conn()
+    encoder = hpack.Encoder()
+    malformed = [*REQUEST, ("Bad", "1")]
+    for i in range(h2_conn.RESET_MEMORY + 1):
+        conn.receive(frame(HEADERS, END_HEADERS, 2 * i + 1, encoder.encode(malformed)))
+    take(conn)
+    conn.receive(frame(DATA, 0, 3, b"crossed our reset"))
+    assert take(conn) == []
+    conn.receive(frame(DATA, 0, 1, b"long after"))
+    assert rst_codes(take(conn)) == [(1, h2_conn.STREAM_CLOSED)]
+    assert not conn.closed
