@@ -1,4 +1,7 @@
-"""The reference server's `etcdspec verify` stage: durability and convergence under faults.
+"""A durability run of the reference server: acknowledged writes and convergence under faults.
+
+A stage in `verify`'s form (StageOptions -> StageResult) that `verify` itself does not run
+(its conform stage covers the same ground, checked end to end); the crash tests use it.
 
 `run_stage(options)` starts a local 3-member cluster of our server (separate processes,
 free loopback ports, data under options.report_dir/server-cluster), drives a write load

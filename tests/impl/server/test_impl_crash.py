@@ -2,7 +2,7 @@
 write load; restart them; every acknowledged write is still there on every member, and
 the members' HashKV agree.
 
-Writers are threads with their own gRPC channels (server_stage.Load, shared with the
+Writers are threads with their own gRPC channels (durability.Load, shared with the
 verify stage), each putting unique keys and recording a key as acknowledged only when
 its Put returned OK. A small --snapshot-count
 makes the leader compact its log while a follower is down, so the restarted follower is
@@ -20,14 +20,14 @@ import grpc
 import pytest
 
 from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
-from etcdspec.impl.tools import durability as server_stage
+from etcdspec.impl.tools import durability
 from etcdspec.impl.tools import launcher
 
-Load = server_stage.Load
+Load = durability.Load
 
 
 def _leader_name(cluster: etcd_procs.Cluster) -> str:
-    return server_stage.leader_name(cluster.plan)
+    return durability.leader_name(cluster.plan)
 
 
 def _wait_for_more(load: Load, at_least: int, timeout_s: float = 20) -> None:
@@ -35,7 +35,7 @@ def _wait_for_more(load: Load, at_least: int, timeout_s: float = 20) -> None:
 
 
 def _converged(cluster: etcd_procs.Cluster, timeout_s: float = 30) -> dict[str, dict[str, int]]:
-    return server_stage.wait_converged(cluster.endpoints, timeout_s)
+    return durability.wait_converged(cluster.endpoints, timeout_s)
 
 
 @pytest.mark.slow

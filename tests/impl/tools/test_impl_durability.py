@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from etcdspec.impl.tools import durability as server_stage
+from etcdspec.impl.tools import durability
 from etcdspec.stage import StageOptions
 from etcdspec.verdict import Verdict
 
 
 def test_quick_stage_holds_on_our_server(tmp_path: Path) -> None:
-    result = server_stage.run_stage(StageOptions(report_dir=tmp_path, quick=True))
+    result = durability.run_stage(StageOptions(report_dir=tmp_path, quick=True))
     assert result.verdict is Verdict.TRUE, result.describe()
     # A witness that the load ran across the faults, not a throughput figure (the stage
     # itself says UNKNOWN if writes stall).
@@ -22,8 +22,8 @@ def test_quick_stage_holds_on_our_server(tmp_path: Path) -> None:
 
 
 def test_a_run_without_progress_is_unknown() -> None:
-    load = server_stage.Load(endpoints=[])
-    with pytest.raises(server_stage.StageUnknown, match="stalled"):
+    load = durability.Load(endpoints=[])
+    with pytest.raises(durability.StageUnknown, match="stalled"):
         load.wait_for_more(1, timeout_s=0.1)
 
 
@@ -31,9 +31,9 @@ def test_unreachable_members_are_unknown_not_a_pass(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     def refuse(*args: object, **kwargs: object) -> None:
-        raise server_stage.launcher.LauncherError("cluster not ready after 60 s")
+        raise durability.launcher.LauncherError("cluster not ready after 60 s")
 
-    monkeypatch.setattr(server_stage.launcher, "wait_ready", refuse)
-    result = server_stage.run_stage(StageOptions(report_dir=tmp_path, quick=True))
+    monkeypatch.setattr(durability.launcher, "wait_ready", refuse)
+    result = durability.run_stage(StageOptions(report_dir=tmp_path, quick=True))
     assert result.verdict is Verdict.UNKNOWN
     assert "undecided" in result.summary
