@@ -23,11 +23,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from etcdspec.checker.budget import Budget
 from etcdspec.checker.edn import EdnError
 from etcdspec.checker.gc_pause import paused_gc
 from etcdspec.checker.history import History, HistoryError, read_history
 from etcdspec.checker.jepsen import read_jepsen
-from etcdspec.checker.linearizability import Budget, LinearizabilityResult, check_linearizable
+from etcdspec.checker.linearizability import check_linearizable
+from etcdspec.checker.linearizability_result import LinearizabilityResult
 from etcdspec.checker.model_etcd import EtcdModel
 from etcdspec.checker.models import CheckModel, ModelInputError, get_model, model_names
 from etcdspec.checker.results import CheckResult

@@ -33,202 +33,37 @@ Contract:
   that could never place every ok operation (tests/checker/test_checker_differential.py
   compares with the plain search). A history whose responses carry revisions is then
   checked in near-linear time; many info writes nobody observed still cost backtracking.
-- Budgets: `Budget.timeout_s` and `Budget.max_memory_mb` (resident memory, read from
-  /proc when available). Running out gives Verdict.UNKNOWN with what was decided so far
-  (partitions finished, the longest prefix reached) — never a pass.
-- On a violation: the longest linearizable prefix (the placed operations, in order), the
-  operation that could not be placed with the model's reason, the window of concurrent
-  operations around it, and the model state at that point.
+- Budgets (checker/budget.py): `Budget.timeout_s` and `Budget.max_memory_mb` (resident
+  memory, read from /proc when available). Running out gives Verdict.UNKNOWN with what
+  was decided so far (partitions finished, the longest prefix reached) — never a pass.
+- The result (checker/linearizability_result.py) gives, on a violation: the longest
+  linearizable prefix (the placed operations, in order), the operation that could not
+  be placed with the model's reason, the window of concurrent operations around it,
+  and the model state at that point.
 """
 
 from __future__ import annotations
 
 import bisect
-import os
 import random
 import time
 from collections.abc import Hashable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
+from etcdspec.checker.budget import UNBOUNDED, Budget, BudgetClock, OutOfBudget
 from etcdspec.checker.gc_pause import paused_gc
 from etcdspec.checker.history import Operation
+from etcdspec.checker.linearizability_result import Failure, LinearizabilityResult, PartitionResult
 from etcdspec.checker.models import CheckModel, PreparedOp
 from etcdspec.verdict import Verdict
 
 _CHECK_EVERY = 512
-_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-
-
-@dataclass(frozen=True)
-class Budget:
-    """Limits of one check: seconds and resident memory; None is unbounded."""
-
-    timeout_s: float | None = None
-    max_memory_mb: float | None = None
-    seed: int = 0
-
-    def describe(self) -> str:
-        limits = []
-        if self.timeout_s is not None:
-            limits.append(f"timeout {self.timeout_s:g} s")
-        if self.max_memory_mb is not None:
-            limits.append(f"memory {self.max_memory_mb:g} MB")
-        return ", ".join(limits) or "no limits"
-
-
-@dataclass(frozen=True)
-class Failure:
-    """Where the search got furthest before it had to give up on a partition."""
-
-    partition: str | None
-    failing_op: int  # op id
-    reason: str
-    window: tuple[int, ...]  # op ids: the failing op and the operations concurrent with it
-    prefix: tuple[int, ...]  # op ids placed, in linearization order (longest prefix)
-    state: str
-    state_json: Any
-    prefix_end_index: int  # history event index: every ok op returned before it is placed
-
-    def describe(self) -> str:
-        where = f"key {self.partition}: " if self.partition else ""
-        return (
-            f"{where}op {self.failing_op} cannot be linearized after the longest "
-            f"linearizable prefix of {len(self.prefix)} operations: {self.reason}; "
-            f"model state: {self.state}; window: ops {', '.join(map(str, self.window))}"
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "partition": self.partition,
-            "failing_op": self.failing_op,
-            "reason": self.reason,
-            "window": list(self.window),
-            "prefix": list(self.prefix),
-            "prefix_end_index": self.prefix_end_index,
-            "state": self.state,
-            "state_json": self.state_json,
-        }
-
-
-@dataclass(frozen=True)
-class PartitionResult:
-    partition: str | None
-    verdict: Verdict
-    operations: int
-    linearization: tuple[int, ...]  # op ids in order (info ops that took effect included)
-    final_state: Any
-    failure: Failure | None
-    reason: str
-    steps: int
-    seconds: float
-
-    def describe(self) -> str:
-        name = self.partition if self.partition is not None else "(all)"
-        text = f"{name}: {self.verdict.describe()} — {self.operations} ops, {self.steps} steps"
-        if self.failure is not None:
-            text += f"; {self.failure.describe()}"
-        elif self.reason:
-            text += f"; {self.reason}"
-        return text
-
-
-@dataclass(frozen=True)
-class LinearizabilityResult:
-    verdict: Verdict
-    model: str
-    operations: int
-    partitions: tuple[PartitionResult, ...]
-    seconds: float
-    reason: str = ""
-    dropped: int = 0  # fail operations and unobservable info operations
-    notes: tuple[str, ...] = field(default=())
-    synthetic: tuple[Operation, ...] = field(default=())  # the model's (e.g. lease expiry)
-
-    @property
-    def failure(self) -> Failure | None:
-        for part in self.partitions:
-            if part.failure is not None:
-                return part.failure
-        return None
-
-    def linearization(self) -> tuple[int, ...]:
-        """The whole order (one partition) or the concatenation per partition."""
-        return tuple(op for part in self.partitions for op in part.linearization)
-
-    def describe(self) -> str:
-        head = (
-            f"linearizability ({self.model}): {self.verdict.describe()} — "
-            f"{self.operations} operations, {len(self.partitions)} partition(s), "
-            f"{self.seconds:.2f} s"
-        )
-        if self.failure is not None:
-            return f"{head}\n  {self.failure.describe()}"
-        if self.reason:
-            return f"{head}\n  {self.reason}"
-        return head
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "valid": self.verdict.to_json(),
-            "model": self.model,
-            "operations": self.operations,
-            "dropped": self.dropped,
-            "seconds": round(self.seconds, 4),
-            "reason": self.reason,
-            "failure": self.failure.to_json() if self.failure else None,
-            "partitions": [
-                {
-                    "partition": part.partition,
-                    "valid": part.verdict.to_json(),
-                    "operations": part.operations,
-                    "steps": part.steps,
-                    "seconds": round(part.seconds, 4),
-                    "reason": part.reason,
-                }
-                for part in self.partitions
-            ],
-        }
-
-
-class _OutOfBudget(Exception):
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-class _Clock:
-    """Shared budget across partitions."""
-
-    def __init__(self, budget: Budget) -> None:
-        self.budget = budget
-        self.start = time.monotonic()
-        self.deadline = None if budget.timeout_s is None else self.start + budget.timeout_s
-
-    def check(self) -> None:
-        if self.deadline is not None and time.monotonic() > self.deadline:
-            raise _OutOfBudget(f"time budget of {self.budget.timeout_s:g} s spent")
-        if self.budget.max_memory_mb is not None:
-            rss = resident_mb()
-            if rss is not None and rss > self.budget.max_memory_mb:
-                raise _OutOfBudget(
-                    f"memory bound of {self.budget.max_memory_mb:g} MB reached ({rss:.0f} MB)"
-                )
-
-
-def resident_mb() -> float | None:
-    """This process's resident memory in MB (from /proc; None where there is none)."""
-    try:
-        with open("/proc/self/statm", encoding="ascii") as handle:
-            return int(handle.read().split()[1]) * _PAGE / 2**20
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def check_linearizable(
     model: CheckModel,
     operations: Sequence[Operation],
-    budget: Budget = Budget(),
+    budget: Budget = UNBOUNDED,
     observed: Mapping[int, set[Hashable]] | None = None,
 ) -> LinearizabilityResult:
     """Decide whether `operations` (one history's) are linearizable for `model`.
@@ -250,7 +85,7 @@ def _check(
     budget: Budget,
     observed: Mapping[int, set[Hashable]],
 ) -> LinearizabilityResult:
-    clock = _Clock(budget)
+    clock = BudgetClock(budget)
     prepared: list[PreparedOp] = []
     dropped = 0
     for op in operations:
@@ -316,7 +151,7 @@ class _Search:
         model: CheckModel,
         items: list[PreparedOp],
         name: str | None,
-        clock: _Clock,
+        clock: BudgetClock,
         seen_elsewhere: Mapping[int, set[Hashable]],
     ) -> None:
         self.model = model
@@ -660,7 +495,7 @@ class _Search:
                 stack.append(new)
                 if len(stack) - 1 > best_depth:
                     best_pending = True
-        except _OutOfBudget as out:
+        except OutOfBudget as out:
             placed = sum(self.placed)
             return PartitionResult(
                 self.name,

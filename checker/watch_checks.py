@@ -36,7 +36,7 @@ from etcdspec.checker.etcd_json import (
     request_from_json,
 )
 from etcdspec.checker.history import History, HistoryError, Operation, encode_bytes
-from etcdspec.checker.linearizability import LinearizabilityResult
+from etcdspec.checker.linearizability_result import LinearizabilityResult
 from etcdspec.checker.model_etcd import event_signatures
 from etcdspec.checker.results import CheckResult
 from etcdspec.model.errors import StoreError

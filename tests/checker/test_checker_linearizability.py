@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from etcdspec.checker.budget import Budget
 from etcdspec.checker.history import HistoryBuilder, build_history
-from etcdspec.checker.linearizability import Budget, check_linearizable
+from etcdspec.checker.linearizability import check_linearizable
 from etcdspec.checker.models import get_model
 from etcdspec.checker.simulate import (
     ETCD_FAULTS,

@@ -72,7 +72,7 @@ _HARD_SEARCH = """
 import json
 from etcdspec.checker.check import CheckOptions, check_history
 from etcdspec.checker.history import build_history
-from etcdspec.checker.linearizability import resident_mb
+from etcdspec.checker.budget import resident_mb
 from etcdspec.checker.simulate import simulate_register
 history = build_history(simulate_register(9, ops=2000, processes=30, info_rate=0.3))
 before = resident_mb()

@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
+from etcdspec.checker.budget import Budget
 from etcdspec.checker.check import load_history
 from etcdspec.checker.etcd_json import request_to_json, response_to_json
 from etcdspec.checker.history import HistoryBuilder, Operation, build_history
-from etcdspec.checker.linearizability import Budget, check_linearizable
+from etcdspec.checker.linearizability import check_linearizable
 from etcdspec.checker.model_etcd import EtcdModel
 from etcdspec.checker.models import PreparedOp
 from etcdspec.checker.simulate import simulate_etcd
