@@ -3,15 +3,11 @@ cannot follow (`etcdspec check-trace FILE…`).
 
 Contract
 - `check_traces(paths)` reads one trace file per member (checker/trace_format.py; bad
-  input raises TraceFormatError) and merges them into one order: each member's events in
-  file order, and a `receive` only after the matching `send` (same message on the wire;
-  duplicates are counted as a multiset). A receive whose send was never traced (the
-  sender was killed before it flushed its trace, or its file was not given) is let
-  through only when nothing else can move, and counted in `unmatched_receives`; if
-  every waiting receive's send is still ahead, the traces cannot be ordered (rule
-  Causality).
-  A path that is a directory stands for its `*.trace.ndjson` files (the layout of
-  `etcdspec cluster up --trace`).
+  input raises TraceFormatError) and replays their events in one causal order
+  (checker/trace_order.py: each member's events in file order, a `receive` after the
+  matching `send`); traces that cannot be ordered fail rule Causality. A path that is
+  a directory stands for its `*.trace.ndjson` files (the layout of `etcdspec cluster
+  up --trace`). The result is a `TraceResult` (checker/trace_result.py).
 - Each node's abstract Raft state is rebuilt as the events go: term, vote, role, commit,
   applied, the in-memory last index, and what is durable — the persisted log (a model
   RaftLog of (index, term) entries, built from `persist` and `snapshot` events; a
@@ -54,9 +50,10 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from etcdspec.checker.trace_format import TraceEvent, TraceMessage, read_trace_file
+from etcdspec.checker.trace_order import CausalOrder
+from etcdspec.checker.trace_result import NodeSummary, TraceFailure, TraceResult
 from etcdspec.model.invariants import InvariantViolation
 from etcdspec.model.raft_invariants import Ghost, check_raft
 from etcdspec.model.raft_log import RaftLog
@@ -71,129 +68,6 @@ MODEL_ROLES = {
     "candidate": Role.CANDIDATE,
     "leader": Role.LEADER,
 }
-
-
-@dataclass(frozen=True)
-class NodeSummary:
-    """A node's reconstructed state at the failing event (what the explanation refers to)."""
-
-    name: str
-    node: int
-    path: str
-    run: int
-    role: str
-    term: int
-    vote: int
-    commit: int
-    applied: int
-    last_index: int
-    durable_term: int
-    durable_vote: int
-    durable_log: str
-
-    def describe(self) -> str:
-        vote = f" vote {self.vote}" if self.vote else ""
-        durable_vote = f" vote {self.durable_vote}" if self.durable_vote else ""
-        return (
-            f"{self.name} (node {self.node}, {Path(self.path).name}, run {self.run}): "
-            f"{self.role} term {self.term}{vote} commit {self.commit} applied {self.applied} "
-            f"last {self.last_index}; durable term >= {self.durable_term}{durable_vote}, "
-            f"log {self.durable_log}"
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "node": self.node,
-            "path": self.path,
-            "run": self.run,
-            "role": self.role,
-            "term": self.term,
-            "vote": self.vote,
-            "commit": self.commit,
-            "applied": self.applied,
-            "last_index": self.last_index,
-            "durable_term": self.durable_term,
-            "durable_vote": self.durable_vote,
-            "durable_log": self.durable_log,
-        }
-
-
-@dataclass(frozen=True)
-class TraceFailure:
-    """The first event the model cannot follow, and why."""
-
-    rule: str
-    explanation: str
-    event: TraceEvent
-    position: int  # 1-based position of the event in the merged order
-    states: tuple[NodeSummary, ...]
-
-    def describe(self) -> str:
-        lines = [
-            f"{self.rule} broken at event {self.position}: {self.event.describe()}",
-            f"  {self.explanation}",
-            "  reconstructed states (the failing node as last followed; the event's own "
-            "fields are on its line above):",
-            *(f"    {state.describe()}" for state in self.states),
-        ]
-        return "\n".join(lines)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "rule": self.rule,
-            "explanation": self.explanation,
-            "location": self.event.location,
-            "position": self.position,
-            "event": self.event.describe(),
-            "states": [state.to_json() for state in self.states],
-        }
-
-
-@dataclass(frozen=True)
-class TraceResult:
-    verdict: Verdict
-    events: int
-    nodes: tuple[str, ...]  # "n1 = <node id> (<file>)"
-    unmatched_receives: int
-    failure: TraceFailure | None = None
-    witnesses: tuple[tuple[str, int], ...] = ()  # how often each kind of check had work
-    torn_lines: int = 0  # lines cut short by a kill, dropped when reading
-    untraced: tuple[int, ...] = ()  # node ids that messages name but no trace file covers
-
-    def witness(self, name: str) -> int:
-        return dict(self.witnesses).get(name, 0)
-
-    def describe(self) -> str:
-        head = (
-            f"trace validation {self.verdict.describe()}: {self.events} events replayed "
-            f"over {len(self.nodes)} members ({', '.join(self.nodes)})"
-        )
-        if self.unmatched_receives:
-            head += f"; {self.unmatched_receives} receives without a traced send"
-        if self.torn_lines:
-            head += f"; {self.torn_lines} torn lines dropped"
-        if self.untraced:
-            head += "; members without a trace (their own steps unchecked): " + ", ".join(
-                str(node) for node in self.untraced
-            )
-        if self.witnesses:
-            head += "\nchecked: " + ", ".join(f"{count} {name}" for name, count in self.witnesses)
-        if self.failure is not None:
-            head += "\n" + self.failure.describe()
-        return head
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "verdict": self.verdict.to_json(),
-            "events": self.events,
-            "nodes": list(self.nodes),
-            "unmatched_receives": self.unmatched_receives,
-            "witnesses": dict(self.witnesses),
-            "torn_lines": self.torn_lines,
-            "untraced": list(self.untraced),
-            "failure": None if self.failure is None else self.failure.to_json(),
-        }
 
 
 class _Broken(Exception):
@@ -293,7 +167,6 @@ class _Replay:
         self.durable_votes: dict[tuple[int, int], tuple[int, str]] = {}
         self.applied: dict[int, tuple[int, str]] = {}  # index -> (term, where)
         self.position = 0
-        self.unmatched = 0
         self.witness: Counter[str] = Counter()
         self.checked_leaders: set[tuple[int, int]] = set()
         params = RaftParams(nodes=len(self.nodes))
@@ -305,68 +178,19 @@ class _Replay:
         known = self.nodes.get(node)
         return known.name if known is not None else f"node {node}"
 
-    # ----------------------------------------------------------------- merge and run
+    # ----------------------------------------------------------------- run
 
     def run(self) -> TraceResult:
-        heads = [0] * len(self.traces)
-        pending: Counter[tuple[Any, ...]] = Counter()
-        future: Counter[tuple[Any, ...]] = Counter(
-            e.message.key() for t in self.traces for e in t if e.message and e.event == "send"
-        )
-        remaining = sum(len(t) for t in self.traces)
-        while remaining:
-            moved = False
-            for member, events in enumerate(self.traces):
-                if heads[member] >= len(events):
-                    continue
-                event = events[heads[member]]
-                if event.event == "receive":
-                    assert event.message is not None
-                    key = event.message.key()
-                    if pending[key] <= 0:
-                        continue
-                    pending[key] -= 1
-                    self.witness["matched receives"] += 1
-                elif event.event == "send":
-                    assert event.message is not None
-                    future[event.message.key()] -= 1
-                failure = self._step(event, pending)
-                heads[member] += 1
-                remaining -= 1
-                moved = True
-                if failure is not None:
-                    return self._result(failure)
-            if not moved:
-                # Every member waits on a receive. One whose send is nowhere ahead was
-                # sent by a member whose last lines were lost (kill -9) or whose trace was
-                # not given: let it through. If every one is sent later, a message was
-                # received before it was sent.
-                blocked = [m for m, ev in enumerate(self.traces) if heads[m] < len(ev)]
-                lost = [m for m in blocked if future[self._head_key(m, heads)] <= 0]
-                if not lost:
-                    return self._result(self._causality(blocked[0], heads))
-                self.unmatched += 1
-                failure = self._step(self.traces[lost[0]][heads[lost[0]]], pending)
-                heads[lost[0]] += 1
-                remaining -= 1
-                if failure is not None:
-                    return self._result(failure)
-        return self._result(None)
+        order = CausalOrder(self.traces)
+        for event in order:
+            failure = self._step(event)
+            if failure is not None:
+                return self._result(failure, order)
+        if order.stuck is not None:
+            return self._result(self._causality(*order.stuck), order)
+        return self._result(None, order)
 
-    def _head_key(self, member: int, heads: list[int]) -> tuple[Any, ...]:
-        message = self.traces[member][heads[member]].message
-        assert message is not None
-        return message.key()
-
-    def _causality(self, member: int, heads: list[int]) -> TraceFailure:
-        event = self.traces[member][heads[member]]
-        key = self._head_key(member, heads)
-        send = next(
-            e
-            for m, events in enumerate(self.traces)
-            for e in events[heads[m] :]
-            if e.event == "send" and e.message is not None and e.message.key() == key
-        )
+    def _causality(self, event: TraceEvent, send: TraceEvent) -> TraceFailure:
         self.position += 1
         states = tuple(
             n.summary() for n in self.nodes.values() if n.node in (event.node, send.node) and n.seen
@@ -381,26 +205,26 @@ class _Replay:
             states,
         )
 
-    def _result(self, failure: TraceFailure | None) -> TraceResult:
+    def _result(self, failure: TraceFailure | None, order: CausalOrder) -> TraceResult:
         nodes = tuple(f"{n.name} = {n.node} ({Path(n.path).name})" for n in self.nodes.values())
+        witness = Counter(self.witness)
+        if order.matched:
+            witness["matched receives"] = order.matched
         return TraceResult(
             verdict=Verdict.TRUE if failure is None else Verdict.FALSE,
             events=self.position,
             nodes=nodes,
-            unmatched_receives=self.unmatched,
+            unmatched_receives=order.unmatched,
             failure=failure,
-            witnesses=tuple(sorted({**self.witness, "leader terms": len(self.leaders)}.items())),
+            witnesses=tuple(sorted({**witness, "leader terms": len(self.leaders)}.items())),
             untraced=self.untraced,
         )
 
-    def _step(self, event: TraceEvent, pending: Counter[tuple[Any, ...]]) -> TraceFailure | None:
+    def _step(self, event: TraceEvent) -> TraceFailure | None:
         self.position += 1
         node = self.nodes[event.node]
         try:
             self._apply(node, event)
-            if event.event == "send":
-                assert event.message is not None
-                pending[event.message.key()] += 1
         except _Broken as broken:
             involved = [node.node, *broken.involved]
             states = tuple(
@@ -852,10 +676,5 @@ def check_traces(paths: Sequence[str | Path]) -> TraceResult:
     return replace(result, torn_lines=torn) if torn else result
 
 
-__all__ = [
-    "NodeSummary",
-    "TraceFailure",
-    "TraceMessage",
-    "TraceResult",
-    "check_traces",
-]
+# check_traces's result types, importable with it (conform/trace_stage.py does).
+__all__ = ["NodeSummary", "TraceFailure", "TraceResult", "check_traces"]
