@@ -35,6 +35,8 @@ Contract:
   have made that write (`writes_match`): one revision is one write.
 - No per-key partitions: revisions are global, so keys interact through them; the
   revision cuts take the place of partitioning.
+- What one request, response or event shows about its writes (revision taken, write
+  signatures, keys put, leases named) is checker/etcd_writes.py's.
 """
 
 from __future__ import annotations
@@ -50,6 +52,18 @@ from etcdspec.checker.etcd_json import (
     request_from_json,
     response_from_json,
 )
+from etcdspec.checker.etcd_writes import (
+    blind_put_keys,
+    blind_write,
+    bumped,
+    event_signatures,
+    lease_ids_used,
+    pre_revisions,
+    put_keys,
+    response_kvs,
+    sure_put_keys,
+    write_signatures,
+)
 from etcdspec.checker.history import Operation
 from etcdspec.checker.models import CheckModel, ModelInputError, PreparedOp
 from etcdspec.model.errors import StoreError
@@ -57,7 +71,6 @@ from etcdspec.model.requests import (
     RANGE_END_ALL,
     DeleteRangeRequest,
     DeleteRangeResponse,
-    Event,
     EventType,
     KeyValue,
     LeaseGrantRequest,
@@ -71,9 +84,7 @@ from etcdspec.model.requests import (
     Request,
     Response,
     ResponseHeader,
-    TxnOp,
     TxnRequest,
-    TxnResponse,
 )
 from etcdspec.model.store import StoreState, apply, initial_state, lease_ttl
 
@@ -118,11 +129,11 @@ class EtcdModel(CheckModel):
         if isinstance(request, LeaseGrantRequest) and request.id == 0:
             assert response is not None
             request = LeaseGrantRequest(ttl=request.ttl, id=getattr(response, "id", 0))
-        pre = _pre_revisions(request, response, revision)
+        pre = pre_revisions(request, response, revision)
         bumps_to = (
             revision if len(pre) == 1 and revision is not None and pre[0] == revision - 1 else None
         )
-        leases = _lease_ids_used(request)
+        leases = lease_ids_used(request)
         tags = frozenset(("lease", i) for i in leases) if leases else _NO_TAGS
         return PreparedOp(op, (request, response), pre, bumps_to, tags=tags)
 
@@ -140,8 +151,8 @@ class EtcdModel(CheckModel):
             op,
             (request, None),
             bumps_or_noop=bumps_or_noop,
-            signatures=_write_signatures(request),
-            wildcard=_blind_write(request),
+            signatures=write_signatures(request),
+            wildcard=blind_write(request),
         )
 
     def synthetic_ops(self, ops: Sequence[PreparedOp], next_id: int) -> list[PreparedOp]:
@@ -153,7 +164,7 @@ class EtcdModel(CheckModel):
         used: set[int] = set()
         for prepared in ops:
             if prepared.op.type == "ok":
-                used |= _lease_ids_used(prepared.payload[0])
+                used |= lease_ids_used(prepared.payload[0])
         self._orphans = tuple(sorted(used - granted)) if self._blind_grants else ()
         if self._orphans:
             self.notes.append(
@@ -297,10 +308,10 @@ class EtcdModel(CheckModel):
                 continue
             if prepared.bumps_to is not None:
                 claimed.append(prepared.bumps_to)
-                for key in _sure_put_keys(request, response):
+                for key in sure_put_keys(request, response):
                     puts.setdefault(key, []).append(prepared.bumps_to)
-            elif _bumped(request, response) is not False:  # it may have written
-                uncertain |= _put_keys(request)
+            elif bumped(request, response) is not False:  # it may have written
+                uncertain |= put_keys(request)
         self._ok_puts = ok_puts = {key: sorted(revisions) for key, revisions in puts.items()}
         self._claimed = sorted(claimed)
         needs: dict[bytes, list[tuple[int, int, int]]] = {}
@@ -313,7 +324,7 @@ class EtcdModel(CheckModel):
             keys_only = isinstance(request, RangeRequest) and request.keys_only
             at = response.header.revision
             reads_now = isinstance(request, RangeRequest) and request.revision <= 0
-            for kv in _response_kvs(response):
+            for kv in response_kvs(response):
                 if not keys_only:
                     if kv in done:
                         continue
@@ -421,7 +432,7 @@ class EtcdModel(CheckModel):
             signature
             for prepared in ops
             if prepared.op.type == "info"
-            for signature in _write_signatures(prepared.payload[0])
+            for signature in write_signatures(prepared.payload[0])
             if isinstance(signature, tuple) and signature[0] == "put"
         }
         if not wanted:
@@ -432,10 +443,10 @@ class EtcdModel(CheckModel):
             request = prepared.payload[0]
             if type(request) is RangeRequest:  # writes nothing
                 continue
-            for signature in _write_signatures(request):
+            for signature in write_signatures(request):
                 if signature in wanted:
                     owners.setdefault(signature, []).append(i)
-            blind |= _blind_put_keys(request)
+            blind |= blind_put_keys(request)
         seen_at: dict[Hashable, list[int]] = {}
         for revision, signatures in observed.items():
             for signature in signatures:
@@ -500,122 +511,6 @@ class EtcdModel(CheckModel):
         }
 
 
-def _pre_revisions(
-    request: Request, response: Response | None, revision: int | None
-) -> tuple[int, ...]:
-    if revision is None or revision <= 0:
-        return ()
-    bumped = _bumped(request, response)
-    if bumped is None:
-        return (revision - 1, revision)
-    return (revision - 1,) if bumped else (revision,)
-
-
-def _bumped(request: Request | TxnOp, response: Response | None) -> bool | None:
-    """Whether the response shows that the request took a new revision (None: unknown).
-
-    A put always takes one; a delete when it deleted something; a txn when an op of
-    the branch that ran (per `succeeded`) did; reads, grants, keep-alives and
-    compactions never do; a revoke does when the lease had keys, which no response shows.
-    """
-    if isinstance(request, PutRequest):
-        return True
-    if isinstance(request, DeleteRangeRequest):
-        return isinstance(response, DeleteRangeResponse) and response.deleted > 0
-    if isinstance(request, TxnRequest):
-        if not isinstance(response, TxnResponse):
-            return None
-        branch = request.success if response.succeeded else request.failure
-        if len(branch) != len(response.responses):
-            return None
-        results = [_bumped(op, inner) for op, inner in zip(branch, response.responses, strict=True)]
-        if any(result is True for result in results):
-            return True
-        return False if all(result is False for result in results) else None
-    if isinstance(request, LeaseRevokeRequest):
-        return None
-    return False
-
-
-def _write_signatures(request: Request | TxnOp) -> tuple[Hashable, ...]:
-    """("put", key, value) for every put and ("delete", key) for every single-key delete
-    the request may make (either txn branch)."""
-    if isinstance(request, PutRequest):
-        create = ("create", request.key)
-        return (create,) if request.ignore_value else (("put", request.key, request.value), create)
-    if isinstance(request, DeleteRangeRequest) and not request.range_end:
-        return (("delete", request.key),)
-    if isinstance(request, TxnRequest):
-        return tuple(s for op in request.success + request.failure for s in _write_signatures(op))
-    return ()
-
-
-def _blind_write(request: Request | TxnOp) -> bool:
-    """Whether the request may write what its signatures do not name: a put with
-    ignore_value (its value) or a range delete (its keys)."""
-    if isinstance(request, PutRequest):
-        return request.ignore_value
-    if isinstance(request, DeleteRangeRequest):
-        return bool(request.range_end)
-    if isinstance(request, TxnRequest):
-        return any(_blind_write(op) for op in request.success + request.failure)
-    return False
-
-
-def _put_keys(request: Request | TxnOp) -> set[bytes]:
-    """The keys the request may put (either txn branch)."""
-    if isinstance(request, PutRequest):
-        return {request.key}
-    if isinstance(request, TxnRequest):
-        return {k for op in request.success + request.failure for k in _put_keys(op)}
-    return set()
-
-
-def _sure_put_keys(request: Request | TxnOp, response: Response) -> set[bytes]:
-    """The keys an ok request surely put (a txn: the puts of the branch that ran)."""
-    if isinstance(request, PutRequest):
-        return {request.key}
-    if isinstance(request, TxnRequest) and isinstance(response, TxnResponse):
-        branch = request.success if response.succeeded else request.failure
-        return {op.key for op in branch if isinstance(op, PutRequest)}
-    return set()
-
-
-def _blind_put_keys(request: Request | TxnOp) -> set[bytes]:
-    """The keys the request may put with ignore_value (either txn branch)."""
-    if isinstance(request, PutRequest):
-        return {request.key} if request.ignore_value else set()
-    if isinstance(request, TxnRequest):
-        return {k for op in request.success + request.failure for k in _blind_put_keys(op)}
-    return set()
-
-
-def event_signatures(event: Event) -> tuple[Hashable, ...]:
-    """The signatures of one store event, as observations name writes: ("put", key,
-    value), with ("create", key) for a put that created the key, or ("delete", key)."""
-    kv = event.kv
-    if event.type is EventType.DELETE:
-        return (("delete", kv.key),)
-    if kv.version == 1:
-        return (("put", kv.key, kv.value), ("create", kv.key))
-    return (("put", kv.key, kv.value),)
-
-
-def _lease_ids_used(request: Request | TxnOp) -> set[int]:
-    if isinstance(request, LeaseGrantRequest):
-        return {request.id} - {0}
-    if isinstance(request, PutRequest):
-        return {request.lease} if request.lease else set()
-    if isinstance(request, (LeaseRevokeRequest, LeaseKeepAliveRequest)):
-        return {request.id}
-    if isinstance(request, TxnRequest):
-        found: set[int] = set()
-        for op in request.success + request.failure:
-            found |= _lease_ids_used(op)
-        return found
-    return set()
-
-
 def _within(spans: list[tuple[int, int]] | None, revision: int) -> bool:
     """Whether `revision` lies in one of the merged spans (low, high]."""
     if not spans:
@@ -642,18 +537,6 @@ def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
         else:
             merged.append((low, high))
     return merged
-
-
-def _response_kvs(response: Response) -> list[KeyValue]:
-    if isinstance(response, RangeResponse):
-        return list(response.kvs)
-    if isinstance(response, PutResponse):
-        return [response.prev_kv] if response.prev_kv is not None else []
-    if isinstance(response, DeleteRangeResponse):
-        return list(response.prev_kvs)
-    if isinstance(response, TxnResponse):
-        return [kv for inner in response.responses for kv in _response_kvs(inner)]
-    return []
 
 
 def _event_times(ops: Sequence[PreparedOp]) -> list[tuple[int, int]]:

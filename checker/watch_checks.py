@@ -35,9 +35,9 @@ from etcdspec.checker.etcd_json import (
     kv_to_json,
     request_from_json,
 )
+from etcdspec.checker.etcd_writes import event_signatures
 from etcdspec.checker.history import History, HistoryError, Operation, encode_bytes
 from etcdspec.checker.linearizability_result import LinearizabilityResult
-from etcdspec.checker.model_etcd import event_signatures
 from etcdspec.checker.results import CheckResult
 from etcdspec.model.errors import StoreError
 from etcdspec.model.requests import (
