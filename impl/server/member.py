@@ -159,15 +159,12 @@ class Member:
         )
         self.watches = WatchStreams(state.watch_hub, cluster.header)
         listen = config.listen_peer_urls[0]
+        peers = {peer.member_id: (peer.peer.host, peer.peer.port) for peer in config.peers}
         transport = self.transport = PeerTransport(
             self.member_id,
             listen.host,
             listen.port,
-            {
-                peer.member_id: (peer.peer.host, peer.peer.port)
-                for peer in config.peers
-                if peer.member_id != self.member_id
-            },
+            peers,
             self._on_peer_frame,
             attributes=own_attributes(config),
             on_attributes=cluster.on_peer_attributes,
@@ -178,8 +175,8 @@ class Member:
             transport,
             snapshot_count=config.snapshot_count,
             snapshot_index=recovered.snapshot_index,
-            metrics=self.metrics,
-            trace=self.trace,
+            metrics=metrics,
+            trace=trace,
         )
         raft = self.raft = RaftLoop(
             driver,
@@ -192,8 +189,8 @@ class Member:
             persisted=recovered.persisted.hard_state,
             settings=self.pump_settings
             or PumpSettings(ack_before_fsync=failpoints.on("ack_before_fsync")),
-            metrics=self.metrics,
-            trace=self.trace,
+            metrics=metrics,
+            trace=trace,
             on_soft_state=self._on_soft_state,
             on_failure=self._fail,
         )
