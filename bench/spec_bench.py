@@ -29,7 +29,8 @@ from etcdspec.spec.bmc import bmc
 from etcdspec.spec.hints import Route
 from etcdspec.spec.loader import BUILTIN_SPECS, load_spec
 from etcdspec.spec.mutations import SEEDED_BUGS, catch, caught
-from etcdspec.spec.prove import CheckKind, prove
+from etcdspec.spec.proof_report import CheckKind
+from etcdspec.spec.prove import prove
 
 
 def cpu_seconds() -> float:

@@ -25,11 +25,12 @@ import z3
 
 from etcdspec.spec import ast
 from etcdspec.spec.counterexample import Counterexample, ElementNames, describe_params
+from etcdspec.spec.discharge import assigned_symbols
 from etcdspec.spec.errors import SpecLookupError
 from etcdspec.spec.evaluator import Instance, holds
 from etcdspec.spec.ground import GroundEncoder
 from etcdspec.spec.loader import LoadedSpec
-from etcdspec.spec.prove import assigned_symbols, select_properties
+from etcdspec.spec.prove import select_properties
 from etcdspec.spec.solving import Budget, configure
 from etcdspec.spec.z3backend import State, Vocabulary
 from etcdspec.verdict import Verdict

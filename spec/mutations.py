@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from etcdspec.spec.loader import load_spec
-from etcdspec.spec.prove import ProofReport, prove
+from etcdspec.spec.proof_report import ProofReport
+from etcdspec.spec.prove import prove
 from etcdspec.verdict import Verdict
 
 

@@ -33,12 +33,10 @@ from etcdspec.spec import ast
 from etcdspec.spec.discharge import settle
 from etcdspec.spec.hints import Hints, book
 from etcdspec.spec.loader import LoadedSpec
+from etcdspec.spec.proof_report import CheckKind, CheckResult, ProofReport
 from etcdspec.spec.prove import (
     DEFAULT_TIMEOUT_MS,
     WALL_SLACK,
-    CheckKind,
-    CheckResult,
-    ProofReport,
     Prover,
     hint_summary,
     select_actions,

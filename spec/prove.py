@@ -8,14 +8,17 @@ The obligations, each with its own verdict and time:
   in order, ending in a state satisfying its `reach` formula.
 A satisfiable negation is a counterexample (to induction, for `preserve`), read back in
 the spec's vocabulary. Z3 answering unknown, or a timeout, is UNKNOWN: never proved.
+
+`Prover` decides how each obligation is discharged (a rule, a hinted query, small
+instances first, budgets counted in Z3 work); the queries themselves are encoded in
+spec/step_queries.py, and the results are spec/proof_report.py's. `prove()` runs a
+whole proof, serially here or in processes (spec/parallel.py).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any
 
 import z3
@@ -26,139 +29,13 @@ from etcdspec.spec.discharge import assigned_symbols, settle
 from etcdspec.spec.errors import SpecLookupError
 from etcdspec.spec.hints import EMPTY_BOOK, HINT_TRY_MS, HintBook, Hints, Route, book, load_hints
 from etcdspec.spec.loader import LoadedSpec
+from etcdspec.spec.proof_report import CheckKind, CheckResult, ProofReport
 from etcdspec.spec.solving import Answer, Budget, ask
+from etcdspec.spec.step_queries import QueryInstance
 from etcdspec.spec.z3backend import Encoder, State, Vocabulary
 from etcdspec.verdict import Verdict
 
 DEFAULT_TIMEOUT_MS = 30_000
-
-
-class CheckKind(Enum):
-    INIT = "init"
-    PRESERVE = "preserve"
-    ENABLED = "enabled"
-    WITNESS = "witness"
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    kind: CheckKind
-    subject: str  # the property, action (enabled) or witness
-    action: str | None
-    verdict: Verdict
-    seconds: float
-    counterexample: Counterexample | None = None
-    note: str = ""
-    route: Route | None = None  # preserve only: by rule, by hint, or by the full query
-    rlimit: int | None = None  # Z3 work of its queries (isolated proofs only)
-
-    def label(self) -> str:
-        if self.kind is CheckKind.INIT:
-            return f"init => {self.subject}"
-        if self.kind is CheckKind.PRESERVE:
-            return f"{self.subject} preserved by {self.action}"
-        if self.kind is CheckKind.ENABLED:
-            return f"action {self.subject} can fire"
-        return f"witness {self.subject}"
-
-    def describe(self) -> str:
-        notes = [x for x in (self._route_text(), self.note) if x]
-        note = f"  [{'; '.join(notes)}]" if notes else ""
-        return f"{self.verdict.describe():8} {self.label()}  ({self.seconds * 1000:.0f} ms){note}"
-
-    def _route_text(self) -> str:
-        if self.route is None or self.route is Route.RULE:
-            return ""  # a rule's note names the rule
-        return self.route.describe()
-
-    def to_json(self) -> dict[str, Any]:
-        document: dict[str, Any] = {
-            "kind": self.kind.value,
-            "subject": self.subject,
-            "action": self.action,
-            "valid": self.verdict.to_json(),
-            "seconds": round(self.seconds, 4),
-        }
-        if self.note:
-            document["note"] = self.note
-        if self.route is not None:
-            document["route"] = self.route.value
-        if self.rlimit is not None:
-            document["rlimit"] = self.rlimit
-        if self.counterexample is not None:
-            document["counterexample"] = self.counterexample.to_json()
-        return document
-
-
-@dataclass(frozen=True)
-class ProofReport:
-    spec: str
-    mutation: str | None
-    results: tuple[CheckResult, ...]
-    seconds: float
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def verdict(self) -> Verdict:
-        return Verdict.merge_all([r.verdict for r in self.results])
-
-    def failures(self) -> list[CheckResult]:
-        return [r for r in self.results if r.verdict is not Verdict.TRUE]
-
-    def first_counterexample(self) -> Counterexample | None:
-        return next(
-            (
-                r.counterexample
-                for r in self.results
-                if r.counterexample is not None and r.verdict is Verdict.FALSE
-            ),
-            None,
-        )
-
-    def describe(self) -> str:
-        head = f"spec {self.spec}" + (f" (mutation {self.mutation})" if self.mutation else "")
-        lines = [head]
-        lines += ["  " + r.describe() for r in self.results]
-        for result in self.results:
-            if result.verdict is Verdict.FALSE and result.counterexample is not None:
-                lines.append("")
-                lines.append(result.counterexample.describe())
-        counts = {v: sum(1 for r in self.results if r.verdict is v) for v in Verdict}
-        routes = self.routes()
-        hinted = ""
-        if routes[Route.HINT] or routes[Route.FALLBACK] or routes[Route.STALE]:
-            hinted = (
-                f"; hints: {routes[Route.HINT]} proved by hint, {routes[Route.FALLBACK]} "
-                f"fell back, {routes[Route.STALE]} stale"
-            )
-        lines.append(
-            f"{head}: {self.verdict.describe()} — {counts[Verdict.TRUE]} proved, "
-            f"{counts[Verdict.FALSE]} failed, {counts[Verdict.UNKNOWN]} unknown, "
-            f"{self.seconds:.2f} s{hinted}"
-        )
-        return "\n".join(lines)
-
-    def routes(self) -> dict[Route, int]:
-        """How many preservation obligations took each route (rule, hint, fallback...)."""
-        return {route: sum(1 for r in self.results if r.route is route) for route in Route}
-
-    def rlimit(self, kinds: Sequence[CheckKind] = tuple(CheckKind)) -> int | None:
-        """The Z3 work of the obligations of `kinds` (None unless each of them was
-        counted: an isolated proof counts init, preserve and enabled)."""
-        counts = [r.rlimit for r in self.results if r.kind in kinds]
-        return None if any(c is None for c in counts) else sum(c or 0 for c in counts)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "spec": self.spec,
-            "mutation": self.mutation,
-            "valid": self.verdict.to_json(),
-            "seconds": round(self.seconds, 3),
-            "routes": {route.value: count for route, count in self.routes().items()},
-            "results": [r.to_json() for r in self.results],
-        }
-
-
 FINITE_SEARCH_SIZES = (2, 3)
 # Instance sizes for queries expected to be satisfiable (an action can fire, a witness
 # run exists): a finite model is quick to find when there is one, and a spec whose
@@ -184,94 +61,6 @@ def work_budget(work_ms: int, timeout_ms: int) -> Budget:
     """A deterministic budget of `work_ms` (at most `timeout_ms`) of Z3 work, capped by
     `WALL_SLACK` times `timeout_ms` of wall clock."""
     return Budget(timeout_ms * WALL_SLACK, max(min(work_ms, timeout_ms), 1) * RLIMIT_PER_MS)
-
-
-class _Instance:
-    """One Z3 vocabulary of the spec (unbounded, or finite of one size) with its axioms,
-    a pre-state and every property in that pre-state, encoded once and shared by the
-    induction queries of every action."""
-
-    def __init__(self, spec: ast.Spec, vocab: Vocabulary, isolated: bool) -> None:
-        self.spec = spec
-        self.isolated = isolated
-        self.vocab = vocab
-        self.encoder = Encoder(vocab)
-        self.axioms = vocab.axioms(self.encoder)
-        self.pre = vocab.new_state("pre")
-        self.pre_properties = [
-            self.encoder.formula(d.formula, self.pre, {}) for d in spec.properties()
-        ]
-        self.hypotheses = dict(
-            zip((d.name for d in spec.properties()), self.pre_properties, strict=True)
-        )
-        self._steps: dict[str, _StepQuery] = {}
-
-    def step(self, action: ast.ActionDecl) -> _StepQuery:
-        if action.name not in self._steps:
-            self._steps[action.name] = _StepQuery(self, action)
-        return self._steps[action.name]
-
-
-class _StepQuery:
-    """One action's induction query on one vocabulary: the base (axioms, every property
-    and the guard in the pre-state) and the post-state are encoded once; each check is
-    its own Z3 query on a fresh solver with a fixed seed (etcdspec.spec.solving.ask).
-    Model searches (can the action fire; a counterexample on a finite instance) always
-    run in a fresh Z3 context: they are the queries whose cost earlier queries in a
-    shared context changed most (raft_steps' advance_commit "can fire": 0.2 s alone,
-    8-30 s after the rest of the proof)."""
-
-    def __init__(self, instance: _Instance, action: ast.ActionDecl) -> None:
-        self.vocab = instance.vocab
-        self.isolated = instance.isolated
-        self.encoder = instance.encoder
-        self.action = action
-        self.pre = instance.pre
-        self.params = self.encoder.action_params(action, "")
-        self.axioms = instance.axioms
-        self.hypotheses = instance.hypotheses
-        self.guard = self.encoder.guard(action, self.pre, self.params)
-        self.base = [*instance.axioms, *instance.pre_properties, self.guard]
-        self.post = self.encoder.post_state(action, self.pre, self.params)
-        self._negations: dict[str, z3.BoolRef] = {}
-
-    def negation(self, prop: ast.FormulaDecl) -> z3.BoolRef:
-        """`prop` fails in the post-state (encoded once per property)."""
-        if prop.name not in self._negations:
-            self._negations[prop.name] = z3.Not(self.encoder.formula(prop.formula, self.post, {}))
-        return self._negations[prop.name]
-
-    def check(self, prop: ast.FormulaDecl | None, budget: Budget) -> Answer:
-        """Can `prop` fail after the action (None: can the action fire at all)?"""
-        extra = [] if prop is None else [self.negation(prop)]
-        isolated = self.isolated or prop is None or self.vocab.finite
-        return ask([*self.base, *extra], budget, isolated=isolated)
-
-    def check_hinted(self, prop: ast.FormulaDecl, core: Sequence[str], budget: Budget) -> Answer:
-        """Can `prop` fail after the action from a state satisfying only the properties
-        named in `core`? Unsat here means unsat with every property (fewer hypotheses);
-        anything else says nothing about the full query."""
-        hypotheses = [self.hypotheses[name] for name in core]
-        return ask(
-            [*self.axioms, *hypotheses, self.guard, self.negation(prop)],
-            budget,
-            want_model=False,
-            isolated=self.isolated or self.vocab.finite,
-        )
-
-    def counterexample(self, prop: ast.FormulaDecl, answer: Answer) -> Counterexample:
-        assert answer.model is not None, "counterexample() needs a satisfiable answer"
-        names = ElementNames(answer.model, self.vocab)
-        step = f"{self.action.name}({describe_params(names, self.params)})"
-        symbols = self.vocab.info.state_symbols()
-        return Counterexample(
-            f"counterexample to induction: {prop.kind.value} {prop.name} is not preserved by {step}",
-            {s: tuple(v) for s, v in names.universes.items()},
-            names.read_rigid(),
-            (names.read_state(self.pre, symbols), names.read_state(self.post, symbols)),
-            (step,),
-            ("before (all properties hold)", f"after ({prop.name} fails)"),
-        )
 
 
 def _work(answers: Sequence[Answer]) -> int | None:
@@ -315,20 +104,20 @@ class Prover:
         self.info = loaded.info
         self.timeout_ms = timeout_ms
         self.first_try_ms = FIRST_TRY_MS
-        self._unbounded: _Instance | None = None
-        self._finite: dict[int, _Instance] = {}
+        self._unbounded: QueryInstance | None = None
+        self._finite: dict[int, QueryInstance] = {}
 
     @property
-    def unbounded(self) -> _Instance:
+    def unbounded(self) -> QueryInstance:
         if self._unbounded is None:
-            self._unbounded = _Instance(self.spec, Vocabulary(self.info), self.isolated)
+            self._unbounded = QueryInstance(self.spec, Vocabulary(self.info), self.isolated)
         return self._unbounded
 
-    def finite(self, size: int) -> _Instance:
+    def finite(self, size: int) -> QueryInstance:
         """The instance where every sort has `size` elements (built once, shared)."""
         if size not in self._finite:
             vocab = Vocabulary(self.info, {s: size for s in self.info.sorts})
-            self._finite[size] = _Instance(self.spec, vocab, self.isolated)
+            self._finite[size] = QueryInstance(self.spec, vocab, self.isolated)
         return self._finite[size]
 
     @property

@@ -11,7 +11,8 @@ import z3
 from etcdspec.spec.discharge import FRAME_NOTE, MONOTONE_NOTE, polarities, settle
 from etcdspec.spec.hints import Route
 from etcdspec.spec.loader import BUILTIN_SPECS, LoadedSpec, load_spec, load_text
-from etcdspec.spec.prove import CheckKind, Prover, prove
+from etcdspec.spec.proof_report import CheckKind
+from etcdspec.spec.prove import Prover, prove
 from etcdspec.spec.solving import Budget, ask
 from etcdspec.verdict import Verdict
 

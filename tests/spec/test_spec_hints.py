@@ -31,14 +31,8 @@ from etcdspec.spec.hints import (
 from etcdspec.spec.loader import BUILTIN_SPECS, SPEC_DIR, LoadedSpec, load_spec, load_text
 from etcdspec.spec.mutations import SEEDED_BUGS, SeededBug
 from etcdspec.spec.parallel import prove_parallel
-from etcdspec.spec.prove import (
-    DEFAULT_TIMEOUT_MS,
-    RLIMIT_PER_MS,
-    CheckKind,
-    ProofReport,
-    Prover,
-    prove,
-)
+from etcdspec.spec.proof_report import CheckKind, ProofReport
+from etcdspec.spec.prove import DEFAULT_TIMEOUT_MS, RLIMIT_PER_MS, Prover, prove
 from etcdspec.verdict import Verdict
 
 TOY = toy_spec(witness=False)

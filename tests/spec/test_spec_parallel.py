@@ -18,7 +18,8 @@ from etcdspec.spec.parallel import (
     obligations,
     prove_parallel,
 )
-from etcdspec.spec.prove import CheckKind, CheckResult, ProofReport, prove
+from etcdspec.spec.proof_report import CheckKind, CheckResult, ProofReport
+from etcdspec.spec.prove import prove
 from etcdspec.verdict import Verdict
 
 TOY = toy_spec(NOOP_ACTION)

@@ -13,7 +13,8 @@ from etcdspec.spec.discharge import symbols_of
 from etcdspec.spec.loader import BUILTIN_SPECS, load_spec, load_text
 from etcdspec.spec.mutations import SEEDED_BUGS as CATALOGUE
 from etcdspec.spec.mutations import SeededBug, catch
-from etcdspec.spec.prove import CheckKind, prove
+from etcdspec.spec.proof_report import CheckKind
+from etcdspec.spec.prove import prove
 from etcdspec.spec.stage import run_stage
 from etcdspec.stage import StageOptions
 from etcdspec.verdict import Verdict

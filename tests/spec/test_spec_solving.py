@@ -7,7 +7,8 @@ from __future__ import annotations
 import z3
 
 from etcdspec.spec.loader import load_spec
-from etcdspec.spec.prove import CheckKind, Prover, prove
+from etcdspec.spec.proof_report import CheckKind
+from etcdspec.spec.prove import Prover, prove
 from etcdspec.spec.solving import Budget, ask
 from etcdspec.verdict import Verdict
 
