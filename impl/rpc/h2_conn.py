@@ -739,6 +739,10 @@ def malformed_request(headers: Headers) -> str | None:
             wrong = _malformed_field(name, value)
             if wrong is not None:
                 return wrong
+    if seen.get(b":method") == b"CONNECT":  # §8.5: only :authority, the target
+        if b":scheme" in seen or b":path" in seen or b":authority" not in seen:
+            return "a CONNECT request with :scheme or :path, or without :authority"
+        return None
     missing = _REQUIRED_PSEUDO - seen.keys()
     if missing:
         return f"no {b', '.join(sorted(missing))!r}"

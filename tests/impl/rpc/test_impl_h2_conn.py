@@ -1039,3 +1039,27 @@ def test_oracle_found_resets_are_remembered_up_to_reset_memory_5_1() -> None:
     conn.receive(frame(DATA, 0, 1, b"long after"))
     assert rst_codes(take(conn)) == [(1, h2_conn.STREAM_CLOSED)]
     assert not conn.closed
+
+
+@pytest.mark.parametrize(
+    ("headers", "malformed"),
+    [
+        ([(":method", "CONNECT"), (":authority", "example.com:443")], False),
+        ([(":method", "CONNECT"), (":authority", "a:1"), (":path", "/")], True),
+        ([(":method", "CONNECT"), (":authority", "a:1"), (":scheme", "https")], True),
+        ([(":method", "CONNECT")], True),
+    ],
+    ids=["well-formed", "with-path", "with-scheme", "without-authority"],
+)
+def test_oracle_found_connect_request_has_only_authority_8_5(
+    headers: list[tuple[str, str]], malformed: bool
+) -> None:
+    """A CONNECT request omits :scheme and :path (§8.5): it is well-formed (the gRPC
+    layer answers it 405, as any method but POST), not refused as missing them."""
+    conn, recorder = open_conn()
+    conn.receive(frame(HEADERS, END_HEADERS, 1, hpack.Encoder().encode(headers)))
+    if malformed:
+        assert rst_codes(take(conn)) == [(1, h2_conn.PROTOCOL_ERROR)]
+        assert recorder.events == []
+    else:
+        assert take(conn) == [] and recorder.events[0][:2] == ("headers", 1)
