@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from etcdspec.model.explore import ExploreOptions
 from etcdspec.model.refinement import run_exploration
-from etcdspec.model.spec_abstraction import raft_steps_spec
+from etcdspec.model.refinement_abstraction import raft_steps_spec
 
 GOAL = 2.0
 

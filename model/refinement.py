@@ -35,8 +35,8 @@ from etcdspec.model.hypothesis_cluster import (
 )
 from etcdspec.model.hypothesis_replay import replayable_draws
 from etcdspec.model.invariants import InvariantViolation
+from etcdspec.model.refinement_abstraction import raft_steps_spec
 from etcdspec.model.refinement_check import RefinementStats, check_step, forget_checked_plans
-from etcdspec.model.spec_abstraction import raft_steps_spec
 
 
 class RefinementMachine(ClusterMachine):

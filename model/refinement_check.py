@@ -3,10 +3,10 @@ actions on the acting node.
 
 Contract
 - `check_step(pre, action, post, stats)` abstracts the acting node before and after
-  (model/spec_abstraction.py), plans the step (model/step_plans.py) and runs the plan
-  through the finite evaluator from the node's abstract pre-state: each action must be
-  enabled (if not, the first failing `require` is named with its spec line) and the
-  sequence must end in the abstract post-state (if not, the differing symbols are
+  (model/refinement_abstraction.py), plans the step (model/refinement_plans.py) and runs
+  the plan through the finite evaluator from the node's abstract pre-state: each action
+  must be enabled (if not, the first failing `require` is named with its spec line) and
+  the sequence must end in the abstract post-state (if not, the differing symbols are
   listed); no other node may change. With `check_properties=True` the spec's safety
   properties and invariants are evaluated on the post-state as well. It raises
   `RefinementViolation` (an InvariantViolation named "Refinement") whose `describe()`
@@ -35,7 +35,7 @@ from etcdspec.model.actions import Action
 from etcdspec.model.cluster import Cluster
 from etcdspec.model.invariants import InvariantViolation
 from etcdspec.model.raft_messages import node_name
-from etcdspec.model.spec_abstraction import (
+from etcdspec.model.refinement_abstraction import (
     SPEC_PATH,
     NodeView,
     abstract_for_spec,
@@ -45,7 +45,13 @@ from etcdspec.model.spec_abstraction import (
     spec_state,
     view_bounds,
 )
-from etcdspec.model.step_plans import SpecStep, StepPlan, acting_node, plan_step, resolve_action
+from etcdspec.model.refinement_plans import (
+    SpecStep,
+    StepPlan,
+    acting_node,
+    plan_step,
+    resolve_action,
+)
 from etcdspec.spec import ast
 from etcdspec.spec.evaluator import Instance, enabled, holds, initial, step, violated_properties
 from etcdspec.spec.loader import LoadedSpec

@@ -9,8 +9,8 @@ import pytest
 from etcdspec.model.bugs import BugSet
 from etcdspec.model.explore import ExploreOptions
 from etcdspec.model.refinement import RefinementMachine, run_exploration
+from etcdspec.model.refinement_abstraction import raft_steps_spec
 from etcdspec.model.refinement_check import RefinementViolation
-from etcdspec.model.spec_abstraction import raft_steps_spec
 
 # restore_snapshot needs a follower behind a compacted leader: the scripted scenario
 # in test_refinement_scenarios.py witnesses it.

@@ -9,8 +9,7 @@ import pytest
 
 from etcdspec.model.cluster import Cluster
 from etcdspec.model.cluster_config import ClusterConfig
-from etcdspec.model.refinement_check import check_initial, check_plan
-from etcdspec.model.spec_abstraction import (
+from etcdspec.model.refinement_abstraction import (
     SPEC_PATH,
     NodeView,
     abstract_for_spec,
@@ -18,7 +17,8 @@ from etcdspec.model.spec_abstraction import (
     raft_steps_spec,
     spec_state,
 )
-from etcdspec.model.step_plans import SpecStep, StepPlan
+from etcdspec.model.refinement_check import check_initial, check_plan
+from etcdspec.model.refinement_plans import SpecStep, StepPlan
 from etcdspec.spec.evaluator import enabled, step, violated_properties
 from etcdspec.spec.loader import load_spec
 

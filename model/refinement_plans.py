@@ -25,7 +25,7 @@ from typing import Any
 from etcdspec.model.actions import MESSAGE_KINDS, Action
 from etcdspec.model.cluster import Cluster
 from etcdspec.model.raft_messages import Message, MsgType, node_name
-from etcdspec.model.spec_abstraction import NOBODY, NodeView, quorums
+from etcdspec.model.refinement_abstraction import NOBODY, NodeView, quorums
 
 # Steps that only move messages or the partition: no node's abstract state may change.
 NETWORK_KINDS = (*MESSAGE_KINDS, "partition", "heal")
