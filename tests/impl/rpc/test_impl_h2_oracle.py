@@ -2374,6 +2374,7 @@ def any_frame(draw: st.DrawFn, encoder: hpack.Encoder) -> list[Step]:
                 ClientFrame(CONTINUATION, END_HEADERS, other, encoded[cut:]),
             )
         )
+    assert isinstance(kind, int)
     payload: bytes
     if kind in (HEADERS, CONTINUATION, PUSH_PROMISE):
         choice = draw(st.sampled_from(["request", "trailers", "random", "empty"]))
