@@ -22,17 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from layout import ROOT, package_dirs
 
-ROOT = Path(__file__).resolve().parents[1]
-FOLDERS = {
-    "etcdspec": "etcdspec",
-    "etcdspec.cli": "cli",
-    "etcdspec.spec": "spec",
-    "etcdspec.model": "model",
-    "etcdspec.impl": "impl",
-    "etcdspec.checker": "checker",
-    "etcdspec.conform": "conform",
-}
+FOLDERS = package_dirs()  # import name -> folder, as pyproject.toml maps them
 
 BASE = "etcdspec.base"  # the shared base: the modules of the etcdspec/ folder
 IMPL_BASE = ("etcdspec.impl.errors", "etcdspec.impl.failpoints", "etcdspec.impl.pb")

@@ -14,17 +14,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from layout import ROOT, package_dirs
 
-ROOT = Path(__file__).resolve().parents[2]
-FOLDERS = {
-    "etcdspec": "etcdspec",
-    "cli": "cli",
-    "spec": "spec",
-    "model": "model",
-    "impl": "impl",
-    "checker": "checker",
-    "conform": "conform",
-}
+# part -> folder ("etcdspec" for the base, "cli" for etcdspec.cli, ...), as pyproject maps them.
+FOLDERS = {name.removeprefix("etcdspec."): folder for name, folder in package_dirs().items()}
 DATA_SUFFIXES = {".lark", ".spec", ".hints", ".json", ".proto", ".typed"}
 
 

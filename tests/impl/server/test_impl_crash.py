@@ -20,8 +20,7 @@ import grpc
 import pytest
 
 from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
-from etcdspec.impl.tools import durability
-from etcdspec.impl.tools import launcher
+from etcdspec.impl.tools import durability, launcher
 
 Load = durability.Load
 
