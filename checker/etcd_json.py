@@ -1,80 +1,62 @@
 """etcd v3 requests and responses as history JSON, to and from the model's dataclasses.
 
 Contract:
-- Field names are etcd's v3 JSON names: key, range_end, limit, revision, keys_only,
-  count_only, prev_kv, lease, ignore_value, ignore_lease; header.revision; kvs[] with
-  key, create_revision, mod_revision, version, value, lease; more, count, deleted,
-  prev_kvs, succeeded, responses; txn compare[] with target (VERSION, CREATE, MOD,
-  VALUE, LEASE), result (EQUAL, GREATER, LESS, NOT_EQUAL) and the operand in version,
-  create_revision, mod_revision, value or lease; txn ops as request_range, request_put,
-  request_delete_range, request_txn and their responses as response_range,
-  response_put, response_delete_range, response_txn. Leases use ID and TTL (etcd's
-  JSON names; id and ttl are accepted too).
+- What is written and read is the vocabulary table's (checker/etcd_vocabulary.py): each
+  message's fields under their etcd v3 JSON names, in the table's order. Requests:
+  key, range_end, limit, revision, keys_only, count_only, prev_kv, lease, ignore_value,
+  ignore_lease; txn compare[] with target (VERSION, CREATE, MOD, VALUE, LEASE), result
+  (EQUAL, GREATER, LESS, NOT_EQUAL) and the operand in version, create_revision,
+  mod_revision, value or lease; txn ops as request_range, request_put,
+  request_delete_range, request_txn. Responses: header.revision; kvs[] with key,
+  create_revision, mod_revision, version, value, lease; more, count, deleted, prev_kvs,
+  succeeded, responses (response_range, response_put, ...). Leases use ID and TTL
+  (etcd's JSON names; id and ttl are read too). Nothing here names a field: the reader
+  and writer of each message are generated from its table row at import.
 - As in etcd's JSON, a missing field is its zero value, and 64-bit integers may be
   written as decimal strings. Header fields other than revision (cluster_id, member_id,
-  raft_term) are accepted and ignored: the model does not know them.
+  raft_term) are accepted and ignored: the model does not know them. An optional
+  message (put's prev_kv) is written only when present.
 - Keys and values are strings, or {"b64": "..."} for bytes that are not UTF-8.
-- Decoding errors raise EtcdJsonError naming the field path and what was expected.
+- Encoding a message that sets a field the history format does not carry (a range's
+  sort order, ...) raises EtcdJsonError instead of writing it without; decoding errors
+  raise EtcdJsonError naming the field path and what was expected.
+- Reading is the checker's hot path, so the generated readers are the code one would
+  write by hand (scalars inline; `_SOURCES` holds it, and tracebacks show it). A range,
+  put or delete request, a kv and a header are first read in one go (`_Plain`: every
+  field present with exactly its JSON type; the field list is the table's), else field
+  by field.
 """
 
 from __future__ import annotations
 
+import linecache
 from collections.abc import Callable
 from typing import Any
 
+from etcdspec.checker.etcd_vocabulary import (
+    MESSAGES,
+    OPERATION_BY_F,
+    OPERATION_BY_REQUEST,
+    OPERATION_BY_RESPONSE,
+    OPERATIONS,
+    SCALARS,
+    Field,
+    Kind,
+    Message,
+    model_fields,
+)
 from etcdspec.checker.history import decode_bytes, encode_bytes
 from etcdspec.model.requests import (
-    CompactionRequest,
-    CompactionResponse,
-    Compare,
-    CompareResult,
-    CompareTarget,
     DeleteRangeRequest,
-    DeleteRangeResponse,
     KeyValue,
-    LeaseGrantRequest,
-    LeaseGrantResponse,
-    LeaseKeepAliveRequest,
-    LeaseKeepAliveResponse,
-    LeaseRevokeRequest,
-    LeaseRevokeResponse,
     PutRequest,
-    PutResponse,
     RangeRequest,
-    RangeResponse,
     Request,
     Response,
     ResponseHeader,
-    TxnOp,
-    TxnOpResponse,
-    TxnRequest,
-    TxnResponse,
 )
 
-ETCD_FS = (
-    "range",
-    "put",
-    "delete",
-    "txn",
-    "compact",
-    "lease_grant",
-    "lease_revoke",
-    "lease_keepalive",
-)
-_OPERAND_FIELD = {
-    CompareTarget.VERSION: "version",
-    CompareTarget.CREATE: "create_revision",
-    CompareTarget.MOD: "mod_revision",
-    CompareTarget.VALUE: "value",
-    CompareTarget.LEASE: "lease",
-}
-_TXN_REQUEST = {
-    "request_range": "range",
-    "request_put": "put",
-    "request_delete_range": "delete",
-    "request_txn": "txn",
-}
-_TXN_RESPONSE = {v: k.replace("request_", "response_") for k, v in _TXN_REQUEST.items()}
+ETCD_FS = tuple(op.f for op in OPERATIONS)
 
 
 class EtcdJsonError(ValueError):
@@ -86,7 +68,7 @@ class EtcdJsonError(ValueError):
         self.message = message
 
 
-# ---------------------------------------------------------------------------- decoding
+# ---------------------------------------------------------------------------- fields
 
 
 def as_object(value: Any, path: str) -> dict[str, Any]:
@@ -148,6 +130,26 @@ def field_list(obj: dict[str, Any], name: str, path: str) -> list[Any]:
     return value
 
 
+# ---------------------------------------------------------------------------- generated code
+
+
+def _compile(name: str, lines: list[str], namespace: dict[str, Any]) -> dict[str, Any]:
+    """Runs generated source in `namespace`; tracebacks show it (as <etcd_json NAME>)."""
+    source = "\n".join(lines) + "\n"
+    filename = f"<etcd_json {name}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    exec(compile(source, filename, "exec"), namespace)
+    _SOURCES[name] = source
+    return namespace
+
+
+_SOURCES: dict[str, str] = {}
+"""The generated source of each reader and writer, by name (for reading and debugging)."""
+
+
+# ---------------------------------------------------------------------------- the plain path
+
+
 class _Plain:
     """A message read in one go when every field is present with exactly its JSON type
     (the common case: our recorder writes every field); `decode` gives None otherwise,
@@ -179,152 +181,281 @@ class _Plain:
         return message
 
 
+class _PlainOne(_Plain):
+    """`_Plain` for a message of one field (a response header): one lookup, no tuples."""
+
+    __slots__ = ()
+
+    def decode(self, obj: dict[str, Any]) -> Any:
+        value = obj.get(self.names[0])
+        if type(value) is not self.types[0]:
+            return None
+        return self.build(value)
+
+
 _SHARED_MAX = 1 << 16  # messages kept per kind; then the cache starts again
-_PLAIN_RANGE = _Plain(
-    lambda key, end, *rest: RangeRequest(key.encode(), end.encode(), *rest),
-    True,
-    key=str,
-    range_end=str,
-    limit=int,
-    revision=int,
-    keys_only=bool,
-    count_only=bool,
-)
-_PLAIN_PUT = _Plain(
-    lambda key, value, *rest: PutRequest(key.encode(), value.encode(), *rest),
-    False,
-    key=str,
-    value=str,
-    lease=int,
-    prev_kv=bool,
-    ignore_value=bool,
-    ignore_lease=bool,
-)
-_PLAIN_DELETE = _Plain(
-    lambda key, end, prev_kv: DeleteRangeRequest(key.encode(), end.encode(), prev_kv),
-    True,
-    key=str,
-    range_end=str,
-    prev_kv=bool,
-)
-_PLAIN_KV = _Plain(
-    lambda key, create, mod, version, value, lease: KeyValue(
-        key.encode(), create, mod, version, value.encode(), lease
-    ),
-    True,
-    key=str,
-    create_revision=int,
-    mod_revision=int,
-    version=int,
-    value=str,
-    lease=int,
-)
-_PLAIN_REQUESTS = {"range": _PLAIN_RANGE, "put": _PLAIN_PUT, "delete": _PLAIN_DELETE}
+_JSON_TYPES = {Kind.BYTES: str, Kind.INT: int, Kind.BOOL: bool}
+
+
+def _plain(message_type: type, shared: bool) -> _Plain:
+    """The plain path of a message whose carried fields are all scalars, from the table."""
+    message = MESSAGES[message_type]
+    fields = message.carried
+    other = [f.describe() for f in fields if f.kind not in SCALARS]
+    if other:
+        raise TypeError(
+            f"{message_type.__name__} has fields the plain path cannot read ({', '.join(other)}): "
+            "take it out of _PLAIN or teach _Plain their kind"
+        )
+    if tuple(f.attr for f in fields) != model_fields(message_type)[: len(fields)]:
+        raise TypeError(
+            f"{message_type.__name__}: the plain path builds positionally, so the table must "
+            "list its carried fields first and in the model's order"
+        )
+    build = _builder(message_type, fields)
+    types = {f.name: _JSON_TYPES[f.kind] for f in fields}
+    if len(fields) == 1 and not shared:
+        return _PlainOne(build, False, **types)
+    return _Plain(build, shared, **types)
+
+
+def _builder(message_type: type, fields: tuple[Field, ...]) -> Callable[..., Any]:
+    """The message from its plain JSON values in the table's order (strings encoded)."""
+    values = [f"a{i}" for i in range(len(fields))]
+    arguments = [
+        f"a{i}.encode()" if f.kind is Kind.BYTES else f"a{i}" for i, f in enumerate(fields)
+    ]
+    lines = [f"def build({', '.join(values)}):", f"    return cls({', '.join(arguments)})"]
+    namespace = {"cls": message_type}
+    build: Callable[..., Any] = _compile(f"plain {message_type.__name__}", lines, namespace)[
+        "build"
+    ]
+    return build
+
+
+# (message type, whether equal reads share one message): range and delete requests and
+# kvs repeat in histories; puts carry fresh values.
+_PLAIN: dict[type, _Plain] = {
+    RangeRequest: _plain(RangeRequest, True),
+    PutRequest: _plain(PutRequest, False),
+    DeleteRangeRequest: _plain(DeleteRangeRequest, True),
+    KeyValue: _plain(KeyValue, True),
+    ResponseHeader: _plain(ResponseHeader, False),
+}
+_PLAIN_KV = _PLAIN[KeyValue]
+
+
+# ---------------------------------------------------------------------------- decoding
+
+_Read = Callable[[dict[str, Any], str], Any]
+"""Reads one field out of a JSON object, given the object's path (for errors)."""
+_Decode = Callable[[Any, str], Any]
+"""Reads one message from a JSON value at a path."""
+
+_DECODERS: dict[type, _Decode] = {}
+
+
+def message_from_json(message_type: type, value: Any, path: str = "value") -> Any:
+    """The model message of `message_type` (a type of the vocabulary table) from JSON."""
+    return _DECODERS[message_type](value, path)
+
+
+def _decoder(message: Message, plain: bool = True) -> _Decode:
+    """The reader of one message kind, generated from its table row: the plain path
+    first, then field by field, scalars inline (the code one would write by hand; the
+    history's hot path). `plain=False` leaves the plain path out (for tests)."""
+    fast = _PLAIN.get(message.type) if plain else None
+    fields = message.carried
+    namespace: dict[str, Any] = {
+        "as_object": as_object,
+        "field_bool": field_bool,
+        "field_bytes": field_bytes,
+        "field_int": field_int,
+        "build": message.type,
+    }
+    lines = [
+        "def decode(value, path):",
+        "    obj = value if type(value) is dict else as_object(value, path)",
+    ]
+    if fast is not None:
+        namespace["plain"] = fast.decode
+        lines += ["    found = plain(obj)", "    if found is not None:", "        return found"]
+    for field in fields:
+        lines += [f"    {line}" for line in _read_lines(field, namespace)]
+    keyword = _by_keyword(message)
+    arguments = ", ".join(f"{f.attr}=f_{f.attr}" if keyword else f"f_{f.attr}" for f in fields)
+    lines.append(f"    return build({arguments})")
+    decode: _Decode = _compile(f"decode {message.type.__name__}", lines, namespace)["decode"]
+    return decode
+
+
+def _read_lines(field: Field, namespace: dict[str, Any]) -> list[str]:
+    """Statements that set f_<attr> from `obj` (the JSON object) at `path`."""
+    name, target = repr(field.name), f"f_{field.attr}"
+    kind = field.kind
+    if kind is Kind.BYTES:
+        return [
+            f"v = obj.get({name})",
+            f"{target} = v.encode() if type(v) is str else field_bytes(obj, {name}, path)",
+        ]
+    if kind is Kind.INT:
+        aliases = "".join(f", {alias!r}" for alias in field.aliases)
+        return [
+            f"v = obj.get({name})",
+            f"{target} = v if type(v) is int else field_int(obj, {name}, path{aliases})",
+        ]
+    if kind is Kind.BOOL:
+        return [
+            f"v = obj.get({name}, False)",
+            f"{target} = v if v is True or v is False else field_bool(obj, {name}, path)",
+        ]
+    reader = f"r_{field.attr}"
+    if kind is Kind.CHOICE:
+        namespace[reader] = _choice_reader(field)
+        return [f"{target} = {reader}(obj, path, f_{field.selector})"]
+    namespace[reader] = _reader(field)
+    fast = _PLAIN.get(field.of) if kind is Kind.MESSAGE and not field.optional else None
+    if fast is None:
+        return [f"{target} = {reader}(obj, path)"]
+    namespace[f"p_{field.attr}"] = fast.decode
+    return [  # a nested message read plainly (a response's header) without a call more
+        f"v = obj.get({name})",
+        f"{target} = p_{field.attr}(v) if type(v) is dict else None",
+        f"if {target} is None:",
+        f"    {target} = {reader}(obj, path)",
+    ]
+
+
+def _by_keyword(message: Message) -> bool:
+    """Whether a message is built by keyword: when its carried fields are not the first
+    of the model's, in order, or a choice (whose selector reads first) is among them."""
+    attrs = tuple(f.attr for f in message.carried)
+    choice = any(f.kind is Kind.CHOICE for f in message.carried)
+    return choice or attrs != model_fields(message.type)[: len(attrs)]
+
+
+def _reader(field: Field) -> _Read:
+    """A field's reader as a function, for the kinds the generated code does not inline."""
+    name = field.name
+    kind = field.kind
+    if kind is Kind.BYTES:
+        return lambda obj, path: field_bytes(obj, name, path)
+    if kind is Kind.BOOL:
+        return lambda obj, path: field_bool(obj, name, path)
+    if kind is Kind.INT:
+        aliases = field.aliases
+        return lambda obj, path: field_int(obj, name, path, *aliases)
+    if kind is Kind.ENUM:
+        return _enum_reader(field)
+    if kind is Kind.MESSAGE:
+        return _message_reader(field)
+    if kind is Kind.REPEATED:
+        return _repeated_reader(field)
+    if kind is Kind.ONE_OF:
+        return _one_of_reader(field)
+    raise TypeError(f"no JSON reader for {field.describe()}")
+
+
+def _enum_reader(field: Field) -> _Read:
+    name, members = field.name, dict(field.of.__members__)
+    zero = field.default.name
+    choices = " ".join(members)
+
+    def read_enum(obj: dict[str, Any], path: str) -> Any:
+        text = str(obj.get(name, zero))
+        member = members.get(text)
+        if member is None:
+            raise EtcdJsonError(f"{path}.{name}", f"unknown {name} {text!r}; one of {choices}")
+        return member
+
+    return read_enum
+
+
+def _message_reader(field: Field) -> _Read:
+    name, of, optional = field.name, field.of, field.optional
+
+    def read_message(obj: dict[str, Any], path: str) -> Any:
+        value = obj.get(name)
+        if optional and not value:  # absent, null or {}: no message
+            return None
+        return _DECODERS[of](value, f"{path}.{name}")
+
+    return read_message
+
+
+def _repeated_reader(field: Field) -> _Read:
+    name, of = field.name, field.of
+    plain = _PLAIN.get(of)
+    plain_decode = plain.decode if plain is not None else None
+
+    def read_repeated(obj: dict[str, Any], path: str) -> tuple[Any, ...]:
+        """The list in field `name`, each item read plainly when it can be."""
+        items = field_list(obj, name, path)
+        decode = _DECODERS[of]
+        out = []
+        for i, item in enumerate(items):
+            found = plain_decode(item) if plain_decode is not None and type(item) is dict else None
+            out.append(found if found is not None else decode(item, f"{path}.{name}[{i}]"))
+        return tuple(out)
+
+    return read_repeated
+
+
+def _one_of_reader(field: Field) -> _Read:
+    name, members = field.name, field.of.members
+    names = tuple(member_name for _, member_name in members)
+    types = {member_name: member for member, member_name in members}
+    expected = f"expected exactly one of {', '.join(names)}"
+
+    def read_one_of(obj: dict[str, Any], path: str) -> tuple[Any, ...]:
+        out = []
+        for i, item in enumerate(field_list(obj, name, path)):
+            where = f"{path}.{name}[{i}]"
+            op = as_object(item, where)
+            found = [member_name for member_name in names if member_name in op]
+            if len(found) != 1:
+                raise EtcdJsonError(where, expected)
+            out.append(_DECODERS[types[found[0]]](op[found[0]], f"{where}.{found[0]}"))
+        return tuple(out)
+
+    return read_one_of
+
+
+def _choice_reader(field: Field) -> Callable[[dict[str, Any], str, Any], Any]:
+    arms = {c.when: _reader(Field(field.attr, c.kind, name=c.name)) for c in field.choices}
+
+    def read_choice(obj: dict[str, Any], path: str, selected: Any) -> Any:
+        return arms[selected](obj, path)
+
+    return read_choice
 
 
 def request_from_json(f: str, value: Any, path: str = "value") -> Request:
     """The model request for operation `f` with JSON request `value`."""
-    obj = value if type(value) is dict else as_object(value, path)
-    plain = _PLAIN_REQUESTS.get(f)
-    if plain is not None:
-        request: Request | None = plain.decode(obj)
-        if request is not None:
-            return request
-    if f == "range":
-        return RangeRequest(
-            key=field_bytes(obj, "key", path),
-            range_end=field_bytes(obj, "range_end", path),
-            limit=field_int(obj, "limit", path),
-            revision=field_int(obj, "revision", path),
-            keys_only=field_bool(obj, "keys_only", path),
-            count_only=field_bool(obj, "count_only", path),
-        )
-    if f == "put":
-        return PutRequest(
-            key=field_bytes(obj, "key", path),
-            value=field_bytes(obj, "value", path),
-            lease=field_int(obj, "lease", path),
-            prev_kv=field_bool(obj, "prev_kv", path),
-            ignore_value=field_bool(obj, "ignore_value", path),
-            ignore_lease=field_bool(obj, "ignore_lease", path),
-        )
-    if f == "delete":
-        return DeleteRangeRequest(
-            key=field_bytes(obj, "key", path),
-            range_end=field_bytes(obj, "range_end", path),
-            prev_kv=field_bool(obj, "prev_kv", path),
-        )
-    if f == "txn":
-        return TxnRequest(
-            compare=tuple(
-                _compare(c, f"{path}.compare[{i}]")
-                for i, c in enumerate(field_list(obj, "compare", path))
-            ),
-            success=tuple(
-                _txn_op(o, f"{path}.success[{i}]")
-                for i, o in enumerate(field_list(obj, "success", path))
-            ),
-            failure=tuple(
-                _txn_op(o, f"{path}.failure[{i}]")
-                for i, o in enumerate(field_list(obj, "failure", path))
-            ),
-        )
-    if f == "compact":
-        return CompactionRequest(revision=field_int(obj, "revision", path))
-    if f == "lease_grant":
-        return LeaseGrantRequest(
-            ttl=field_int(obj, "TTL", path, "ttl"), id=field_int(obj, "ID", path, "id")
-        )
-    if f == "lease_revoke":
-        return LeaseRevokeRequest(id=field_int(obj, "ID", path, "id"))
-    if f == "lease_keepalive":
-        return LeaseKeepAliveRequest(id=field_int(obj, "ID", path, "id"))
-    raise EtcdJsonError("f", f"the etcd model has {', '.join(ETCD_FS)}, not {f!r}")
-
-
-def _compare(value: Any, path: str) -> Compare:
-    obj = as_object(value, path)
-    try:
-        target = CompareTarget[str(obj.get("target", "VERSION"))]
-        result = CompareResult[str(obj.get("result", "EQUAL"))]
-    except KeyError as error:
-        raise EtcdJsonError(
-            path,
-            f"unknown target or result {error}; targets: VERSION CREATE MOD VALUE LEASE, "
-            "results: EQUAL GREATER LESS NOT_EQUAL",
-        ) from error
-    field = _OPERAND_FIELD[target]
-    operand: int | bytes = (
-        field_bytes(obj, field, path)
-        if target is CompareTarget.VALUE
-        else field_int(obj, field, path)
-    )
-    return Compare(
-        key=field_bytes(obj, "key", path),
-        target=target,
-        result=result,
-        operand=operand,
-        range_end=field_bytes(obj, "range_end", path),
-    )
-
-
-def _txn_op(value: Any, path: str) -> TxnOp:
-    obj = as_object(value, path)
-    found = [name for name in _TXN_REQUEST if name in obj]
-    if len(found) != 1:
-        raise EtcdJsonError(path, f"expected exactly one of {', '.join(_TXN_REQUEST)}")
-    request = request_from_json(_TXN_REQUEST[found[0]], obj[found[0]], f"{path}.{found[0]}")
-    assert isinstance(request, (RangeRequest, PutRequest, DeleteRangeRequest, TxnRequest))
+    plain = _REQUEST_PLAIN.get(f)
+    if plain is not None and type(value) is dict:  # the common case, without a call more
+        found: Request | None = plain(value)
+        if found is not None:
+            return found
+    decode = _REQUEST_DECODERS.get(f)
+    if decode is None:
+        raise EtcdJsonError("f", f"the etcd model has {', '.join(ETCD_FS)}, not {f!r}")
+    request: Request = decode(value, path)
     return request
 
 
-def _header(obj: dict[str, Any], path: str) -> ResponseHeader:
-    header = obj.get("header")
-    if type(header) is dict:
-        revision = header.get("revision")
-        if type(revision) is int:
-            return ResponseHeader(revision)
-    return ResponseHeader(revision=field_int(as_object(header, f"{path}.header"), "revision", path))
+def response_from_json(f: str, value: Any, path: str = "value") -> Response:
+    """The model response for operation `f` with JSON response `value`."""
+    decode = _RESPONSE_DECODERS.get(f)
+    if decode is None:
+        raise EtcdJsonError("f", f"the etcd model has {', '.join(ETCD_FS)}, not {f!r}")
+    response: Response = decode(value, path)
+    return response
+
+
+def kv_from_json(value: Any, path: str) -> KeyValue:
+    kv: KeyValue = _decode_kv(value, path)
+    return kv
 
 
 def header_revision(value: Any) -> int | None:
@@ -336,196 +467,134 @@ def header_revision(value: Any) -> int | None:
     return field_int(value["header"], "revision", "value.header")
 
 
-def kv_from_json(value: Any, path: str) -> KeyValue:
-    obj = value if type(value) is dict else as_object(value, path)
-    kv: KeyValue | None = _PLAIN_KV.decode(obj)
-    if kv is not None:
-        return kv
-    return KeyValue(
-        key=field_bytes(obj, "key", path),
-        create_revision=field_int(obj, "create_revision", path),
-        mod_revision=field_int(obj, "mod_revision", path),
-        version=field_int(obj, "version", path),
-        value=field_bytes(obj, "value", path),
-        lease=field_int(obj, "lease", path),
-    )
-
-
-def response_from_json(f: str, value: Any, path: str = "value") -> Response:
-    """The model response for operation `f` with JSON response `value`."""
-    obj = value if type(value) is dict else as_object(value, path)
-    header = _header(obj, path)
-    if f == "range":
-        return RangeResponse(
-            header=header,
-            kvs=_kvs(obj, "kvs", path),
-            more=field_bool(obj, "more", path),
-            count=field_int(obj, "count", path),
-        )
-    if f == "put":
-        prev = obj.get("prev_kv")
-        return PutResponse(
-            header=header, prev_kv=kv_from_json(prev, f"{path}.prev_kv") if prev else None
-        )
-    if f == "delete":
-        return DeleteRangeResponse(
-            header=header,
-            deleted=field_int(obj, "deleted", path),
-            prev_kvs=_kvs(obj, "prev_kvs", path),
-        )
-    if f == "txn":
-        return TxnResponse(
-            header=header,
-            succeeded=field_bool(obj, "succeeded", path),
-            responses=tuple(
-                _txn_response(r, f"{path}.responses[{i}]")
-                for i, r in enumerate(field_list(obj, "responses", path))
-            ),
-        )
-    if f == "compact":
-        return CompactionResponse(header=header)
-    if f == "lease_grant":
-        return LeaseGrantResponse(
-            header=header,
-            id=field_int(obj, "ID", path, "id"),
-            ttl=field_int(obj, "TTL", path, "ttl"),
-        )
-    if f == "lease_revoke":
-        return LeaseRevokeResponse(header=header)
-    if f == "lease_keepalive":
-        return LeaseKeepAliveResponse(
-            header=header,
-            id=field_int(obj, "ID", path, "id"),
-            ttl=field_int(obj, "TTL", path, "ttl"),
-        )
-    raise EtcdJsonError("f", f"the etcd model has {', '.join(ETCD_FS)}, not {f!r}")
-
-
-def _kvs(obj: dict[str, Any], name: str, path: str) -> tuple[KeyValue, ...]:
-    """The list of kvs in field `name` (each read plainly when it can be)."""
-    items = field_list(obj, name, path)
-    decode = _PLAIN_KV.decode
-    kvs = []
-    for i, item in enumerate(items):
-        kv = decode(item) if type(item) is dict else None
-        kvs.append(kv if kv is not None else kv_from_json(item, f"{path}.{name}[{i}]"))
-    return tuple(kvs)
-
-
-def _txn_response(value: Any, path: str) -> TxnOpResponse:
-    obj = as_object(value, path)
-    names = {v: k for k, v in _TXN_RESPONSE.items()}
-    found = [name for name in names if name in obj]
-    if len(found) != 1:
-        raise EtcdJsonError(path, f"expected exactly one of {', '.join(names)}")
-    response = response_from_json(names[found[0]], obj[found[0]], f"{path}.{found[0]}")
-    assert isinstance(response, (RangeResponse, PutResponse, DeleteRangeResponse, TxnResponse))
-    return response
-
-
 # ---------------------------------------------------------------------------- encoding
+
+_ENCODERS: dict[type, Callable[[Any], dict[str, Any]]] = {}
+
+
+def message_to_json(message: Any) -> dict[str, Any]:
+    """The JSON object of a model message (a type of the vocabulary table)."""
+    return _ENCODERS[type(message)](message)
+
+
+def _encoder(message: Message) -> Callable[[Any], dict[str, Any]]:
+    """The writer of one message kind, generated from its table row: refuse a field
+    that is not carried, then one JSON object in the table's order."""
+    namespace: dict[str, Any] = {"encode_bytes": encode_bytes, "EtcdJsonError": EtcdJsonError}
+    lines = ["def encode(obj):"]
+    for i, field in enumerate(message.uncarried):
+        namespace[f"z{i}"] = field.default
+        namespace[f"why{i}"] = (
+            f"sets {message.type.__name__}.{field.attr}, which is not carried: {field.why}"
+        )
+        lines += [
+            f"    if obj.{field.attr} != z{i}:",
+            f'        raise EtcdJsonError("request", obj.describe() + " " + why{i})',
+        ]
+    literal: list[str] = []  # "name": value, up to the first field that may be left out
+    after: list[str] = []
+    for field in message.carried:
+        value = _write_expression(field, namespace)
+        if field.optional or field.kind is Kind.CHOICE:
+            after.append(f"    {value}")
+        elif after:
+            after.append(f"    out[{field.name!r}] = {value}")
+        else:
+            literal.append(f"{field.name!r}: {value}")
+    lines.append(f"    out = {{{', '.join(literal)}}}")
+    lines += after
+    lines.append("    return out")
+    encode: Callable[[Any], dict[str, Any]] = _compile(
+        f"encode {message.type.__name__}", lines, namespace
+    )["encode"]
+    return encode
+
+
+def _write_expression(field: Field, namespace: dict[str, Any]) -> str:
+    """The JSON value of field `field` of `obj`, as an expression; for a field that may
+    be left out (an optional message, a choice), a statement that sets it in `out`."""
+    value = f"obj.{field.attr}"
+    kind = field.kind
+    if kind is Kind.BYTES:
+        return f"encode_bytes({value})"
+    if kind in (Kind.INT, Kind.BOOL):
+        return value
+    if kind is Kind.ENUM:
+        return f"{value}.name"
+    writer = f"w_{field.attr}"
+    namespace[writer] = _writer(field)
+    if kind is Kind.CHOICE:
+        return f"{writer}(obj, out)"
+    if field.optional:
+        return f"if {value} is not None: out[{field.name!r}] = {writer}({value})"
+    return f"{writer}({value})"
+
+
+def _writer(field: Field) -> Callable[..., Any]:
+    """A nested field's writer (a message, a list, ops, a choice) as a function."""
+    kind = field.kind
+    if kind is Kind.MESSAGE:
+        of = field.of
+        return lambda value: _ENCODERS[of](value)
+    if kind is Kind.REPEATED:
+        of = field.of
+
+        def write_repeated(items: tuple[Any, ...]) -> list[dict[str, Any]]:
+            encode = _ENCODERS[of]
+            return [encode(item) for item in items]
+
+        return write_repeated
+    if kind is Kind.ONE_OF:
+        names = {member: member_name for member, member_name in field.of.members}
+
+        def write_one_of(items: tuple[Any, ...]) -> list[dict[str, Any]]:
+            return [{names[type(item)]: _ENCODERS[type(item)](item)} for item in items]
+
+        return write_one_of
+    if kind is Kind.CHOICE:
+        attr, selector = field.attr, field.selector
+        arms = {c.when: (c.name, c.kind) for c in field.choices}
+
+        def write_choice(obj: Any, out: dict[str, Any]) -> None:
+            arm_name, arm_kind = arms[getattr(obj, selector)]
+            value = getattr(obj, attr)
+            out[arm_name] = encode_bytes(value) if arm_kind is Kind.BYTES else value
+
+        return write_choice
+    raise TypeError(f"no JSON writer for {field.describe()}")
 
 
 def kv_to_json(kv: KeyValue) -> dict[str, Any]:
-    return {
-        "key": encode_bytes(kv.key),
-        "create_revision": kv.create_revision,
-        "mod_revision": kv.mod_revision,
-        "version": kv.version,
-        "value": encode_bytes(kv.value),
-        "lease": kv.lease,
-    }
+    return _encode_kv(kv)
 
 
 def request_to_json(request: Request) -> tuple[str, dict[str, Any]]:
     """(f, JSON request) for a model request (the history's invoke value)."""
-    if isinstance(request, RangeRequest):
-        return "range", {
-            "key": encode_bytes(request.key),
-            "range_end": encode_bytes(request.range_end),
-            "limit": request.limit,
-            "revision": request.revision,
-            "keys_only": request.keys_only,
-            "count_only": request.count_only,
-        }
-    if isinstance(request, PutRequest):
-        return "put", {
-            "key": encode_bytes(request.key),
-            "value": encode_bytes(request.value),
-            "lease": request.lease,
-            "prev_kv": request.prev_kv,
-            "ignore_value": request.ignore_value,
-            "ignore_lease": request.ignore_lease,
-        }
-    if isinstance(request, DeleteRangeRequest):
-        return "delete", {
-            "key": encode_bytes(request.key),
-            "range_end": encode_bytes(request.range_end),
-            "prev_kv": request.prev_kv,
-        }
-    if isinstance(request, TxnRequest):
-        return "txn", {
-            "compare": [_compare_to_json(c) for c in request.compare],
-            "success": [_txn_op_to_json(op) for op in request.success],
-            "failure": [_txn_op_to_json(op) for op in request.failure],
-        }
-    if isinstance(request, CompactionRequest):
-        return "compact", {"revision": request.revision}
-    if isinstance(request, LeaseGrantRequest):
-        return "lease_grant", {"TTL": request.ttl, "ID": request.id}
-    if isinstance(request, LeaseRevokeRequest):
-        return "lease_revoke", {"ID": request.id}
-    if isinstance(request, LeaseKeepAliveRequest):
-        return "lease_keepalive", {"ID": request.id}
-    raise EtcdJsonError("request", f"the history format has no operation for {request.describe()}")
-
-
-def _compare_to_json(compare: Compare) -> dict[str, Any]:
-    operand = compare.operand
-    return {
-        "key": encode_bytes(compare.key),
-        "range_end": encode_bytes(compare.range_end),
-        "target": compare.target.name,
-        "result": compare.result.name,
-        _OPERAND_FIELD[compare.target]: encode_bytes(operand)
-        if isinstance(operand, bytes)
-        else operand,
-    }
-
-
-def _txn_op_to_json(op: TxnOp) -> dict[str, Any]:
-    f, body = request_to_json(op)
-    name = {v: k for k, v in _TXN_REQUEST.items()}[f]
-    return {name: body}
+    operation = OPERATION_BY_REQUEST.get(type(request))
+    if operation is None:
+        raise EtcdJsonError(
+            "request", f"the history format has no operation for {request.describe()}"
+        )
+    return operation.f, _ENCODERS[operation.request](request)
 
 
 def response_to_json(response: Response) -> dict[str, Any]:
     """The JSON response (the history's ok value) for a model response."""
-    out: dict[str, Any] = {"header": {"revision": response.header.revision}}
-    if isinstance(response, RangeResponse):
-        out.update(
-            kvs=[kv_to_json(kv) for kv in response.kvs], more=response.more, count=response.count
+    operation = OPERATION_BY_RESPONSE.get(type(response))
+    if operation is None:
+        raise EtcdJsonError(
+            "response", f"the history format has no operation for {response.describe()}"
         )
-    elif isinstance(response, PutResponse):
-        if response.prev_kv is not None:
-            out["prev_kv"] = kv_to_json(response.prev_kv)
-    elif isinstance(response, DeleteRangeResponse):
-        out.update(deleted=response.deleted, prev_kvs=[kv_to_json(kv) for kv in response.prev_kvs])
-    elif isinstance(response, TxnResponse):
-        out.update(
-            succeeded=response.succeeded,
-            responses=[_txn_response_to_json(r) for r in response.responses],
-        )
-    elif isinstance(response, (LeaseGrantResponse, LeaseKeepAliveResponse)):
-        out.update(ID=response.id, TTL=response.ttl)
-    return out
+    return _ENCODERS[operation.response](response)
 
 
-def _txn_response_to_json(response: TxnOpResponse) -> dict[str, Any]:
-    if isinstance(response, RangeResponse):
-        return {"response_range": response_to_json(response)}
-    if isinstance(response, PutResponse):
-        return {"response_put": response_to_json(response)}
-    if isinstance(response, DeleteRangeResponse):
-        return {"response_delete_range": response_to_json(response)}
-    return {"response_txn": response_to_json(response)}
+for _message in MESSAGES.values():
+    _DECODERS[_message.type] = _decoder(_message)
+    _ENCODERS[_message.type] = _encoder(_message)
+_REQUEST_DECODERS = {f: _DECODERS[op.request] for f, op in OPERATION_BY_F.items()}
+_RESPONSE_DECODERS = {f: _DECODERS[op.response] for f, op in OPERATION_BY_F.items()}
+_REQUEST_PLAIN = {
+    f: _PLAIN[op.request].decode for f, op in OPERATION_BY_F.items() if op.request in _PLAIN
+}
+_decode_kv = _DECODERS[KeyValue]
+_encode_kv = _ENCODERS[KeyValue]
