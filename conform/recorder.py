@@ -44,15 +44,10 @@ import grpc.aio
 from etcdspec.checker.etcd_json import request_to_json, response_to_json
 from etcdspec.checker.history import HistoryEvent, write_history
 from etcdspec.checker.watch_checks import watch_request_to_json, watch_response_to_json
-from etcdspec.conform.wire import WireError, event_from_pb, from_pb, to_pb
+from etcdspec.conform.wire import WireError, event_from_pb, from_pb, operation_of, to_pb
 from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
 from etcdspec.model.requests import (
-    CompactionRequest,
-    DeleteRangeRequest,
-    LeaseGrantRequest,
     LeaseKeepAliveRequest,
-    LeaseRevokeRequest,
-    PutRequest,
     RangeRequest,
     Request,
     Response,
@@ -203,34 +198,22 @@ class RecordingClient:
         return Outcome(kind, code=code.name, error=details)
 
     async def _send(self, request: Request) -> Any:
-        channel = self.channel()
         message = to_pb(request)
-        timeout = self.timeout_s
-        if isinstance(request, RangeRequest):
-            return await rpc_pb2_grpc.KVStub(channel).Range(message, timeout=timeout)
-        if isinstance(request, PutRequest):
-            return await rpc_pb2_grpc.KVStub(channel).Put(message, timeout=timeout)
-        if isinstance(request, DeleteRangeRequest):
-            return await rpc_pb2_grpc.KVStub(channel).DeleteRange(message, timeout=timeout)
-        if isinstance(request, TxnRequest):
-            return await rpc_pb2_grpc.KVStub(channel).Txn(message, timeout=timeout)
-        if isinstance(request, CompactionRequest):
-            return await rpc_pb2_grpc.KVStub(channel).Compact(message, timeout=timeout)
-        if isinstance(request, LeaseGrantRequest):
-            return await rpc_pb2_grpc.LeaseStub(channel).LeaseGrant(message, timeout=timeout)
-        if isinstance(request, LeaseRevokeRequest):
-            return await rpc_pb2_grpc.LeaseStub(channel).LeaseRevoke(message, timeout=timeout)
-        if isinstance(request, LeaseKeepAliveRequest):
-            return await self._keepalive_once(channel, message, timeout)
-        raise WireError(f"conformance runs do not send {request.describe()}")
+        operation = operation_of(request)
+        stub = getattr(rpc_pb2_grpc, f"{operation.service}Stub")(self.channel())
+        method = getattr(stub, operation.method)
+        if operation.streaming:
+            return await self._stream_once(operation.method, method, message)
+        return await method(message, timeout=self.timeout_s)
 
-    async def _keepalive_once(self, channel: grpc.aio.Channel, message: Any, timeout: float) -> Any:
-        call = rpc_pb2_grpc.LeaseStub(channel).LeaseKeepAlive(timeout=timeout)
+    async def _stream_once(self, name: str, method: Any, message: Any) -> Any:
+        """One request and its reply on a bidirectional stream (LeaseKeepAlive)."""
+        call = method(timeout=self.timeout_s)
         try:
             await call.write(message)
             reply = await call.read()
             if reply is grpc.aio.EOF:
-                raise WireError("keep-alive stream ended without a reply")
+                raise WireError(f"{name} stream ended without a reply")
             return reply
         finally:
             call.cancel()
