@@ -21,7 +21,7 @@ Contract:
   sort order, ...) raises EtcdJsonError instead of writing it without; decoding errors
   raise EtcdJsonError naming the field path and what was expected.
 - Reading is the checker's hot path, so the generated readers are the code one would
-  write by hand (scalars inline; `_SOURCES` holds it, and tracebacks show it). A range,
+  write by hand (scalars inline; etcd_vocabulary.GENERATED holds it, tracebacks show it). A range,
   put or delete request, a kv and a header are first read in one go (`_Plain`: every
   field present with exactly its JSON type; the field list is the table's), else field
   by field.
@@ -29,20 +29,18 @@ Contract:
 
 from __future__ import annotations
 
-import linecache
 from collections.abc import Callable
 from typing import Any
 
 from etcdspec.checker.etcd_vocabulary import (
     MESSAGES,
     OPERATION_BY_F,
-    OPERATION_BY_REQUEST,
-    OPERATION_BY_RESPONSE,
     OPERATIONS,
     SCALARS,
     Field,
     Kind,
     Message,
+    generate,
     model_fields,
 )
 from etcdspec.checker.history import decode_bytes, encode_bytes
@@ -130,23 +128,6 @@ def field_list(obj: dict[str, Any], name: str, path: str) -> list[Any]:
     return value
 
 
-# ---------------------------------------------------------------------------- generated code
-
-
-def _compile(name: str, lines: list[str], namespace: dict[str, Any]) -> dict[str, Any]:
-    """Runs generated source in `namespace`; tracebacks show it (as <etcd_json NAME>)."""
-    source = "\n".join(lines) + "\n"
-    filename = f"<etcd_json {name}>"
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    exec(compile(source, filename, "exec"), namespace)
-    _SOURCES[name] = source
-    return namespace
-
-
-_SOURCES: dict[str, str] = {}
-"""The generated source of each reader and writer, by name (for reading and debugging)."""
-
-
 # ---------------------------------------------------------------------------- the plain path
 
 
@@ -227,7 +208,7 @@ def _builder(message_type: type, fields: tuple[Field, ...]) -> Callable[..., Any
     ]
     lines = [f"def build({', '.join(values)}):", f"    return cls({', '.join(arguments)})"]
     namespace = {"cls": message_type}
-    build: Callable[..., Any] = _compile(f"plain {message_type.__name__}", lines, namespace)[
+    build: Callable[..., Any] = generate(f"json plain {message_type.__name__}", lines, namespace)[
         "build"
     ]
     return build
@@ -285,7 +266,7 @@ def _decoder(message: Message, plain: bool = True) -> _Decode:
     keyword = _by_keyword(message)
     arguments = ", ".join(f"{f.attr}=f_{f.attr}" if keyword else f"f_{f.attr}" for f in fields)
     lines.append(f"    return build({arguments})")
-    decode: _Decode = _compile(f"decode {message.type.__name__}", lines, namespace)["decode"]
+    decode: _Decode = generate(f"json decode {message.type.__name__}", lines, namespace)["decode"]
     return decode
 
 
@@ -480,17 +461,13 @@ def message_to_json(message: Any) -> dict[str, Any]:
 def _encoder(message: Message) -> Callable[[Any], dict[str, Any]]:
     """The writer of one message kind, generated from its table row: refuse a field
     that is not carried, then one JSON object in the table's order."""
-    namespace: dict[str, Any] = {"encode_bytes": encode_bytes, "EtcdJsonError": EtcdJsonError}
+    namespace: dict[str, Any] = {"encode_bytes": encode_bytes, "refuse": _refusal(message)}
     lines = ["def encode(obj):"]
-    for i, field in enumerate(message.uncarried):
-        namespace[f"z{i}"] = field.default
-        namespace[f"why{i}"] = (
-            f"sets {message.type.__name__}.{field.attr}, which is not carried: {field.why}"
-        )
-        lines += [
-            f"    if obj.{field.attr} != z{i}:",
-            f'        raise EtcdJsonError("request", obj.describe() + " " + why{i})',
-        ]
+    uncarried = message.uncarried
+    if uncarried:
+        namespace.update({f"z_{f.attr}": f.default for f in uncarried})
+        differs = " or ".join(f"obj.{f.attr} != z_{f.attr}" for f in uncarried)
+        lines += [f"    if {differs}:", "        refuse(obj)"]
     literal: list[str] = []  # "name": value, up to the first field that may be left out
     after: list[str] = []
     for field in message.carried:
@@ -504,10 +481,25 @@ def _encoder(message: Message) -> Callable[[Any], dict[str, Any]]:
     lines.append(f"    out = {{{', '.join(literal)}}}")
     lines += after
     lines.append("    return out")
-    encode: Callable[[Any], dict[str, Any]] = _compile(
-        f"encode {message.type.__name__}", lines, namespace
+    encode: Callable[[Any], dict[str, Any]] = generate(
+        f"json encode {message.type.__name__}", lines, namespace
     )["encode"]
     return encode
+
+
+def _refusal(message: Message) -> Callable[[Any], None]:
+    """Raises for a message that sets a field the history format does not carry."""
+
+    def refuse(obj: Any) -> None:
+        for field in message.uncarried:
+            if getattr(obj, field.attr) != field.default:
+                raise EtcdJsonError(
+                    "request",
+                    f"{obj.describe()} sets {message.type.__name__}.{field.attr}, which is "
+                    f"not carried: {field.why}",
+                )
+
+    return refuse
 
 
 def _write_expression(field: Field, namespace: dict[str, Any]) -> str:
@@ -570,22 +562,23 @@ def kv_to_json(kv: KeyValue) -> dict[str, Any]:
 
 def request_to_json(request: Request) -> tuple[str, dict[str, Any]]:
     """(f, JSON request) for a model request (the history's invoke value)."""
-    operation = OPERATION_BY_REQUEST.get(type(request))
-    if operation is None:
+    found = _REQUEST_ENCODERS.get(type(request))
+    if found is None:
         raise EtcdJsonError(
             "request", f"the history format has no operation for {request.describe()}"
         )
-    return operation.f, _ENCODERS[operation.request](request)
+    f, encode = found
+    return f, encode(request)
 
 
 def response_to_json(response: Response) -> dict[str, Any]:
     """The JSON response (the history's ok value) for a model response."""
-    operation = OPERATION_BY_RESPONSE.get(type(response))
-    if operation is None:
+    encode = _RESPONSE_ENCODERS.get(type(response))
+    if encode is None:
         raise EtcdJsonError(
             "response", f"the history format has no operation for {response.describe()}"
         )
-    return _ENCODERS[operation.response](response)
+    return encode(response)
 
 
 for _message in MESSAGES.values():
@@ -593,6 +586,8 @@ for _message in MESSAGES.values():
     _ENCODERS[_message.type] = _encoder(_message)
 _REQUEST_DECODERS = {f: _DECODERS[op.request] for f, op in OPERATION_BY_F.items()}
 _RESPONSE_DECODERS = {f: _DECODERS[op.response] for f, op in OPERATION_BY_F.items()}
+_REQUEST_ENCODERS = {op.request: (op.f, _ENCODERS[op.request]) for op in OPERATIONS}
+_RESPONSE_ENCODERS = {op.response: _ENCODERS[op.response] for op in OPERATIONS}
 _REQUEST_PLAIN = {
     f: _PLAIN[op.request].decode for f, op in OPERATION_BY_F.items() if op.request in _PLAIN
 }

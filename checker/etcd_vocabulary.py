@@ -17,14 +17,16 @@ Contract:
   types and the gRPC method that serves it; `NOT_IN_HISTORY` the model's requests and
   responses that have no operation yet, with the reason.
 - This is plain data, read by the checker's JSON codec (checker/etcd_json.py) and the
-  conformance wire codec (conform/wire.py), which walk it: a field is added here, once.
-  It imports no protobuf module, nothing of impl/ and nothing of conform/.
+  conformance wire codec (conform/wire.py), which generate each message's reader and
+  writer from it at import (`generate`): a field is added here, once. It imports no
+  protobuf module, nothing of impl/ and nothing of conform/.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
+import linecache
 from dataclasses import dataclass
 from typing import Any
 
@@ -494,6 +496,22 @@ NOT_IN_HISTORY: dict[type, str] = {
     LeaseLeasesRequest: _NO_OPERATION,
     LeaseLeasesResponse: _NO_OPERATION,
 }
+
+
+def generate(name: str, lines: list[str], namespace: dict[str, Any]) -> dict[str, Any]:
+    """Runs the source the codecs generate from this table (a message's reader or
+    writer, as one would write it by hand) in `namespace`, and returns it. The source is
+    kept in GENERATED under `name`, and tracebacks show its lines (file <vocabulary NAME>)."""
+    source = "\n".join(lines) + "\n"
+    filename = f"<vocabulary {name}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    exec(compile(source, filename, "exec"), namespace)
+    GENERATED[name] = source
+    return namespace
+
+
+GENERATED: dict[str, str] = {}
+"""The source of every generated reader and writer, by name ("json decode KeyValue")."""
 
 
 def model_fields(message_type: type) -> tuple[str, ...]:

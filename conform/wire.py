@@ -8,10 +8,11 @@ Contract:
   response for the reply to it, after checking that a txn reply has the shape of the
   branch it ran (WireError otherwise). `operation_of(request)` says which gRPC method
   serves it.
-- Both walk the vocabulary table: each model message is the protobuf message the table
-  names, field by field under the table's etcd names; enums go by name (the protobuf
-  number of the model member's name). `message_to_pb` / `message_from_pb` do it for any
-  message of the table. A request that sets a field the table does not carry is refused
+- Both come from the vocabulary table: each model message is the protobuf message the
+  table names, field by field under the table's etcd names (the reader and writer of
+  each are generated from its row at import); enums go by name (the protobuf number of
+  the model member's name). `message_to_pb` / `message_from_pb` do it for any message
+  of the table. A request that sets a field the table does not carry is refused
   (WireError), never sent without it.
 - Only the generated protobuf modules (etcdspec.impl.pb.*) are used, as a wire library:
   nothing of the server. Header fields other than revision are dropped (the model does
@@ -32,6 +33,7 @@ from etcdspec.checker.etcd_vocabulary import (
     Kind,
     Message,
     Operation,
+    generate,
     model_fields,
 )
 from etcdspec.impl.pb import kv_pb2, rpc_pb2
@@ -69,8 +71,6 @@ def operation_of(request: Request) -> Operation:
 
 # ---------------------------------------------------------------------------- encoding
 
-_Put = Callable[[Any, dict[str, Any]], None]
-"""Puts one field of a model message into the protobuf constructor's arguments."""
 _ENCODERS: dict[type, Callable[[Any], Any]] = {}
 
 
@@ -81,78 +81,67 @@ def message_to_pb(message: Any) -> Any:
 
 def to_pb(request: Request) -> Any:
     """The protobuf request message for a model request."""
-    return _ENCODERS[operation_of(request).request](request)
+    encode = _REQUEST_ENCODERS.get(type(request))
+    if encode is None:
+        raise WireError(f"conformance runs do not send {request.describe()}")
+    return encode(request)
 
 
 def _encoder(message: Message) -> Callable[[Any], Any]:
+    """The writer of one message kind, generated from its table row: refuse a field
+    that is not carried, then the protobuf constructor with every carried field."""
     cls = pb_class(message.etcd)
-    puts = tuple(_put(f, cls) for f in message.carried)
-    uncarried = tuple((f.attr, f.default, f.why) for f in message.uncarried)
-
-    def encode(obj: Any) -> Any:
-        for attr, default, why in uncarried:
-            if getattr(obj, attr) != default:
-                raise WireError(f"conformance runs cannot send {obj.describe()} ({attr}): {why}")
-        arguments: dict[str, Any] = {}
-        for put in puts:
-            put(obj, arguments)
-        return cls(**arguments)
-
+    namespace: dict[str, Any] = {"cls": cls, "refuse": _refusal(message), "E": _ENCODERS}
+    lines = ["def encode(obj):"]
+    if message.uncarried:
+        namespace.update({f"z_{f.attr}": f.default for f in message.uncarried})
+        differs = " or ".join(f"obj.{f.attr} != z_{f.attr}" for f in message.uncarried)
+        lines += [f"    if {differs}:", "        refuse(obj)"]
+    arguments = [_put_expression(f, cls, namespace) for f in message.carried]
+    lines.append(f"    return cls({', '.join(arguments)})")
+    encode: Callable[[Any], Any] = generate(
+        f"wire encode {message.type.__name__}", lines, namespace
+    )["encode"]
     return encode
 
 
-def _put(field: Field, cls: Any) -> _Put:
+def _put_expression(field: Field, cls: Any, namespace: dict[str, Any]) -> str:
+    """The constructor argument for one field of `obj` (NAME=value)."""
     attr, name, kind = field.attr, field.name, field.kind
+    value = f"obj.{attr}"
     if kind in (Kind.BYTES, Kind.INT, Kind.BOOL):
-
-        def put_scalar(obj: Any, arguments: dict[str, Any]) -> None:
-            arguments[name] = getattr(obj, attr)
-
-        return put_scalar
+        return f"{name}={value}"
     if kind is Kind.ENUM:
-        numbers = _enum_numbers(field, cls)
-
-        def put_enum(obj: Any, arguments: dict[str, Any]) -> None:
-            arguments[name] = numbers[getattr(obj, attr)]
-
-        return put_enum
-    if kind is Kind.MESSAGE:
-        of = field.of
-
-        def put_message(obj: Any, arguments: dict[str, Any]) -> None:
-            value = getattr(obj, attr)
-            if value is not None:  # only an optional message may be None
-                arguments[name] = _ENCODERS[of](value)
-
-        return put_message
-    if kind is Kind.REPEATED:
-        of = field.of
-
-        def put_repeated(obj: Any, arguments: dict[str, Any]) -> None:
-            encode = _ENCODERS[of]
-            arguments[name] = [encode(item) for item in getattr(obj, attr)]
-
-        return put_repeated
-    if kind is Kind.ONE_OF:
-        union = pb_class(field.of.etcd)
-        names = {member: member_name for member, member_name in field.of.members}
-
-        def put_one_of(obj: Any, arguments: dict[str, Any]) -> None:
-            arguments[name] = [
-                union(**{names[type(item)]: _ENCODERS[type(item)](item)})
-                for item in getattr(obj, attr)
-            ]
-
-        return put_one_of
+        namespace[f"n_{attr}"] = _enum_numbers(field, cls)
+        return f"{name}=n_{attr}[{value}]"
     if kind is Kind.CHOICE:
-        selector = field.selector
-        arms = {c.when: c.name for c in field.choices}
+        namespace[f"a_{attr}"] = {c.when: c.name for c in field.choices}
+        return f"**{{a_{attr}[obj.{field.selector}]: {value}}}"
+    namespace[f"t_{attr}"] = field.of
+    if kind is Kind.MESSAGE:  # None (an absent optional message) leaves it unset
+        return f"{name}=None if {value} is None else E[t_{attr}]({value})"
+    if kind is Kind.REPEATED:
+        return f"{name}=list(map(E[t_{attr}], {value}))"
+    assert kind is Kind.ONE_OF, field
+    union = pb_class(field.of.etcd)
+    names = {member: member_name for member, member_name in field.of.members}
+    namespace[f"o_{attr}"] = lambda items: [
+        union(**{names[type(item)]: _ENCODERS[type(item)](item)}) for item in items
+    ]
+    return f"{name}=o_{attr}({value})"
 
-        def put_choice(obj: Any, arguments: dict[str, Any]) -> None:
-            arguments[arms[getattr(obj, selector)]] = getattr(obj, attr)
 
-        return put_choice
-    raise TypeError(f"no protobuf writer for {field.describe()}")
+def _refusal(message: Message) -> Callable[[Any], None]:
+    """Raises for a request that sets a field the table does not carry."""
+
+    def refuse(obj: Any) -> None:
+        for field in message.uncarried:
+            if getattr(obj, field.attr) != field.default:
+                raise WireError(
+                    f"conformance runs cannot send {obj.describe()} ({field.attr}): {field.why}"
+                )
+
+    return refuse
 
 
 def _enum_numbers(field: Field, cls: Any) -> dict[enum.Enum, int]:
@@ -166,8 +155,6 @@ def _enum_numbers(field: Field, cls: Any) -> dict[enum.Enum, int]:
 
 # ---------------------------------------------------------------------------- decoding
 
-_Get = Callable[[Any], Any]
-"""Gets one field of a model message out of a protobuf message."""
 _DECODERS: dict[type, Callable[[Any], Any]] = {}
 
 
@@ -178,11 +165,12 @@ def message_from_pb(message_type: type, message: Any) -> Any:
 
 def from_pb(request: Request, message: Any) -> Response:
     """The model response for the reply `message` to `request`."""
-    operation = OPERATION_BY_REQUEST.get(type(request))
-    if operation is None:
+    decode = _RESPONSE_DECODERS.get(type(request))
+    if decode is None:
         raise WireError(f"no reply shape for {request.describe()}")
-    _check_shape(request, message)
-    response: Response = _DECODERS[operation.response](message)
+    if type(request) is TxnRequest:
+        _check_shape(request, message)
+    response: Response = decode(message)
     return response
 
 
@@ -202,94 +190,86 @@ def _check_shape(request: Request, message: Any) -> None:
 
 
 def _decoder(message: Message) -> Callable[[Any], Any]:
+    """The reader of one message kind, generated from its table row: the model message
+    from the protobuf message's fields (by keyword when a choice reads after its selector)."""
     cls = pb_class(message.etcd)
-    build = message.type
-    fields = message.carried
-    keyword = (
-        any(f.kind is Kind.CHOICE for f in fields)
-        or tuple(f.attr for f in fields) != model_fields(message.type)[: len(fields)]
-    )
-    if not keyword:
-        gets = tuple(_get(f, cls) for f in fields)
-
-        def decode(pb: Any) -> Any:
-            return build(*[get(pb) for get in gets])
-
-        return decode
-
-    # By keyword, in the table's order: a choice reads after the field that selects it.
-    steps: tuple[tuple[str, Callable[..., Any], str], ...] = tuple(
-        (f.attr, _choice_get(f) if f.kind is Kind.CHOICE else _get(f, cls), f.selector)
-        for f in fields
-    )
-
-    def decode_by_name(pb: Any) -> Any:
-        values: dict[str, Any] = {}
-        for attr, get, selector in steps:
-            values[attr] = get(pb, values[selector]) if selector else get(pb)
-        return build(**values)
-
-    return decode_by_name
+    namespace: dict[str, Any] = {"build": message.type, "D": _DECODERS}
+    lines = ["def decode(pb):"]
+    arguments = []
+    for field in message.carried:
+        value = _get_expression(field, cls, namespace)
+        if field.kind is Kind.CHOICE or _has_choice(message):
+            lines.append(f"    f_{field.attr} = {value}")
+            value = f"f_{field.attr}"
+        arguments.append(f"{field.attr}={value}" if _by_keyword(message) else value)
+    lines.append(f"    return build({', '.join(arguments)})")
+    decode: Callable[[Any], Any] = generate(
+        f"wire decode {message.type.__name__}", lines, namespace
+    )["decode"]
+    return decode
 
 
-def _get(field: Field, cls: Any) -> _Get:
-    name, kind = field.name, field.kind
-    if kind is Kind.BYTES:
-        return lambda pb: bytes(getattr(pb, name))
-    if kind is Kind.INT:
-        return lambda pb: int(getattr(pb, name))
-    if kind is Kind.BOOL:
-        return lambda pb: bool(getattr(pb, name))
+def _get_expression(field: Field, cls: Any, namespace: dict[str, Any]) -> str:
+    """One field's model value, read from the protobuf message `pb`."""
+    attr, name, kind = field.attr, field.name, field.kind
+    value = f"pb.{name}"
+    if kind in (Kind.BYTES, Kind.INT, Kind.BOOL):
+        return value  # protobuf gives bytes, int and bool
     if kind is Kind.ENUM:
-        members = {number: member for member, number in _enum_numbers(field, cls).items()}
-
-        def get_enum(pb: Any) -> Any:
-            number = getattr(pb, name)
-            member = members.get(number)
-            if member is None:
-                raise WireError(f"{cls.DESCRIPTOR.full_name}.{name}: unknown value {number}")
-            return member
-
-        return get_enum
+        namespace[f"m_{attr}"] = _enum_members(field, cls)
+        return f"m_{attr}({value})"
+    if kind is Kind.CHOICE:
+        namespace[f"a_{attr}"] = {c.when: c.name for c in field.choices}
+        return f"getattr(pb, a_{attr}[f_{field.selector}])"
+    namespace[f"t_{attr}"] = field.of
     if kind is Kind.MESSAGE:
-        of = field.of
-        if field.optional:
-            return lambda pb: _DECODERS[of](getattr(pb, name)) if pb.HasField(name) else None
-        return lambda pb: _DECODERS[of](getattr(pb, name))
+        decode = f"D[t_{attr}]({value})"
+        return f"{decode} if pb.HasField({name!r}) else None" if field.optional else decode
     if kind is Kind.REPEATED:
-        of = field.of
-
-        def get_repeated(pb: Any) -> tuple[Any, ...]:
-            decode = _DECODERS[of]
-            return tuple(decode(item) for item in getattr(pb, name))
-
-        return get_repeated
-    if kind is Kind.ONE_OF:
-        oneof = field.of.oneof
-        types = {member_name: member for member, member_name in field.of.members}
-
-        def get_one_of(pb: Any) -> tuple[Any, ...]:
-            out = []
-            for item in getattr(pb, name):
-                which = item.WhichOneof(oneof)
-                if which is None:
-                    raise WireError(f"{cls.DESCRIPTOR.full_name}.{name}: an op holds nothing")
-                out.append(_DECODERS[types[which]](getattr(item, which)))
-            return tuple(out)
-
-        return get_one_of
-    raise TypeError(f"no protobuf reader for {field.describe()}")
+        return f"tuple(map(D[t_{attr}], {value}))"
+    assert kind is Kind.ONE_OF, field
+    namespace[f"o_{attr}"] = _one_of_reader(field, cls)
+    return f"o_{attr}({value})"
 
 
-def _choice_get(field: Field) -> Callable[[Any, Any], Any]:
-    """Gets a CHOICE field: the arm the already read selector picks."""
-    arms = {c.when: (c.name, bytes if c.kind is Kind.BYTES else int) for c in field.choices}
+def _enum_members(field: Field, cls: Any) -> Callable[[int], Any]:
+    members = {number: member for member, number in _enum_numbers(field, cls).items()}
+    where = f"{cls.DESCRIPTOR.full_name}.{field.name}"
 
-    def get_choice(pb: Any, selected: Any) -> Any:
-        arm_name, convert = arms[selected]
-        return convert(getattr(pb, arm_name))
+    def member_of(number: int) -> Any:
+        member = members.get(number)
+        if member is None:
+            raise WireError(f"{where}: unknown value {number}")
+        return member
 
-    return get_choice
+    return member_of
+
+
+def _one_of_reader(field: Field, cls: Any) -> Callable[[Any], tuple[Any, ...]]:
+    oneof = field.of.oneof
+    types = {member_name: member for member, member_name in field.of.members}
+    where = f"{cls.DESCRIPTOR.full_name}.{field.name}"
+
+    def read_one_of(items: Any) -> tuple[Any, ...]:
+        out = []
+        for item in items:
+            which = item.WhichOneof(oneof)
+            if which is None:
+                raise WireError(f"{where}: an op holds nothing")
+            out.append(_DECODERS[types[which]](getattr(item, which)))
+        return tuple(out)
+
+    return read_one_of
+
+
+def _has_choice(message: Message) -> bool:
+    return any(f.kind is Kind.CHOICE for f in message.carried)
+
+
+def _by_keyword(message: Message) -> bool:
+    """Built by keyword when the carried fields are not the model's first, in order."""
+    attrs = tuple(f.attr for f in message.carried)
+    return _has_choice(message) or attrs != model_fields(message.type)[: len(attrs)]
 
 
 def kv_from_pb(kv: Any) -> KeyValue:
@@ -316,3 +296,5 @@ def header_of(message: Any) -> dict[str, int]:
 for _message in MESSAGES.values():
     _ENCODERS[_message.type] = _encoder(_message)
     _DECODERS[_message.type] = _decoder(_message)
+_REQUEST_ENCODERS = {op.request: _ENCODERS[op.request] for op in OPERATION_BY_REQUEST.values()}
+_RESPONSE_DECODERS = {op.request: _DECODERS[op.response] for op in OPERATION_BY_REQUEST.values()}
