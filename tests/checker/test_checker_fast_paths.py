@@ -244,3 +244,35 @@ def test_fast_reader_gives_the_events_parse_event_gives(tmp_path: Any) -> None:
         for number, raw in enumerate(text.splitlines(), start=1)
     ]
     assert [e.__dict__ for e in fast] == [e.__dict__ for e in careful]
+
+
+@pytest.mark.parametrize(
+    ("value", "revision"),
+    [
+        ({"header": {"revision": 4}}, 4),  # plain
+        ({"header": {"revision": 4, "member_id": 9, "raft_term": 2}}, 4),  # others ignored
+        ({"header": {"revision": "4"}}, 4),  # decimal string: the careful path
+        ({"header": {}}, 0),
+        ({"header": None}, 0),
+        ({}, 0),
+    ],
+)
+def test_response_header_decodes_alike_on_both_paths(value: dict[str, Any], revision: int) -> None:
+    assert response_from_json("compact", value).header.revision == revision
+    assert response_from_json("range", value).header.revision == revision  # in a range too
+
+
+@pytest.mark.parametrize(
+    ("value", "where"),
+    [
+        ({"header": {"revision": True}}, r"value\.header\.revision:"),
+        ({"header": 3}, r"value\.header:"),
+        (
+            {"header": {"revision": 1}, "responses": [{"response_put": {"header": []}}]},
+            r"value\.responses\[0\]\.response_put\.header:",
+        ),
+    ],
+)
+def test_bad_header_is_named_whichever_path(value: dict[str, Any], where: str) -> None:
+    with pytest.raises(EtcdJsonError, match=f"^{where}"):
+        response_from_json("txn", value)
