@@ -38,10 +38,27 @@ def named_patterns(text: str) -> list[str]:
 
 
 def tracked_files() -> list[str]:
-    out = subprocess.run(
-        ["git", "ls-files"], cwd=ROOT, check=True, capture_output=True, text=True
-    ).stdout
-    return [line for line in out.splitlines() if line]
+    """The files git tracks; outside a git checkout (an unpacked copy), every file but
+    those .gitignore leaves out."""
+    listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True)
+    if listed.returncode == 0:
+        return [line for line in listed.stdout.splitlines() if line]
+    ignored = [
+        line.strip().rstrip("/")
+        for line in (ROOT / ".gitignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    return sorted(
+        str(path.relative_to(ROOT))
+        for path in ROOT.rglob("*")
+        if path.is_file()
+        and ".git" not in path.relative_to(ROOT).parts
+        and not any(
+            fnmatch.fnmatch(part, pattern)
+            for part in path.relative_to(ROOT).parts
+            for pattern in ignored
+        )
+    )
 
 
 def _covers(pattern: str, path: str) -> bool:
