@@ -35,13 +35,15 @@ A Ready that only moves the commit index is written without an fsync (WRITE; as 
 raft's MustSync): a lost commit index is learnt again from the leader, and what was
 applied is never applied again (the backend's consistent index).
 
-Pure: no I/O, no clock; `plan` is cached (its arguments are a few booleans).
+Pure: no I/O, no clock. Per Ready the Raft loop computes only an int of the facts
+(`facts_key`) and looks the plan up (`Plans`, one per settings), so that the plan costs
+the member about what the inline checks it replaced did.
 """
 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from enum import Enum
 
 from etcdspec.impl.raft.driver import Ready
@@ -89,6 +91,11 @@ class ReadyFacts:
     def describe(self) -> str:
         held = [name for name, value in vars(self).items() if value]
         return " ".join(held) or "empty"
+
+    @classmethod
+    def from_key(cls, key: int) -> ReadyFacts:
+        """The facts a key holds (`facts_key`: bit i is the i-th field)."""
+        return cls(**{f.name: bool(key >> bit & 1) for bit, f in enumerate(fields(cls))})
 
 
 @dataclass(frozen=True)
@@ -168,20 +175,70 @@ def describe_plan(steps: Plan) -> str:
 def facts_of(ready: Ready, *, leader: bool, persisted: HardState) -> ReadyFacts:
     """The facts of `ready` for a member that leads (or not), whose durable hard state is
     `persisted`."""
+    return ReadyFacts.from_key(facts_key(ready, leader=leader, persisted=persisted))
+
+
+# Each fact is one bit of a facts key, in ReadyFacts' field order.
+(
+    WRITES,
+    NEEDS_FSYNC,
+    ENTRIES,
+    SNAPSHOT,
+    COMMITTED,
+    COMMITTED_PERSISTED,
+    MESSAGES,
+    SOFT_STATE,
+    LEADER,
+    TERM_VOTE_KEPT,
+) = (1 << bit for bit in range(len(fields(ReadyFacts))))
+
+
+def facts_key(ready: Ready, *, leader: bool, persisted: HardState) -> int:
+    """`facts_of(...)` as an int, one bit a fact: what the Raft loop computes per Ready
+    (a few attribute reads, no object made), to look its plan up (`Plans`)."""
     hard = ready.hard_state
-    term_vote_kept = hard is None or (hard.term, hard.vote) == (persisted.term, persisted.vote)
-    return ReadyFacts(
-        writes=ready.must_sync,
-        needs_fsync=bool(ready.entries) or ready.snapshot is not None or not term_vote_kept,
-        entries=bool(ready.entries),
-        snapshot=ready.snapshot is not None,
-        committed=bool(ready.committed_entries),
-        committed_persisted=committed_already_persisted(ready),
-        messages=bool(ready.messages),
-        soft_state=ready.soft_state is not None,
-        leader=leader,
-        term_vote_kept=term_vote_kept,
-    )
+    entries = ready.entries
+    has_snapshot = ready.snapshot is not None
+    key = 0
+    if hard is None or (hard.term == persisted.term and hard.vote == persisted.vote):
+        key = TERM_VOTE_KEPT
+        if entries or has_snapshot:
+            key |= WRITES | NEEDS_FSYNC
+        elif hard is not None:
+            key |= WRITES
+    else:
+        key = WRITES | NEEDS_FSYNC
+    if entries:
+        key |= ENTRIES
+    if has_snapshot:
+        key |= SNAPSHOT
+    committed = ready.committed_entries
+    if committed:
+        key |= COMMITTED
+        if not has_snapshot and (not entries or committed[-1].index < entries[0].index):
+            key |= COMMITTED_PERSISTED
+    if ready.messages:
+        key |= MESSAGES
+    if ready.soft_state is not None:
+        key |= SOFT_STATE
+    if leader:
+        key |= LEADER
+    return key
+
+
+class Plans:
+    """The plans under one PumpSettings, by facts key, each computed once: the Raft loop
+    looks one up per Ready."""
+
+    def __init__(self, settings: PumpSettings) -> None:
+        self.settings = settings
+        self._by_key: dict[int, Plan] = {}
+
+    def for_key(self, key: int) -> Plan:
+        steps = self._by_key.get(key)
+        if steps is None:
+            steps = self._by_key[key] = plan(ReadyFacts.from_key(key), self.settings)
+        return steps
 
 
 def committed_already_persisted(ready: Ready) -> bool:

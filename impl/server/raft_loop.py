@@ -38,7 +38,7 @@ from etcdspec.impl.server.apply import ApplyQueue
 from etcdspec.impl.server.metrics import Metrics
 from etcdspec.impl.server.peer import PeerTransport
 from etcdspec.impl.server.proposals import Proposals
-from etcdspec.impl.server.pump import FsyncPace, PumpSettings, Step, facts_of, plan
+from etcdspec.impl.server.pump import FsyncPace, Plans, PumpSettings, Step, facts_key
 from etcdspec.impl.server.reads import ReadIndexQueue
 from etcdspec.impl.server.recovery import MemberData
 from etcdspec.impl.server.snapshots import Snapshots
@@ -81,6 +81,10 @@ class RaftLoop:
         self.snapshots = snapshots
         self.persisted_hard_state = persisted
         self.settings = settings
+        # The plans with the fsync inline and in a worker (FsyncPace picks per Ready).
+        self._plans = {
+            inline: Plans(replace(settings, fsync_inline=inline)) for inline in (True, False)
+        }
         self.fsync_pace = FsyncPace()
         self.metrics = metrics
         self.trace = trace
@@ -94,6 +98,23 @@ class RaftLoop:
         self.pump_task: asyncio.Task[None] | None = None
         self._flush_scheduled = False  # a due group commit waits for `_flush_backend`
         self._commit_flush: asyncio.TimerHandle | None = None
+        self._synchronous: dict[Step, Callable[[Ready], None]] = {
+            Step.FSYNC_INLINE: self._fsync_inline,
+            Step.WRITE: self._write_unsynced,
+            Step.WRITE_LATE: self._write_unsynced,
+            Step.SEND_APPENDS: lambda ready: self._send(ready, appends=True),
+            Step.SEND: lambda ready: self._send(ready, appends=None),
+            Step.SEND_REST: lambda ready: self._send(ready, appends=False),
+            Step.SOFT_STATE: self._soft_state,
+            Step.APPLY_PERSISTED: lambda ready: self.applying.apply(ready.committed_entries),
+            Step.APPLY: lambda ready: self.applying.apply(ready.committed_entries),
+            Step.APPLY_OR_DEFER: lambda ready: self._apply_or_defer(ready.committed_entries),
+            Step.RESTORE: self._restore,
+            Step.RELEASE_READS: self._release_reads,
+            Step.ADVANCE: self.driver.advance,
+        }
+        asynchronous = {Step.FSYNC_WORKER, Step.AWAIT_FSYNC}  # in `_handle_ready` itself
+        assert set(self._synchronous) == set(Step) - asynchronous, "a step without a handler"
 
     # ---- scheduling ---------------------------------------------------------------------
 
@@ -159,11 +180,9 @@ class RaftLoop:
     # ---- one Ready ------------------------------------------------------------------------
 
     async def _handle_ready(self, ready: Ready) -> None:
-        settings = self.settings
-        if settings.fsync_inline is not self.fsync_pace.inline():
-            settings = self.settings = replace(settings, fsync_inline=self.fsync_pace.inline())
-        facts = facts_of(ready, leader=self.driver.is_leader(), persisted=self.persisted_hard_state)
-        steps = plan(facts, settings)
+        key = facts_key(ready, leader=self.driver.is_leader(), persisted=self.persisted_hard_state)
+        steps = self._plans[self.fsync_pace.inline()].for_key(key)
+        synchronous = self._synchronous
         persisting: asyncio.Future[float] | None = None
         try:
             for step in steps:
@@ -181,7 +200,7 @@ class RaftLoop:
                     self.metrics.wal_fsyncs += 1
                     self._persisted(ready)
                 else:
-                    self._step(step, ready)
+                    synchronous[step](ready)
         finally:
             if persisting is not None:
                 # A step failed while the worker writes: the WAL is not left mid-write.
@@ -191,39 +210,26 @@ class RaftLoop:
         if self.trace is not None:
             self.trace.flush()
 
-    def _step(self, step: Step, ready: Ready) -> None:
-        """Carry out one synchronous step of a plan."""
-        if step is Step.FSYNC_INLINE:
-            self.fsync_pace.observe(self._write_persist(self._prepare(ready)))
-            self.metrics.wal_fsyncs += 1
-            self._persisted(ready)
-        elif step is Step.WRITE or step is Step.WRITE_LATE:
-            self.data.disk.persist(ready.hard_state, ready.entries, ready.snapshot, sync=False)
-            self._persisted(ready)
-        elif step is Step.SEND_APPENDS:
-            self._send(ready, appends=True)
-        elif step is Step.SEND:
-            self._send(ready, appends=None)
-        elif step is Step.SEND_REST:
-            self._send(ready, appends=False)
-        elif step is Step.SOFT_STATE:
-            assert ready.soft_state is not None
-            self.on_soft_state(ready.soft_state.leader_id, ready.soft_state.role)
-        elif step is Step.APPLY_PERSISTED or step is Step.APPLY:
-            self.applying.apply(ready.committed_entries)
-        elif step is Step.APPLY_OR_DEFER:
-            self._apply_or_defer(ready.committed_entries)
-        elif step is Step.RESTORE:
-            self._restore(ready)
-        elif step is Step.RELEASE_READS:
-            self.reads.on_read_states(ready.read_states)
-            if self.reads.waiting_apply() and self.applying.deferred:
-                self.applying.catch_up()
-            self.reads.release(self.applying.applied_index)
-        elif step is Step.ADVANCE:
-            self.driver.advance(ready)
-        else:
-            raise AssertionError(f"no handler for plan step {step.value}")
+    # The synchronous steps of a plan (`_synchronous`), each given the Ready.
+
+    def _fsync_inline(self, ready: Ready) -> None:
+        self.fsync_pace.observe(self._write_persist(self._prepare(ready)))
+        self.metrics.wal_fsyncs += 1
+        self._persisted(ready)
+
+    def _write_unsynced(self, ready: Ready) -> None:
+        self.data.disk.persist(ready.hard_state, ready.entries, ready.snapshot, sync=False)
+        self._persisted(ready)
+
+    def _soft_state(self, ready: Ready) -> None:
+        assert ready.soft_state is not None
+        self.on_soft_state(ready.soft_state.leader_id, ready.soft_state.role)
+
+    def _release_reads(self, ready: Ready) -> None:
+        self.reads.on_read_states(ready.read_states)
+        if self.reads.waiting_apply() and self.applying.deferred:
+            self.applying.catch_up()
+        self.reads.release(self.applying.applied_index)
 
     def _apply_or_defer(self, committed: tuple[Entry, ...]) -> None:
         """A follower's committed entries: held back while it still follows, nobody here

@@ -282,3 +282,38 @@ def test_facts_of_a_ready_with_a_received_snapshot() -> None:
     assert describe_plan(plan(facts, PumpSettings(fsync_inline=False))) == (
         "fsync-in-worker -> await-fsync -> restore -> apply-or-defer -> release-reads -> advance"
     )
+
+
+def _facts_field_by_field(ready: Ready, leader: bool, persisted: HardState) -> ReadyFacts:
+    """The facts of a Ready read off it one by one, as the module docstring defines them."""
+    hard = ready.hard_state
+    kept = hard is None or (hard.term, hard.vote) == (persisted.term, persisted.vote)
+    committed = ready.committed_entries
+    return ReadyFacts(
+        writes=ready.must_sync,
+        needs_fsync=bool(ready.entries) or ready.snapshot is not None or not kept,
+        entries=bool(ready.entries),
+        snapshot=ready.snapshot is not None,
+        committed=bool(committed),
+        committed_persisted=bool(committed)
+        and ready.snapshot is None
+        and (not ready.entries or committed[-1].index < ready.entries[0].index),
+        messages=bool(ready.messages),
+        soft_state=ready.soft_state is not None,
+        leader=leader,
+        term_vote_kept=kept,
+    )
+
+
+def test_the_facts_key_holds_the_facts_of_real_readies() -> None:
+    """The Raft loop's per-Ready int (facts_key) means what the facts say, fact by fact."""
+    seen: set[ReadyFacts] = set()
+    for seed in range(5):
+        for ready, leader, persisted in _readies(seed):
+            facts = facts_of(ready, leader=leader, persisted=persisted)
+            assert facts == _facts_field_by_field(ready, leader, persisted), ready.describe()
+            seen.add(facts)
+    assert len(seen) >= 8  # elections, appends, commits, heartbeats: not one kind of Ready
+    for facts in ALL_FACTS:
+        key = sum(1 << bit for bit, name in enumerate(FACT_NAMES) if getattr(facts, name))
+        assert ReadyFacts.from_key(key) == facts
