@@ -8,7 +8,10 @@ Contract:
   events, the search first takes what the watches saw as observations; see
   `_check_with_watches`); every
   check is a CheckResult. The overall verdict merges them (false > unknown > true).
-  An operation the model cannot read is BadInput too.
+  An operation the model cannot read is BadInput too (naming another model that reads
+  the whole history, when one does). A history with no operation is EmptyHistory (a
+  BadInput), and one whose every operation the model drops is unknown, unless
+  `CheckOptions.allow_empty`: nothing checked is never a pass.
 - Memory: `CheckOptions.max_memory_mb` None (the default) bounds resident memory by
   `default_memory_mb()` (4,096 MB or half the physical memory, whichever is smaller);
   0 means unbounded. Reaching the bound gives unknown, never a pass.
@@ -45,6 +48,11 @@ class BadInput(ValueError):
     """The history cannot be read or does not fit the model (exit 4)."""
 
 
+class EmptyHistory(BadInput):
+    """The history holds no operation (exit 4 unless empty input is allowed): a
+    recorder that wrote nothing must not pass a CI job."""
+
+
 def default_memory_mb(meminfo: Path = _MEMINFO) -> float:
     """The resident memory bound when none is given: DEFAULT_MEMORY_MB or half the
     physical memory (MemTotal in /proc/meminfo), whichever is smaller."""
@@ -67,6 +75,7 @@ class CheckOptions:
     max_memory_mb: float | None = None
     lease_expiry: bool = True
     seed: int = 0
+    allow_empty: bool = False  # no operation (or none the model can check) holds
 
     def memory_bound_mb(self) -> float | None:
         """The resident memory bound in force (None: unbounded)."""
@@ -147,6 +156,14 @@ def check_history(history: History, options: CheckOptions = CheckOptions()) -> C
     """Linearizability and (etcd model) the watch guarantees of one history."""
     if options.model not in model_names():
         raise BadInput(f"unknown model {options.model!r}; choose one of {', '.join(model_names())}")
+    if not history.operations and not options.allow_empty:
+        watch = f" ({len(history.watch_events)} watch events, which need operations)"
+        raise EmptyHistory(
+            f"{history.source}: the history holds no operation"
+            f"{watch if history.watch_events else ''}, so there is nothing to check; "
+            "if the recorder ran, it wrote nothing (pass --allow-empty to accept an "
+            "empty history)"
+        )
     # The search's objects (and the history's) are acyclic; the cyclic collector would
     # only rescan them (a full collection of a 100k-operation history costs a second).
     with paused_gc():
@@ -162,13 +179,15 @@ def _check_history(history: History, options: CheckOptions) -> CheckReport:
         if options.model == "etcd" and history.watch_events:
             lin, watch_results = _check_with_watches(history, options, budget)
         else:
-            lin = check_linearizable(model, history.operations, budget)
+            lin = check_linearizable(
+                model, history.operations, budget, allow_empty=options.allow_empty
+            )
             if options.model == "etcd":
                 from etcdspec.checker.watch_checks import check_watches
 
                 watch_results = check_watches(history, lin)
     except ModelInputError as error:
-        raise BadInput(f"{history.source}: {error}") from error
+        raise BadInput(f"{history.source}: {error}{_model_hint(history, options)}") from error
     except HistoryError as error:
         raise BadInput(str(error)) from error
     results = [_linearizable_result(lin, history), *watch_results]
@@ -217,7 +236,13 @@ def _check_with_watches(
     if budget.timeout_s is not None:
         first_budget = replace(budget, timeout_s=budget.timeout_s / 2)
     start = time.monotonic()
-    agreed = check_linearizable(options.make_model(), history.operations, first_budget, seen)
+    agreed = check_linearizable(
+        options.make_model(),
+        history.operations,
+        first_budget,
+        seen,
+        allow_empty=options.allow_empty,
+    )
     if agreed.verdict is Verdict.TRUE:
         results = check_watches(history, agreed)
         if all(r.verdict is not Verdict.FALSE for r in results):
@@ -225,7 +250,9 @@ def _check_with_watches(
     rest = budget
     if budget.timeout_s is not None:
         rest = replace(budget, timeout_s=max(budget.timeout_s - (time.monotonic() - start), 0.0))
-    plain = check_linearizable(options.make_model(), history.operations, rest)
+    plain = check_linearizable(
+        options.make_model(), history.operations, rest, allow_empty=options.allow_empty
+    )
     if agreed.verdict is Verdict.TRUE and plain.verdict is not Verdict.FALSE:
         # Both found one (or the second ran out): the first one's verdicts stand
         # unless the second one's watches all hold.
@@ -235,6 +262,22 @@ def _check_with_watches(
                 return plain, again
         return agreed, results
     return plain, check_watches(history, plain)
+
+
+def _model_hint(history: History, options: CheckOptions) -> str:
+    """ "; it reads as a NAME history: pass --model NAME" when another model takes
+    every operation of the history, else ""."""
+    for name in model_names():
+        if name == options.model:
+            continue
+        model = replace(options, model=name).make_model()
+        try:
+            for op in history.operations:
+                model.prepare(op)
+        except ModelInputError:
+            continue
+        return f"; it reads as a {name} history: pass --model {name}"
+    return ""
 
 
 def _linearizable_result(lin: LinearizabilityResult, history: History) -> CheckResult:

@@ -20,6 +20,7 @@ import base64
 import binascii
 import importlib
 import json
+import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -50,10 +51,11 @@ _FIELD_ORDER = ("index", "process", "type", "f", "value", "error", "time")
 
 
 class HistoryError(ValueError):
-    """A history that is not well formed: where (source:line) and what was wrong."""
+    """A history that is not well formed: where (source:line) and what was wrong. Line 0
+    is the file as a whole (it cannot be read, or holds no operation)."""
 
     def __init__(self, source: str, line: int, message: str) -> None:
-        super().__init__(f"{source}:{line}: {message}")
+        super().__init__(f"{source}:{line}: {message}" if line > 0 else f"{source}: {message}")
         self.source = source
         self.line = line
         self.message = message
@@ -275,6 +277,8 @@ def read_history(path: Path | str) -> History:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError as error:
         raise HistoryError(str(path), 0, "no such file") from error
+    except OSError as error:
+        raise HistoryError(str(path), 0, f"cannot read ({error.strerror})") from error
     except UnicodeDecodeError as error:
         raise HistoryError(str(path), 0, f"not UTF-8 text ({error.reason})") from error
     return parse_history_text(text, source=str(path))
@@ -327,8 +331,11 @@ def _parse_lines(text: str, source: str) -> list[HistoryEvent]:
             try:
                 obj = json.loads(raw)
             except json.JSONDecodeError as error:
+                hint = (
+                    "; it reads as Jepsen EDN: pass --format edn" if _looks_like_edn(text) else ""
+                )
                 raise HistoryError(
-                    source, number, f"not valid JSON ({error.msg} at column {error.colno})"
+                    source, number, f"not valid JSON ({error.msg} at column {error.colno}){hint}"
                 ) from error
         if _plainly_valid(obj):
             append(
@@ -346,6 +353,16 @@ def _parse_lines(text: str, source: str) -> list[HistoryEvent]:
             continue
         append(parse_event(obj, source, number))
     return events
+
+
+def _looks_like_edn(text: str) -> bool:
+    """Whether text that is not JSON reads like Jepsen's EDN: among its first lines, a
+    `;` comment or a map with keywords (`{:type :invoke, :f :read ...}`)."""
+    for line in text.splitlines()[:20]:
+        stripped = line.lstrip()
+        if stripped.startswith(";") or re.match(r"[{\[]\s*:[A-Za-z]", stripped):
+            return True
+    return False
 
 
 def build_history(events: Sequence[HistoryEvent], source: str = "<memory>") -> History:

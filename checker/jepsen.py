@@ -20,7 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from etcdspec.checker.edn import Char, EdnSet, Keyword, Symbol, Tagged, parse_edn
+from etcdspec.checker.edn import Char, EdnError, EdnSet, Keyword, Symbol, Tagged, parse_edn
 from etcdspec.checker.history import History, HistoryError, HistoryEvent, build_history
 
 _KV_F = {"read": "get", "get": "get", "write": "put", "put": "put", "append": "append"}
@@ -32,7 +32,16 @@ def read_jepsen(path: Path | str, model: str = "register") -> History:
         text = path.read_text(encoding="utf-8")
     except OSError as error:
         raise HistoryError(str(path), 0, f"cannot read ({error.strerror})") from error
-    return import_jepsen(text, model, source=str(path))
+    try:
+        return import_jepsen(text, model, source=str(path))
+    except EdnError as error:
+        if text.lstrip().startswith('{"'):
+            raise HistoryError(
+                str(path),
+                error.line,
+                f"{error.message}; it reads as JSON Lines: pass --format jsonl",
+            ) from error
+        raise
 
 
 def import_jepsen(text: str, model: str = "register", source: str = "<edn>") -> History:
@@ -118,7 +127,10 @@ def _convert_value(
         return {"key": str(_to_json(key)), "value": _scalar(inner, model)}
     if model == "kv":
         raise HistoryError(
-            source, position, f"op {position}: the kv model needs independent [key value] ops"
+            source,
+            position,
+            f"op {position}: the kv model needs independent [key value] ops; "
+            "a single register's ops read as a register history: pass --model register",
         )
     return _scalar(value, model)
 

@@ -65,8 +65,13 @@ def check_linearizable(
     operations: Sequence[Operation],
     budget: Budget = UNBOUNDED,
     observed: Mapping[int, set[Hashable]] | None = None,
+    *,
+    allow_empty: bool = False,
 ) -> LinearizabilityResult:
     """Decide whether `operations` (one history's) are linearizable for `model`.
+
+    Nothing to check (no operation, or every one dropped as failed or unobservable) is
+    unknown, not a pass, unless `allow_empty`.
 
     `observed` adds writes seen outside the operations (per revision, signatures such as
     ("put", key, value) — e.g. from watch events) to those the responses show: an info
@@ -76,7 +81,16 @@ def check_linearizable(
     # The search allocates many long-lived, acyclic objects (states, memo entries); the
     # cyclic collector would rescan them over and over, so it is paused meanwhile.
     with paused_gc():
-        return _check(model, operations, budget, observed or {})
+        return _check(model, operations, budget, observed or {}, allow_empty)
+
+
+def _nothing_to_check(total: int) -> str:
+    if total == 0:
+        return "the history has no operation: nothing was checked"
+    return (
+        f"all {total} operation(s) were dropped (failed, or unobservable by the model): "
+        "nothing was checked"
+    )
 
 
 def _check(
@@ -84,6 +98,7 @@ def _check(
     operations: Sequence[Operation],
     budget: Budget,
     observed: Mapping[int, set[Hashable]],
+    allow_empty: bool,
 ) -> LinearizabilityResult:
     clock = BudgetClock(budget)
     prepared: list[PreparedOp] = []
@@ -97,6 +112,17 @@ def _check(
     next_id = max((op.id for op in operations), default=-1) + 1
     synthetic = model.synthetic_ops(prepared, next_id)
     prepared.extend(synthetic)
+    if not prepared and not allow_empty:
+        return LinearizabilityResult(
+            verdict=Verdict.UNKNOWN,
+            model=model.name,
+            operations=0,
+            partitions=(),
+            seconds=time.monotonic() - clock.start,
+            reason=_nothing_to_check(len(operations)),
+            dropped=dropped,
+            notes=tuple(getattr(model, "notes", ())),
+        )
     parts = model.partitions(prepared)
     groups: list[tuple[str | None, list[PreparedOp]]] = (
         [(None, prepared)] if parts is None else [(k, parts[k]) for k in sorted(parts)]

@@ -2,8 +2,9 @@
 
 A thin layer over `etcdspec.checker.check` (tests call that directly): prints the
 summary table (or, with --json, result.json on stdout), writes the report folder with
---report, and exits 0 (holds), 1 (violation), 3 (unknown: timeout or memory bound) or
-4 (bad input).
+--report, and exits 0 (holds), 1 (violation), 3 (unknown: timeout or memory bound, or
+every operation dropped as unobservable) or 4 (bad input, an empty history among it
+unless --allow-empty).
 """
 
 from __future__ import annotations
@@ -59,6 +60,11 @@ from etcdspec.exitcodes import ExitCode
     ),
 )
 @click.option("--no-lease-expiry", is_flag=True, help="Leases cannot expire during the run.")
+@click.option(
+    "--allow-empty",
+    is_flag=True,
+    help="Let a history with no operation (or none the model can check) hold.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print result.json on stdout.")
 def check(
     history: Path,
@@ -68,6 +74,7 @@ def check(
     timeout_s: float | None,
     max_memory_mb: float | None,
     no_lease_expiry: bool,
+    allow_empty: bool,
     as_json: bool,
 ) -> int:
     """Check HISTORY (JSON Lines or Jepsen EDN) for linearizability and watch guarantees."""
@@ -81,6 +88,7 @@ def check(
         timeout_s=timeout_s,
         max_memory_mb=max_memory_mb,
         lease_expiry=not no_lease_expiry,
+        allow_empty=allow_empty,
     )
     try:
         loaded = load_history(history, fmt, model)

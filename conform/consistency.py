@@ -167,7 +167,7 @@ async def hashkv_agreement(urls: list[str], timeout_s: float = 30.0) -> CheckRes
     return CheckResult(
         NAME,
         Verdict.UNKNOWN,
-        f"members did not reach one revision within {timeout_s:.0f} s: {last_problem}",
+        f"members did not reach one revision within {timeout_s:g} s: {last_problem}",
         time.monotonic() - started,
     )
 

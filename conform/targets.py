@@ -134,7 +134,7 @@ async def wait_reachable(endpoints: list[str], timeout_s: float = 10.0) -> None:
             last = str(error.details()) if isinstance(error, grpc.aio.AioRpcError) else str(error)
         if asyncio.get_running_loop().time() > deadline:
             raise TargetError(
-                f"endpoints unreachable or without a leader after {timeout_s:.0f} s: {last}"
+                f"endpoints unreachable or without a leader after {timeout_s:g} s: {last}"
             )
         await asyncio.sleep(0.2)
 

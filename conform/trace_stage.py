@@ -107,7 +107,7 @@ class Writers:
         with self._taken_changed:
             goal = self.taken + more
             if not self._taken_changed.wait_for(lambda: self.taken >= goal, timeout_s):
-                raise LoadError(f"only {self.taken} of {goal} writes taken in {timeout_s:.0f} s")
+                raise LoadError(f"only {self.taken} of {goal} writes taken in {timeout_s:g} s")
 
     def __enter__(self) -> Writers:
         for thread in self._threads:

@@ -61,6 +61,8 @@ class BmcResult:
             )
         if self.verdict is Verdict.TRUE:
             return f"{head}: no violation in runs of up to {self.depth} steps ({sizes}) — {self.seconds:.2f} s"
+        if self.reached < 0:
+            return f"{head}: unknown: {self.note} — {self.seconds:.2f} s"
         return f"{head}: unknown after depth {self.reached} of {self.depth} ({sizes}): {self.note} — {self.seconds:.2f} s"
 
     def to_json(self) -> dict[str, Any]:
@@ -117,6 +119,17 @@ def bmc(
     encoder = GroundEncoder(vocab)
     spec = loaded.spec
     props = select_properties(spec, only)
+    if not props:
+        return BmcResult(
+            loaded.name,
+            loaded.mutation,
+            depth,
+            -1,
+            full_sizes,
+            Verdict.UNKNOWN,
+            time.perf_counter() - started,
+            note="no invariant to check: the spec states none",
+        )
     solver = configure(z3.Solver(), Budget(timeout_ms))
     solver.add(*vocab.axioms(encoder))
     states = [encoder.new_state("s0")]

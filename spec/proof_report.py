@@ -90,8 +90,14 @@ class ProofReport:
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
+    def vacuous(self) -> bool:
+        """No invariant was checked (the spec states none): nothing proved is no pass."""
+        return not any(r.kind in (CheckKind.INIT, CheckKind.PRESERVE) for r in self.results)
+
+    @property
     def verdict(self) -> Verdict:
-        return Verdict.merge_all([r.verdict for r in self.results])
+        verdicts = [r.verdict for r in self.results]
+        return Verdict.merge_all(verdicts + [Verdict.UNKNOWN] * self.vacuous)
 
     def failures(self) -> list[CheckResult]:
         return [r for r in self.results if r.verdict is not Verdict.TRUE]
@@ -114,6 +120,8 @@ class ProofReport:
             if result.verdict is Verdict.FALSE and result.counterexample is not None:
                 lines.append("")
                 lines.append(result.counterexample.describe())
+        if self.vacuous:
+            lines.append("  unknown  no invariant to prove: the spec states none")
         counts = {v: sum(1 for r in self.results if r.verdict is v) for v in Verdict}
         routes = self.routes()
         hinted = ""
@@ -147,4 +155,5 @@ class ProofReport:
             "seconds": round(self.seconds, 3),
             "routes": {route.value: count for route, count in self.routes().items()},
             "results": [r.to_json() for r in self.results],
+            **({"note": "no invariant to prove: the spec states none"} if self.vacuous else {}),
         }
