@@ -14,7 +14,16 @@ Contract:
 - Placing an info operation that leaves the state unchanged is skipped: that
   configuration is dominated by not placing it.
 - P-compositionality: when the model splits the history into independent partitions
-  (per key), each is searched alone; the verdicts merge (false > unknown > true).
+  (per key), each is searched alone; the verdicts merge (false > unknown > true). The
+  searches take turns of SLICE_STEPS steps, the cheapest-looking first (fewest info
+  operations), so one hard partition cannot hold back another that is refutable: the
+  first partition refuted decides the history, and those still running end unknown
+  saying so (tests/checker/test_checker_interleaving.py). Each partition's time is
+  the sum of its own turns.
+- Before a partition's search, the model may name ok operations no reachable state
+  answers so (`CheckModel.impossible`: a read of a value no write invoked before it
+  returned can leave); the first of them refutes the partition at once, with no
+  linearizable prefix to show.
 - Revision cuts (models with revision hints, i.e. etcd): an ok operation is a candidate
   only when the state's revision is one its response allows; revisions only grow, so
   a step that passes the last revision an unplaced ok operation allows is cut at once;
@@ -47,7 +56,8 @@ from __future__ import annotations
 import bisect
 import random
 import time
-from collections.abc import Hashable, Iterator, Mapping, Sequence
+from collections.abc import Generator, Hashable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from etcdspec.checker.budget import UNBOUNDED, Budget, BudgetClock, OutOfBudget
@@ -58,6 +68,7 @@ from etcdspec.checker.models import CheckModel, PreparedOp
 from etcdspec.verdict import Verdict
 
 _CHECK_EVERY = 512
+SLICE_STEPS = 2048  # a partition's turn, in search steps (see _search_partitions)
 
 
 def check_linearizable(
@@ -127,18 +138,9 @@ def _check(
     groups: list[tuple[str | None, list[PreparedOp]]] = (
         [(None, prepared)] if parts is None else [(k, parts[k]) for k in sorted(parts)]
     )
-    results: list[PartitionResult] = []
-    reason = ""
-    for name, items in groups:
-        if reason:  # budget already spent: the rest is undecided
-            results.append(
-                PartitionResult(name, Verdict.UNKNOWN, len(items), (), None, None, reason, 0, 0.0)
-            )
-            continue
-        result = _Search(model, items, name, clock, observed).run()
-        results.append(result)
-        if result.verdict is Verdict.UNKNOWN:
-            reason = result.reason
+    results, reason = _search_partitions(
+        [_Search(model, items, name, clock, observed) for name, items in groups]
+    )
     verdict = Verdict.merge_all([r.verdict for r in results])
     if verdict is Verdict.UNKNOWN:
         decided = sum(1 for r in results if r.verdict is not Verdict.UNKNOWN)
@@ -154,6 +156,56 @@ def _check(
         notes=tuple(getattr(model, "notes", ())),
         synthetic=tuple(p.op for p in synthetic),
     )
+
+
+def _difficulty(search: _Search) -> tuple[int, int]:
+    """What a partition's search is expected to cost, for the order of the first turns:
+    info operations fork the search, so fewer of them (then fewer operations) first."""
+    return (len(search.is_ok) - sum(search.is_ok), len(search.items))
+
+
+def _search_partitions(searches: list[_Search]) -> tuple[list[PartitionResult], str]:
+    """Every partition's result (in the order given) and, when the budget ran out, why.
+
+    The searches take turns of SLICE_STEPS steps (round-robin, the cheapest-looking
+    first), so no partition whose search is hard holds the others back: a partition
+    that can be refuted is refuted after about (partitions x its own steps) steps
+    whatever comes before it, and that refutation decides the history (the searches
+    still running end unknown, saying so). Running out of budget ends them all."""
+    results: dict[int, PartitionResult] = {}
+    spent = [0.0] * len(searches)  # seconds of each partition's own turns
+    order = sorted(range(len(searches)), key=lambda i: _difficulty(searches[i]))
+    # A finished search is dropped at once: its memo is the bulk of its memory.
+    running = {i: (searches[i], searches[i].search()) for i in order}
+    searches = []
+    reason = ""
+    while running:
+        for i, (_, turns) in list(running.items()):
+            started = time.monotonic()
+            try:
+                next(turns)
+                spent[i] += time.monotonic() - started
+                continue
+            except StopIteration as done:
+                spent[i] += time.monotonic() - started
+                result: PartitionResult = done.value
+            results[i] = replace(result, seconds=spent[i])
+            del running[i]
+            if result.verdict is Verdict.TRUE:
+                continue
+            if result.verdict is Verdict.FALSE:
+                why = (
+                    f"not searched to the end: partition {result.partition} is refuted, "
+                    "which decides the history"
+                )
+            else:
+                reason = why = result.reason
+            for j, (other, rest) in running.items():
+                rest.close()
+                results[j] = other.unfinished(why, spent[j])
+            running.clear()
+            break
+    return [results[i] for i in range(len(results))], reason
 
 
 class _Frame:
@@ -467,8 +519,28 @@ class _Search:
         return ret_ptr
 
     # -- the search -----------------------------------------------------------------
-    def run(self) -> PartitionResult:
+    def unfinished(self, reason: str, seconds: float) -> PartitionResult:
+        """The result of a search stopped before it was decided."""
+        return PartitionResult(
+            self.name,
+            Verdict.UNKNOWN,
+            len(self.items),
+            (),
+            None,
+            None,
+            reason,
+            self.steps,
+            seconds,
+        )
+
+    def search(self) -> Generator[None, None, PartitionResult]:
+        """The search, yielding after each SLICE_STEPS steps (a turn) and returning its
+        result; the PartitionResult's seconds are wall time from the first turn."""
         start = time.monotonic()
+        doomed = self.model.impossible(self.items)
+        if doomed:
+            return self._refuted_at_once(*doomed[0], time.monotonic() - start)
+        next_turn = SLICE_STEPS
         root = _Frame(self.model.init(), 0, -1, self._advance_ret(0), 0)
         root.candidates = self._successors(root)
         stack = [root]
@@ -484,6 +556,9 @@ class _Search:
         try:
             self.clock.check()
             while stack:
+                if self.steps >= next_turn:
+                    next_turn = self.steps + SLICE_STEPS
+                    yield
                 frame = stack[-1]
                 if frame.ret_ptr >= ok_count and self._reaches_observed(frame):
                     order = tuple(self.items[f.item].op.id for f in stack[1:])
@@ -547,6 +622,23 @@ class _Search:
             "",
             self.steps,
             time.monotonic() - start,
+        )
+
+    def _refuted_at_once(self, i: int, why: str, seconds: float) -> PartitionResult:
+        """The partition refuted without a search: no state gives op `i`'s response."""
+        op = self.items[i].op
+        failure = Failure(
+            partition=self.name,
+            failing_op=op.id,
+            reason=why,
+            window=(op.id,),
+            prefix=(),
+            state="any: no state the partition can reach gives this response",
+            state_json=None,
+            prefix_end_index=op.complete_index if op.complete_index is not None else -1,
+        )
+        return PartitionResult(
+            self.name, Verdict.FALSE, len(self.items), (), None, failure, "", 0, seconds
         )
 
     def _short_of_observed(self, path: list[int], frame: _Frame) -> Failure:

@@ -17,7 +17,7 @@ from collections.abc import Hashable, Sequence
 from typing import Any
 
 from etcdspec.checker.history import Operation
-from etcdspec.checker.models import CheckModel, ModelInputError, PreparedOp
+from etcdspec.checker.models import CheckModel, ModelInputError, PreparedOp, reads_and_writes_before
 
 
 class KvModel(CheckModel):
@@ -51,6 +51,34 @@ class KvModel(CheckModel):
         if f == "put":
             return [arg]
         return [(state or "") + arg]
+
+    def impossible(self, ops: Sequence[PreparedOp]) -> list[tuple[int, str]]:
+        """Gets of a value no write invoked before the get returned can leave: it is
+        neither a put's value nor ends with an appended one."""
+        puts: set[str] = set()
+        appends: dict[int, set[str]] = {}  # length -> appended values of that length
+        found = []
+        for read, writes in reads_and_writes_before(ops, lambda p: p.payload[1] == "get"):
+            for write in writes:
+                _, f, arg = ops[write].payload
+                if f == "put":
+                    puts.add(arg)
+                else:
+                    appends.setdefault(len(arg), set()).add(arg)
+            key, _, value = ops[read].payload
+            if value is None or value in puts or (value == "" and 0 in appends):
+                continue
+            if any(0 < n <= len(value) and value[-n:] in ends for n, ends in appends.items()):
+                continue
+            found.append(
+                (
+                    read,
+                    f"get {key} returned {json.dumps(value)}, which no put or append of "
+                    f"{key} invoked before it returned can leave (none writes that value "
+                    "or ends it)",
+                )
+            )
+        return found
 
     def mismatch(self, state: Any, prepared: PreparedOp) -> str:
         key, _, arg = prepared.payload

@@ -17,7 +17,7 @@ from collections.abc import Hashable, Sequence
 from typing import Any
 
 from etcdspec.checker.history import Operation
-from etcdspec.checker.models import CheckModel, ModelInputError, PreparedOp
+from etcdspec.checker.models import CheckModel, ModelInputError, PreparedOp, reads_and_writes_before
 
 _NO_KEY = ""
 
@@ -53,6 +53,25 @@ class RegisterModel(CheckModel):
             return [arg]
         old, new = arg
         return [new] if state == old else []
+
+    def impossible(self, ops: Sequence[PreparedOp]) -> list[tuple[int, str]]:
+        """Reads of a value no write or cas invoked before the read returned writes."""
+        written: set[Any] = set()
+        found = []
+        for read, writes in reads_and_writes_before(ops, lambda p: p.payload[1] == "read"):
+            for write in writes:
+                _, f, arg = ops[write].payload
+                written.add(arg if f == "write" else arg[1])
+            value = ops[read].payload[2]
+            if value is not None and value not in written:
+                found.append(
+                    (
+                        read,
+                        f"read {json.dumps(value)}, which no write or cas invoked before "
+                        "the read returned writes",
+                    )
+                )
+        return found
 
     def mismatch(self, state: Any, prepared: PreparedOp) -> str:
         _, f, arg = prepared.payload

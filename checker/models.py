@@ -20,7 +20,7 @@ Contract:
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from etcdspec.checker.history import Operation
@@ -139,6 +139,32 @@ class CheckModel:
     def synthetic_ops(self, ops: Sequence[PreparedOp], next_id: int) -> list[PreparedOp]:
         """Extra info operations the environment may perform (e.g. lease expiry)."""
         return []
+
+    def impossible(self, ops: Sequence[PreparedOp]) -> list[tuple[int, str]]:
+        """(index in `ops`, why) of the ok operations whose response no state the
+        partition can reach gives (e.g. a read of a value nobody wrote), in the order
+        they returned. The search refutes the partition by the first at once instead of
+        ruling out every order before it; so it must be sound."""
+        return []
+
+
+def reads_and_writes_before(
+    ops: Sequence[PreparedOp], is_read: Callable[[PreparedOp], bool]
+) -> Iterator[tuple[int, list[int]]]:
+    """Each ok read's index in `ops`, in the order they returned, with the writes (every
+    other operation) invoked since the previous read returned and before this one did:
+    what an `impossible` sweep adds to what a read's value may come from."""
+    reads = [i for i, p in enumerate(ops) if p.op.type == "ok" and is_read(p)]
+    reads.sort(key=lambda i: ops[i].op.ret or 0)
+    writes = [i for i, p in enumerate(ops) if not is_read(p)]
+    writes.sort(key=lambda i: ops[i].op.call)
+    taken = 0
+    for read in reads:
+        ret = ops[read].op.ret or 0
+        start = taken
+        while taken < len(writes) and ops[writes[taken]].op.call < ret:
+            taken += 1
+        yield read, writes[start:taken]
 
 
 def model_names() -> tuple[str, ...]:
