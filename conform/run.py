@@ -179,7 +179,23 @@ async def _run(options: ConformOptions) -> ConformResult:
     history = build_history(recorder.events, str(run_dir / "history.jsonl"))
     check_options = CheckOptions(timeout_s=options.check_timeout_s, seed=options.seed)
     report = check_history(history, check_options)
-    write_report(report, run_dir, check_options)
+    write_report(
+        report,
+        run_dir,
+        check_options,
+        faults=[record.to_json() for record in injector.records],
+        context={
+            "target": target.describe(),
+            "workload": options.workload,
+            "seed": options.seed,
+            "duration": f"{options.duration_s:g} s",
+            "faults asked for": list(options.faults),
+            "faults skipped": list(injector.skipped),
+            "failpoints": list(options.failpoints),
+            "initial state": initial.describe(),
+        },
+        more_checks=(hashkv,),
+    )
     verdict = report.verdict.merge(hashkv.verdict)
     result = ConformResult(
         verdict=verdict,
