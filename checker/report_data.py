@@ -234,6 +234,8 @@ def timeline_data(
     events = report.history.events
     origin = min((e.time for e in events), default=0)
     end_time = max((e.time for e in events), default=origin + 1)
+    if cut_ops:  # the axis (and the open-ended info operations) end with what is drawn
+        end_time = max(op.return_time or op.call_time for op in ops)
     processes = sorted({str(op.process) for op in ops}, key=lambda p: (len(p), p))
     rows = {p: i for i, p in enumerate(processes)}
     items: list[dict[str, Any]] = []

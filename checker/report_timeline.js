@@ -163,6 +163,7 @@
   faultBox.append(faultGutter, faultPlot);
   faultBox.style.height = Math.max(1, lanes.length) * LANE_H + 'px';
   if (!lanes.length) {
+    faultGutter.classList.add('axis-label');
     faultGutter.textContent = 'faults';
     faultPlot.append(el('div', 'nofaults', 'no faults recorded for this history (no faults.jsonl beside it)'));
   }
@@ -195,7 +196,10 @@
 
   // Everything placed on the time axis: {node, start, end, min}.
   const placed = [];
-  const place = (node, start, end, min) => { placed.push({ node, start, end, min: min || 0 }); return node; };
+  const place = (node, start, end, min, labelled) => {
+    placed.push({ node, start, end, min: min || 0, labelled: !!labelled, narrow: false });
+    return node;
+  };
 
   // The concurrent window of the failure: its closed operations' span, and the failing op.
   let windowSpan = null;
@@ -228,7 +232,7 @@
       bar.dataset.fault = fault.index;
       bar.dataset.members = members.join(',');
       bar.style.top = lanes.indexOf(lane) * LANE_H + 3 + 'px';
-      place(bar, fault.start, fault.end, 4);
+      place(bar, fault.start, fault.end, 4, true);
       faultPlot.append(bar);
       hover(bar, () => faultTip(fault));
       bar.addEventListener('click', () => { if (!dragMoved) focusSpan(fault.start, fault.end); });
@@ -247,7 +251,7 @@
     if (op.id === data.failing) bar.dataset.mark = 'failing';
     else if (op.class === 'window') bar.dataset.mark = 'window';
     bar.style.top = op.row * ROW_H + 3 + 'px';
-    place(bar, op.start, op.end, 3);
+    place(bar, op.start, op.end, 3, true);
     rowsPlot.append(bar);
     bars.set(op.id, bar);
     hover(bar, () => opTip(op));
@@ -296,6 +300,8 @@
       l = Math.max(l, -10); r = Math.min(r, W + 10);
       item.node.style.left = l + 'px';
       item.node.style.width = Math.max(item.min, r - l) + 'px';
+      const narrow = r - l < 26;  // too small for its label: no stray letters
+      if (item.labelled && narrow !== item.narrow) { item.narrow = narrow; item.node.classList.toggle('narrow', narrow); }
     }
     const step = niceStep(span / Math.max(2, W / 110));
     const first = Math.ceil((view.t0 - origin) / step) * step + origin;

@@ -138,6 +138,9 @@ def test_page_says_what_it_cut(run: Run, monkeypatch: pytest.MonkeyPatch) -> Non
     data = timeline_data(run.report, run.options)
     failing = data["failing"]
     assert len(data["ops"]) == 50 and failing in {op["id"] for op in data["ops"]}
+    # The axis ends with what is drawn, not with the history.
+    assert data["end"] == max(op["end"] for op in data["ops"])
+    assert data["end"] < run.report.history.events[-1].time
     assert len(data["linearization"]["entries"]) == 20
     assert data["linearization"]["skipped"] == data["linearization"]["total"] - 20
     assert any("draws the 50 around the failing operation" in c for c in data["cut"])
