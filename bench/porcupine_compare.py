@@ -1,6 +1,6 @@
 """Our linearizability checker against porcupine (Go), side by side on the same histories.
 
-Run: `.venv/bin/python -m bench.porcupine_compare` (full, about ten minutes) or
+Run: `.venv/bin/python -m bench.porcupine_compare` (full, about five minutes) or
 `--quick` (small sets, under a minute); `--json` prints one JSON object per history and
 per set (the table then goes to stderr); `--timeout S` is the limit per history and per checker
 (default 60 s; out of time is undecided, never decided); `--keep DIR` keeps the
