@@ -598,16 +598,9 @@ class _Search:
                     best_pending = True
         except OutOfBudget as out:
             placed = sum(self.placed)
-            return PartitionResult(
-                self.name,
-                Verdict.UNKNOWN,
-                len(self.items),
-                (),
-                None,
-                None,
+            return self.unfinished(
                 f"{out.reason} after placing {placed} of {len(self.items)} operations "
                 f"({self.steps} steps, {len(self.memo)} configurations)",
-                self.steps,
                 time.monotonic() - start,
             )
         assert deepest is not None
