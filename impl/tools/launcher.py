@@ -252,14 +252,27 @@ def _pid_runs(pid: int, argv: list[str]) -> bool:
     """Whether `pid` is alive and still runs `argv` (guards against pid reuse)."""
     try:
         raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-        stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return False
-    # A zombie (state Z) has exited already.
-    if stat.rsplit(")", 1)[-1].split()[0] == "Z":
+    if _proc_identity(pid) is None:
         return False
     running = [part.decode(errors="replace") for part in raw.split(b"\0") if part]
     return running == argv
+
+
+def _proc_identity(pid: int) -> int | None:
+    """The start time (clock ticks after boot) of `pid` while it has not exited, else
+    None: no such process, or a zombie (state Z), which has exited already. A pid and its
+    start time name one process for good, even after the pid is reused."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[-1].split()
+    # After the command's ")": state is field 3 of proc(5), starttime field 22.
+    if fields[0] == "Z":
+        return None
+    return int(fields[19])
 
 
 def start_member(
@@ -353,25 +366,37 @@ def read_state(directory: str | Path) -> tuple[ClusterPlan, list[RunningMember]]
 
 
 def stop_member(member: RunningMember, sig: int = signal.SIGTERM, timeout_s: float = 5.0) -> None:
-    """Stop one member we started: `sig`, then SIGKILL after `timeout_s`."""
+    """Stop one member we started: `sig`, then SIGKILL after `timeout_s`; return once it
+    has exited. A member that is not our child is followed by its pid and start time: its
+    cmdline empties while it is still exiting (sockets and files not yet closed), so
+    "no longer runs argv" is not yet "gone"."""
     if not member.alive():
         if member.process is not None:
             member.process.wait()
         return
+    identity = _proc_identity(member.pid)
+
+    def exited() -> bool:
+        if member.process is not None:
+            return member.process.poll() is not None
+        return identity is None or _proc_identity(member.pid) != identity
+
     with contextlib.suppress(ProcessLookupError):
         os.kill(member.pid, sig)
         if sig != signal.SIGKILL:
             os.kill(member.pid, signal.SIGCONT)  # a paused member must run to exit
     deadline = time.monotonic() + timeout_s
-    while member.alive() and time.monotonic() < deadline:
+    while not exited() and time.monotonic() < deadline:
         if member.process is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 member.process.wait(timeout=0.05)
         else:
             time.sleep(0.05)
-    if member.alive():
+    if not exited():
         with contextlib.suppress(ProcessLookupError):
             os.kill(member.pid, signal.SIGKILL)
+        while member.process is None and not exited() and time.monotonic() < deadline + timeout_s:
+            time.sleep(0.05)
     if member.process is not None:
         member.process.wait()
 
