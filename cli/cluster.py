@@ -1,10 +1,13 @@
-"""`etcdspec cluster up|status|down`: a local cluster of the reference server.
+"""`etcdspec cluster up|status|stop|start|restart|down`: a local cluster of the reference
+server.
 
 A thin layer over etcdspec.impl.tools.launcher: `up` plans free loopback ports, starts the
 members as separate processes, writes DIR/cluster.json and waits until each member
-reports a leader; `status` asks every member listed there for Maintenance.Status;
-`down` stops exactly the processes `up` started. `--json` prints machine-readable
-output on stdout.
+reports a leader; `status` asks every member listed there for Maintenance.Status (a
+stopped member is reported stopped, with no pid); `stop NAME` stops one member (`--kill`:
+kill -9), `start NAME` starts it again on its data and waits until it reports a leader,
+`restart NAME` does both; `down` stops exactly the processes `up` started. `--json`
+prints machine-readable output on stdout.
 """
 
 from __future__ import annotations
@@ -93,12 +96,21 @@ def status(directory: str, as_json: bool) -> int:
     rows = []
     unreachable = 0
     for member in running:
+        alive = member.alive()
         row: dict[str, object] = {
             "name": member.plan.name,
-            "pid": member.pid,
-            "alive": member.alive(),
+            "pid": member.pid if alive else None,
+            "alive": alive,
             "endpoint": member.plan.client_url,
         }
+        if not alive:
+            row["error"] = (
+                f"stopped (was pid {member.pid}); "
+                f"`etcdspec cluster start {member.plan.name} --dir {directory}` starts it"
+            )
+            unreachable += 1
+            rows.append(row)
+            continue
         try:
             row.update(launcher.probe_status(member.plan.client_url))
         except launcher.LauncherError as error:
@@ -109,7 +121,9 @@ def status(directory: str, as_json: bool) -> int:
         click.echo(json.dumps(rows))
     else:
         for row in rows:
-            if "error" in row:
+            if not row["alive"]:
+                click.echo(f"{row['name']} {row['endpoint']}: {row['error']}")
+            elif "error" in row:
                 click.echo(f"{row['name']} pid {row['pid']} {row['endpoint']}: {row['error']}")
             else:
                 click.echo(
@@ -122,15 +136,85 @@ def status(directory: str, as_json: bool) -> int:
 
 
 @cluster.command()
+@click.argument("name")
+@click.option("--dir", "directory", default=DEFAULT_DIR, show_default=True, type=click.Path())
+@click.option("--kill", is_flag=True, help="kill -9 instead of SIGTERM.")
+def stop(name: str, directory: str, kill: bool) -> int:
+    """Stop one member (NAME as `status` shows it); the cluster keeps it for `start`."""
+    import signal
+
+    from etcdspec.impl.tools import launcher
+
+    try:
+        member = launcher.stop_recorded_member(
+            directory, name, signal.SIGKILL if kill else signal.SIGTERM
+        )
+    except launcher.LauncherError as error:
+        raise CliError(str(error), ExitCode.BAD_INPUT) from error
+    click.echo(f"{'killed' if kill else 'stopped'} {name} (pid {member.pid})")
+    return int(ExitCode.HOLDS)
+
+
+@cluster.command()
+@click.argument("name")
+@click.option("--dir", "directory", default=DEFAULT_DIR, show_default=True, type=click.Path())
+@click.option("--timeout", "timeout_s", default=60.0, show_default=True, help="Seconds to wait.")
+def start(name: str, directory: str, timeout_s: float) -> int:
+    """Start a stopped member again on its data; wait until it reports a leader."""
+    return _start(name, directory, timeout_s)
+
+
+@cluster.command()
+@click.argument("name")
+@click.option("--dir", "directory", default=DEFAULT_DIR, show_default=True, type=click.Path())
+@click.option("--timeout", "timeout_s", default=60.0, show_default=True, help="Seconds to wait.")
+def restart(name: str, directory: str, timeout_s: float) -> int:
+    """Stop one member (if it runs) and start it again on its data."""
+    from etcdspec.impl.tools import launcher
+
+    try:
+        _, running = launcher.read_state(directory)
+        if launcher.find_member(running, name).alive():
+            launcher.stop_recorded_member(directory, name)
+    except launcher.LauncherError as error:
+        raise CliError(str(error), ExitCode.BAD_INPUT) from error
+    return _start(name, directory, timeout_s)
+
+
+def _start(name: str, directory: str, timeout_s: float) -> int:
+    from etcdspec.impl.tools import launcher
+
+    try:
+        member = launcher.start_recorded_member(directory, name)
+    except launcher.LauncherError as error:
+        raise CliError(str(error), ExitCode.BAD_INPUT) from error
+    try:
+        launcher.wait_ready([member.plan.client_url], timeout_s=timeout_s)
+    except launcher.LauncherError as error:
+        raise CliError(
+            f"{name} (pid {member.pid}) started but is not ready: {error}; "
+            f"its log is {member.log_path}",
+            ExitCode.UNKNOWN,
+        ) from error
+    click.echo(member.describe())
+    return int(ExitCode.HOLDS)
+
+
+@cluster.command()
 @click.option("--dir", "directory", default=DEFAULT_DIR, show_default=True, type=click.Path())
 def down(directory: str) -> int:
     """Stop the members `up` started (and nothing else)."""
     from etcdspec.impl.tools import launcher
 
     try:
+        _, recorded = launcher.read_state(directory)
+        running = {member.plan.name for member in recorded if member.alive()}
         stopped = launcher.stop_cluster(directory)
     except launcher.LauncherError as error:
         raise CliError(str(error), ExitCode.BAD_INPUT) from error
     for member in stopped:
-        click.echo(f"stopped {member.plan.name} (pid {member.pid})")
+        if member.plan.name in running:
+            click.echo(f"stopped {member.plan.name} (pid {member.pid})")
+        else:
+            click.echo(f"{member.plan.name} was not running (it was pid {member.pid})")
     return int(ExitCode.HOLDS)

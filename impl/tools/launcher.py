@@ -12,6 +12,8 @@ member until each reports a leader, with a deadline. Faults for tests and confor
 runs: `kill_member` (kill -9), `pause_member`/`resume_member` (SIGSTOP/SIGCONT),
 `partition`/`heal` (network partitions through each member's --fault-file; plan with
 faults=True), and `start_member(..., state="existing")` to restart a member on its data.
+One member of a recorded cluster (`etcdspec cluster stop|start|restart NAME`):
+`stop_recorded_member` and `start_recorded_member`, which records the new pid.
 """
 
 from __future__ import annotations
@@ -429,6 +431,55 @@ def stop_cluster(directory: str | Path) -> list[RunningMember]:
     stop_members(running)
     (Path(directory).resolve() / STATE_FILE).unlink(missing_ok=True)
     return running
+
+
+def read_program(directory: str | Path) -> list[str]:
+    """The command the state file's members were started with (ours or an etcd binary)."""
+    path = Path(directory).resolve() / STATE_FILE
+    try:
+        return [str(part) for part in json.loads(path.read_text())["program"]]
+    except (OSError, json.JSONDecodeError, KeyError) as error:
+        raise LauncherError(f"{path}: cannot read the members' program ({error})") from error
+
+
+def find_member(running: list[RunningMember], name: str) -> RunningMember:
+    """The recorded member called `name` (LauncherError naming the ones there are)."""
+    for member in running:
+        if member.plan.name == name:
+            return member
+    names = ", ".join(member.plan.name for member in running)
+    raise LauncherError(f"no member named {name!r} in this cluster; its members are {names}")
+
+
+def stop_recorded_member(
+    directory: str | Path, name: str, sig: int = signal.SIGTERM
+) -> RunningMember:
+    """Stop (or with SIGKILL, kill -9) one member listed in the state file; the file
+    keeps it, so `start_recorded_member` can start it again on its data."""
+    _, running = read_state(directory)
+    member = find_member(running, name)
+    if not member.alive():
+        raise LauncherError(f"{name} is not running (it was pid {member.pid})")
+    stop_member(member, sig)
+    return member
+
+
+def start_recorded_member(directory: str | Path, name: str) -> RunningMember:
+    """Start again one member listed in the state file, on its data directory and ports
+    (`--initial-cluster-state existing`), and record its new pid. Returns at once: wait
+    for it with `wait_ready`."""
+    plan, running = read_state(directory)
+    member = find_member(running, name)
+    if member.alive():
+        raise LauncherError(f"{name} is running (pid {member.pid}); stop it first, or use restart")
+    program = read_program(directory)
+    try:
+        started = start_member(plan, member.plan, program, state="existing")
+    except OSError as error:
+        raise LauncherError(f"could not start {program[0]}: {error}") from error
+    running[running.index(member)] = started
+    write_state(plan, running, program)
+    return started
 
 
 def wait_ready(endpoints: list[str], timeout_s: float = 30.0) -> dict[str, Any]:

@@ -1,23 +1,27 @@
 """The `cluster`, `serve` and `snapshot` verbs, run in-process through etcdspec.cli.main.run.
 
 `cluster up` starts separate member processes and records them; `status` reports every
-member with a leader; `snapshot save/status` work against it; `down` stops exactly the
+member with a leader (and a stopped one as stopped); `stop`/`start`/`restart` one member; `snapshot save/status` work against it; `down` stops exactly the
 recorded processes (their pids are gone afterwards). Bad flags exit 2 with a message
 naming the flag.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
+import time
 import urllib.request
 from pathlib import Path
 
+import grpc
 import pytest
 
 from etcdspec.cli.main import run
 from etcdspec.exitcodes import ExitCode
+from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
 from etcdspec.impl.server.metrics import parse_prometheus
 from etcdspec.impl.tools import launcher
 
@@ -81,6 +85,92 @@ def test_cluster_up_status_snapshot_down(
     traces = sorted(directory.glob("*.trace.ndjson"))
     assert len(traces) == 3 and all(path.read_text().startswith('{"v":1') for path in traces)
     assert run(["cluster", "status", *args]) == ExitCode.BAD_INPUT
+
+
+def _revision_on(endpoint: str, revision: int, timeout_s: float = 30.0) -> bool:
+    """Whether `endpoint` reports `revision` (or later) before the deadline."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with contextlib.suppress(launcher.LauncherError):
+            if launcher.probe_status(endpoint)["revision"] >= revision:
+                return True
+        time.sleep(0.1)
+    return False
+
+
+def _leader_other_than(member_id: int, endpoints: list[str], timeout_s: float = 30.0) -> bool:
+    """Whether every endpoint names one leader, not `member_id`, before the deadline."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with contextlib.suppress(launcher.LauncherError):
+            leaders = {launcher.probe_status(endpoint)["leader"] for endpoint in endpoints}
+            if len(leaders) == 1 and leaders.isdisjoint({0, member_id}):
+                return True
+        time.sleep(0.1)
+    return False
+
+
+def test_cluster_stop_start_restart_one_member(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One member stopped (or killed), reported stopped with no pid, started again on its
+    data: it catches up with what was written while it was down."""
+    directory = tmp_path / "c"
+    args = ["--dir", str(directory)]
+    fast = ["--heartbeat-interval", "50", "--election-timeout", "500"]
+    assert run(["cluster", "up", "--size", "3", *fast, "--json", *args]) == 0
+    endpoints = json.loads(capsys.readouterr().out)["endpoints"]
+    try:
+        killed_id = launcher.probe_status(endpoints[1])["member_id"]
+        assert run(["cluster", "stop", "m2", "--kill", *args]) == 0
+        _, members = launcher.read_state(directory)
+        killed = launcher.find_member(members, "m2")
+        assert not _pid_alive(killed.pid)
+        capsys.readouterr()
+        assert run(["cluster", "status", "--json", *args]) == ExitCode.UNREACHABLE
+        rows = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
+        assert rows["m2"]["alive"] is False and rows["m2"]["pid"] is None
+        assert "stopped" in rows["m2"]["error"] and rows["m1"]["alive"] is True
+        assert run(["cluster", "status", *args]) == ExitCode.UNREACHABLE
+        assert f"m2 {endpoints[1]}: stopped (was pid {killed.pid})" in capsys.readouterr().out
+        assert run(["cluster", "stop", "m2", *args]) == ExitCode.BAD_INPUT
+        assert "m2 is not running" in capsys.readouterr().err
+
+        # m2 may have led: the others go on naming it until one of them times out, and
+        # a write forwarded to it is lost (etcd's too: "request timed out").
+        assert _leader_other_than(killed_id, [endpoints[0], endpoints[2]])
+        with grpc.insecure_channel(endpoints[0].removeprefix("http://")) as channel:
+            put = rpc_pb2_grpc.KVStub(channel).Put(
+                rpc_pb2.PutRequest(key=b"while-down", value=b"1"), timeout=10
+            )
+        assert run(["cluster", "start", "m2", *args]) == 0
+        assert "m2 pid" in capsys.readouterr().out
+        _, members = launcher.read_state(directory)
+        started = launcher.find_member(members, "m2")
+        assert started.pid != killed.pid and started.alive()
+        assert _revision_on(endpoints[1], put.header.revision)
+        assert run(["cluster", "start", "m2", *args]) == ExitCode.BAD_INPUT
+        assert "stop it first" in capsys.readouterr().err
+
+        assert run(["cluster", "stop", "m3", *args]) == 0
+        assert run(["cluster", "restart", "m3", *args]) == 0  # a stopped one: just start
+        _, members = launcher.read_state(directory)
+        assert all(member.alive() for member in members)
+        assert run(["cluster", "status", *args]) == 0
+        assert run(["cluster", "restart", "m9", *args]) == ExitCode.BAD_INPUT
+        assert "its members are m1, m2, m3" in capsys.readouterr().err
+
+        _, members = launcher.read_state(directory)
+        pids = [member.pid for member in members]
+        assert run(["cluster", "stop", "m1", *args]) == 0
+        capsys.readouterr()
+        assert run(["cluster", "down", *args]) == 0
+        out = capsys.readouterr().out
+        assert "m1 was not running" in out and "stopped m2" in out and "stopped m3" in out
+        assert not any(_pid_alive(pid) for pid in pids)
+    finally:
+        with contextlib.suppress(launcher.LauncherError):
+            launcher.stop_cluster(directory)
 
 
 @pytest.mark.parametrize(
