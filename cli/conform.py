@@ -55,14 +55,16 @@ def parse_duration(text: str) -> float:
     "--faults",
     default="kill,partition,compact",
     show_default=True,
-    help="Comma-separated: kill, pause, partition, delay, drop, compact, defrag, or none.",
+    help="Comma-separated: kill, pause, partition, delay, drop, compact, defrag, "
+    "corrupt-wal (a write damaged mid-WAL while its member is down: it must refuse to "
+    "start), or none.",
 )
 @click.option(
     "--failpoints",
     default="",
     help="Comma-separated planted bugs to switch on in our members (--target reference): "
     "ack_before_fsync, local_linearizable_read, skip_watch_event_on_resume, "
-    "forget_vote_on_restart, stale_leader_lease_revoke.",
+    "forget_vote_on_restart, stale_leader_lease_revoke, wal_skip_payload_crc.",
 )
 @click.option("--duration", default="20s", show_default=True, help="How long to run (60s, 2m).")
 @click.option(

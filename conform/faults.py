@@ -6,7 +6,11 @@ Contract:
   proxies: one member cut off from all others or, 3 times in 10, from one peer only),
   delay (every peer chunk delayed), drop (every peer connection reset once), compact
   (a recorded Compact request at a recent revision: it is an operation of the
-  history), defrag (Maintenance.Defragment of one member under load).
+  history), defrag (Maintenance.Defragment of one member under load), corrupt-wal (a
+  member's acknowledged write damaged in the middle of its WAL while it is down, then
+  the member started: it must refuse; the original bytes are put back and it is
+  started again — conform/disk_faults.py; each member's answer is the run's DiskFaults
+  check).
 - The history schema has no fault event type, so faults are logged to faults.jsonl
   (one JSON object a line: index, fault, target, detail, start and end on the
   history's clock); the report links the two by time.
@@ -36,13 +40,22 @@ from typing import Any
 import grpc
 import grpc.aio
 
+from etcdspec.checker.results import CheckResult
+from etcdspec.conform.disk_faults import (
+    DiskFaultError,
+    DiskFaultOutcome,
+    damage_wal,
+    disk_fault_result,
+    last_log_line,
+)
 from etcdspec.conform.recorder import Process, Recorder, RecordingClient
-from etcdspec.conform.targets import Target
+from etcdspec.conform.targets import LocalCluster, Target
 from etcdspec.impl.pb import rpc_pb2
-from etcdspec.model.requests import CompactionRequest
+from etcdspec.model.requests import CompactionRequest, PutRequest
 
 MIN_GAP_S = 0.2  # the least time between one fault's heal and the next fault
-FAULTS = ("kill", "pause", "partition", "delay", "drop", "compact", "defrag")
+FAULTS = ("kill", "pause", "partition", "delay", "drop", "compact", "defrag", "corrupt-wal")
+MARKER_WRITES_AFTER = 3  # writes through the member after the marker: not the WAL's last
 
 
 class FaultError(ValueError):
@@ -92,6 +105,7 @@ class FaultInjector:
     ready_timeout_s: float = 20.0  # how long a restarted member gets to serve again
     records: list[FaultRecord] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    disk_outcomes: list[DiskFaultOutcome] = field(default_factory=list)
     _killed: set[str] = field(default_factory=set)
     _paused: set[str] = field(default_factory=set)
     _process: Process | None = None
@@ -199,6 +213,9 @@ class FaultInjector:
         elif fault == "compact":
             target, detail = await self._compact()
             self.progress(f"fault: compact {detail}")
+        elif fault == "corrupt-wal":
+            target, detail = await self._corrupt_wal()
+            self.progress(f"fault: corrupt-wal {target}: {detail}")
         elif fault == "defrag":
             target = self.rng.choice(self.target.member_names() or [""]) or self.target.endpoints[0]
             detail = await self._defrag(target)
@@ -266,6 +283,77 @@ class FaultInjector:
             return f"{error.code().name} {error.details()}"
         finally:
             await client.close()
+
+    async def _corrupt_wal(self) -> tuple[str, str]:
+        """Write a marker and MARKER_WRITES_AFTER more through one member (each answered
+        there, so applied and in its WAL), kill it, damage the marker in its WAL, start
+        it and see whether it refuses; then put the bytes back and start it again."""
+        cluster = self.target
+        assert isinstance(cluster, LocalCluster)
+        name, role = await self._pick_member()
+        marker = f"disk-fault-marker-{self.rng.getrandbits(64):016x}".encode()
+        client = RecordingClient(self.recorder, cluster.client_url(name), 5.0)
+        try:
+            if self._process is None:
+                self._process = Process(self.recorder.new_process())
+            writes = [PutRequest(b"disk-fault/marker", marker)] + [
+                PutRequest(b"disk-fault/after", b"%d" % i) for i in range(MARKER_WRITES_AFTER)
+            ]
+            for request in writes:
+                written = await client.call(self._process, request)
+                if written.type != "ok":
+                    return name, f"not injected: a marker write was {written.describe()}"
+        finally:
+            await client.close()
+        await cluster.kill(name)
+        self._killed.add(name)
+        try:
+            damage = damage_wal(cluster.data_dir(name), marker)
+        except DiskFaultError as error:
+            self.disk_outcomes.append(
+                DiskFaultOutcome(name, "not damaged", "undecided", str(error))
+            )
+            await cluster.restart(name)
+            self._killed.discard(name)
+            return name, f"not injected: {error}" + await self._back(name)
+        await cluster.restart(name)
+        outcome = await self._refused_or_serving(cluster, name)
+        self.disk_outcomes.append(outcome)
+        if cluster.is_running(name):
+            await cluster.kill(name)
+        damage.restore()
+        await cluster.restart(name)
+        self._killed.discard(name)
+        detail = (
+            f"{role}'s WAL {damage.describe()}: {outcome.outcome} ({outcome.evidence}); "
+            "bytes put back, restarted"
+        )
+        return name, detail + await self._back(name)
+
+    async def _refused_or_serving(self, cluster: LocalCluster, name: str) -> DiskFaultOutcome:
+        damage = "damaged in the middle"
+        deadline = self.recorder.now() + int(self.ready_timeout_s * 1e9)
+        url = cluster.client_url(name)
+        while self.recorder.now() < deadline:
+            if not cluster.is_running(name):
+                evidence = last_log_line(cluster.log_path(name))
+                return DiskFaultOutcome(name, damage, "refused", evidence)
+            client = RecordingClient(self.recorder, url, 1.0)
+            try:
+                status = await client.maintenance("Status", rpc_pb2.StatusRequest(), 1.0)
+                if status.leader != 0:
+                    evidence = f"Status answered, naming leader {status.leader:x}"
+                    return DiskFaultOutcome(name, damage, "served", evidence)
+            except grpc.aio.AioRpcError:
+                pass
+            finally:
+                await client.close()
+            await asyncio.sleep(0.1)
+        return DiskFaultOutcome(name, damage, "undecided", f"after {self.ready_timeout_s:g} s")
+
+    def disk_result(self) -> CheckResult | None:
+        """The DiskFaults check (None when no disk fault ran)."""
+        return disk_fault_result(self.disk_outcomes)
 
     async def heal_all(self) -> None:
         if self.target.network is not None:

@@ -9,8 +9,9 @@ Contract:
   member logs; the data dirs are removed when the run holds and kept otherwise.
   REPORT/latest points at the newest run.
 - Verdict: the checker's verdict merged with HashKV agreement (every member's
-  HashKV at one revision, same compact revision, same hash). A timeout or a member
-  that never catches up is UNKNOWN, never a pass.
+  HashKV at one revision, same compact revision, same hash) and, when a disk fault
+  ran, the DiskFaults check (conform/disk_faults.py). A timeout or a member that never
+  catches up is UNKNOWN, never a pass.
 - A target that already holds data is read once before the workload and its state
   recorded as the history's first operations (conform/initial.py); the run
   then reads and watches nothing from before that revision. Nobody else may write to
@@ -99,12 +100,16 @@ class ConformResult:
     seconds: float
     notes: tuple[str, ...] = field(default=())
     initial: InitialRecord | None = None
+    disk: CheckResult | None = None  # the DiskFaults check, when a disk fault ran
 
     def describe(self) -> str:
         lines = []
         if self.check is not None:
             lines.append(self.check.describe())
         lines.append(f"  {self.hashkv.describe()}")
+        if self.disk is not None:
+            lines.append(f"  {self.disk.describe()}")
+            lines.extend(f"    {detail}" for detail in self.disk.details)
         counts = ", ".join(f"{k} {v}" for k, v in self.counts.items())
         lines.append(f"  recorded: {counts}")
         lines.append(f"  faults: {len(self.faults) or 'none'}")
@@ -179,6 +184,8 @@ async def _run(options: ConformOptions) -> ConformResult:
     history = build_history(recorder.events, str(run_dir / "history.jsonl"))
     check_options = CheckOptions(timeout_s=options.check_timeout_s, seed=options.seed)
     report = check_history(history, check_options)
+    disk = injector.disk_result()
+    more_checks = (hashkv, *([disk] if disk is not None else []))
     write_report(
         report,
         run_dir,
@@ -194,14 +201,15 @@ async def _run(options: ConformOptions) -> ConformResult:
             "failpoints": list(options.failpoints),
             "initial state": initial.describe(),
         },
-        more_checks=(hashkv,),
+        more_checks=more_checks,
     )
-    verdict = report.verdict.merge(hashkv.verdict)
+    verdict = Verdict.merge_all([report.verdict, *(check.verdict for check in more_checks)])
     result = ConformResult(
         verdict=verdict,
         run_dir=run_dir,
         check=report,
         hashkv=hashkv,
+        disk=disk,
         faults=tuple(r.describe() for r in injector.records),
         skipped_faults=tuple(injector.skipped),
         counts=dict(recorder.counts),
@@ -350,6 +358,8 @@ def _augment_result(
     data["checker_valid"] = data.get("valid")
     data["valid"] = result.verdict.to_json()
     data["checks"].append(result.hashkv.to_json())
+    if result.disk is not None:
+        data["checks"].append(result.disk.to_json())
     data["conform"] = {
         "target": target.describe(),
         "workload": options.workload,

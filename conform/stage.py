@@ -1,8 +1,9 @@
 """The conformance stage of `etcdspec verify`: a short run of the reference server.
 
 Contract: `run_stage(options) -> StageResult` starts a 3-member cluster of our server,
-runs the etcd-kv workload with kill, partition and compaction faults (about a minute;
-about 15 s with `options.quick`), checks the history and compares HashKV. The report
+runs the etcd-kv workload with kill, partition, compaction and disk (corrupt-wal) faults
+(about a minute; about 15 s with `options.quick`), checks the history, compares HashKV
+and judges every member started on a damaged WAL (it must refuse). The report
 folder is options.report_dir/conform. The verdict is the run's (a run that could not
 start its cluster is UNKNOWN, never a pass).
 """
@@ -24,7 +25,7 @@ def stage_options(options: StageOptions) -> ConformOptions:
         report_dir=options.report_dir / NAME,
         target="reference",
         workload="etcd-kv",
-        faults=("kill", "partition", "compact"),
+        faults=("kill", "partition", "compact", "corrupt-wal"),
         duration_s=12.0 if options.quick else 50.0,
         seed=options.seed,
         fault_interval_s=2.5 if options.quick else 4.0,
@@ -45,12 +46,14 @@ def run_stage(options: StageOptions) -> StageResult:
         f"reference 3 members, etcd-kv {conform.duration_s:g} s: {counts['ok']} ok, "
         f"{counts['fail']} fail, {counts['info']} info, {counts['watch']} watch events, "
         f"{len(result.faults)} faults; {result.hashkv.summary}"
+        + (f"; {result.disk.summary}" if result.disk is not None else "")
     )
     failing = []
     if result.check is not None:
         failing = [r.describe() for r in result.check.results if r.verdict is not Verdict.TRUE]
-    if result.hashkv.verdict is not Verdict.TRUE:
-        failing.append(result.hashkv.describe())
+    for extra in (result.hashkv, result.disk):
+        if extra is not None and extra.verdict is not Verdict.TRUE:
+            failing.append(extra.describe())
     return StageResult(
         NAME,
         result.verdict,

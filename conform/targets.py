@@ -9,6 +9,7 @@ Contract:
   member-to-member traffic passes the proxies. `start()` waits until every member
   reports a leader (deadline) and learns member ids -> names from MemberList.
   `kill`, `restart`, `pause`, `resume` act on the member processes it started only;
+  `data_dir`, `is_running` and `log_path` let a disk fault reach a member's files;
   `close()` stops every process and proxy it started, always.
 - `EndpointsTarget` only knows client URLs: process and network faults are not
   possible there (`supports(fault)` says which are) and the report says so.
@@ -37,6 +38,7 @@ from etcdspec.impl.tools import launcher
 FAILPOINTS_ENV = "ETCDSPEC_FAILPOINTS"  # read by our members (etcdspec.impl.failpoints)
 PROCESS_FAULTS = frozenset({"kill", "pause"})
 NETWORK_FAULTS = frozenset({"partition", "delay", "drop"})
+DISK_FAULTS = frozenset({"corrupt-wal"})  # files of a member while it is down
 
 
 class TargetError(RuntimeError):
@@ -168,7 +170,7 @@ class LocalCluster(Target):
         self.ids: dict[str, int] = {}
 
     def supports(self, fault: str) -> bool:
-        return fault in PROCESS_FAULTS or fault in NETWORK_FAULTS
+        return fault in PROCESS_FAULTS or fault in NETWORK_FAULTS or fault in DISK_FAULTS
 
     def member_names(self) -> list[str]:
         return [m.name for m in self._plan().members]
@@ -256,6 +258,15 @@ class LocalCluster(Target):
         if old.alive():
             return
         self.members[name] = self._spawn(old.plan, "existing")
+
+    def data_dir(self, name: str) -> Path:
+        return Path(self._member_plan(name).data_dir)
+
+    def is_running(self, name: str) -> bool:
+        return self.members[name].alive()
+
+    def log_path(self, name: str) -> str:
+        return self.members[name].log_path
 
     async def pause(self, name: str) -> None:
         launcher.pause_member(self.members[name])

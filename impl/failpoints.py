@@ -39,6 +39,7 @@ FAILPOINTS: dict[str, str] = {
     "skip_watch_event_on_resume": "a watch from a past revision drops its first event",
     "forget_vote_on_restart": "the vote is not persisted: a restarted member votes again",
     "stale_leader_lease_revoke": "the leader revokes expired leases locally, not via the log",
+    "wal_skip_payload_crc": "WAL replay takes a record's payload without its checksum",
 }
 
 _active: frozenset[str] = frozenset()
