@@ -207,7 +207,7 @@ class Member:
         )
         targets = [e.target for e in config.listen_client_urls]
         try:
-            self.grpc_server = await start_grpc_server(ports, targets)
+            self.grpc_server = await start_grpc_server(ports, targets, self._metrics_text)
         except RuntimeError as error:
             raise MemberStartError(
                 f"cannot listen for clients on {', '.join(targets)} ({error}); "
@@ -311,6 +311,11 @@ class Member:
     def _on_watch_ready(self, handle: int) -> None:
         if self.watches is not None:
             self.watches.on_ready(handle)
+
+    def _metrics_text(self) -> str:
+        """The metrics as Prometheus text, sizes current (the client port's /metrics)."""
+        self._refresh_metrics()
+        return self.metrics.render()
 
     def _refresh_metrics(self) -> None:
         if self.data is not None:
