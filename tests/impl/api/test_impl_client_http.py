@@ -185,6 +185,16 @@ SCRIPT: list[tuple[str, str, str, str | None]] = [
     ("defragment", "POST", "/v3/maintenance/defragment", "{}"),
 ]
 
+# The same on --listen-metrics-urls: etcd 3.5.1 serves /metrics and /health there, and
+# nothing else (no /version).
+METRICS_URL_SCRIPT: list[tuple[str, str, str, str | None]] = [
+    ("metrics-url-health", "GET", "/health", None),
+    ("metrics-url-health-post", "POST", "/health", "{}"),
+    ("metrics-url-version", "GET", "/version", None),
+    ("metrics-url-gateway", "POST", "/v3/kv/range", '{"key":"Zm9v"}'),
+    ("metrics-url-unknown", "GET", "/nope", None),
+]
+
 BAD_JSON = ("range-bad-json", "POST", "/v3/kv/range", "{bad")
 DIFFERENT = [
     ("version", "GET", "/version", None),
@@ -207,10 +217,14 @@ def answers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, dict
                 name: call(endpoint, method, path, body)
                 for name, method, path, body in SCRIPT + DIFFERENT
             }
+            metrics_url = cluster.plan.members[0].metrics_url
+            for name, method, path, body in METRICS_URL_SCRIPT:
+                out[kind][name] = call(metrics_url, method, path, body)
+            out[kind]["metrics-url-metrics"] = call(metrics_url, "GET", "/metrics")
     yield out
 
 
-@pytest.mark.parametrize("step", [step[0] for step in SCRIPT])
+@pytest.mark.parametrize("step", [step[0] for step in SCRIPT + METRICS_URL_SCRIPT])
 def test_same_answer_as_etcd(answers: dict[str, dict[str, Answer]], step: str) -> None:
     etcd, ours = answers["etcd"][step], answers["ours"][step]
     etcd_body, ours_body = masked(etcd.body), masked(ours.body)
@@ -266,9 +280,12 @@ def test_readyz_and_livez_are_served_as_later_etcd_serves_them(
         assert (ours.status, ours.body) == (200, {"health": "true", "reason": ""})
 
 
-def test_metrics_on_the_client_port(answers: dict[str, dict[str, Answer]]) -> None:
+@pytest.mark.parametrize("step", ["metrics", "metrics-url-metrics"])
+def test_metrics_on_the_client_port_and_the_metrics_url(
+    answers: dict[str, dict[str, Answer]], step: str
+) -> None:
     for kind in ("etcd", "ours"):
-        answer = answers[kind]["metrics"]
+        answer = answers[kind][step]
         assert answer.status == 200
         assert answer.content_type == "text/plain; version=0.0.4; charset=utf-8"
         assert "etcd_server_has_leader 1" in answer.body
