@@ -638,6 +638,7 @@ class GrpcH2Server:
         self._http1: HttpHandler | None = None
         self._http1_limits = Http1Limits()
         self._http1_hooks = Http1Hooks()
+        self._undecided: set[FirstBytes] = set()  # connections whose first bytes are due
 
     def serve_http1(self, handler: HttpHandler, limits: Http1Limits | None = None) -> None:
         """Serve HTTP/1.x on the same ports with `handler` (call before `start`)."""
@@ -648,7 +649,7 @@ class GrpcH2Server:
     def _new_connection(self) -> asyncio.BaseProtocol:
         if self._http1 is None:
             return GrpcConnection(self)
-        return FirstBytes(lambda: GrpcConnection(self), self._new_http1)
+        return FirstBytes(lambda: GrpcConnection(self), self._new_http1, self._undecided)
 
     def _new_http1(self) -> Http1Connection:
         assert self._http1 is not None
@@ -718,6 +719,8 @@ class GrpcH2Server:
             connection.close()
         for http1 in list(self._http1_hooks.connections):
             http1.close()
+        for undecided in list(self._undecided):
+            undecided.close()
 
     def idle_connection(self) -> None:
         if self._idle is not None and not any(c.busy for c in self.connections):

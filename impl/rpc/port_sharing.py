@@ -10,8 +10,9 @@ then hands the transport to the protocol the `http2` or `http1` factory makes
 of the way: the chosen protocol gets every later read straight from the transport, so
 the sniff costs one comparison per connection and nothing per call.
 
-A connection closed before its first bytes decide is dropped. Nothing here knows of gRPC
-or etcd.
+A connection closed before its first bytes decide is dropped. Until they decide, a
+connection is in the `undecided` set it was given (the server closes those at its stop).
+Nothing here knows of gRPC or etcd.
 """
 
 from __future__ import annotations
@@ -29,14 +30,17 @@ class FirstBytes(asyncio.Protocol):
         self,
         http2: Callable[[], asyncio.BaseProtocol],
         http1: Callable[[], asyncio.BaseProtocol],
+        undecided: set[FirstBytes] | None = None,
     ) -> None:
         self.http2 = http2
         self.http1 = http1
         self.transport: asyncio.Transport | None = None
+        self.undecided = undecided if undecided is not None else set()
         self._seen = b""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        self.undecided.add(self)
 
     def data_received(self, data: bytes) -> None:
         seen = self._seen + data
@@ -44,6 +48,7 @@ class FirstBytes(asyncio.Protocol):
             self._seen = seen  # so far a prefix of the preface: wait for more
             return
         self._seen = b""
+        self.undecided.discard(self)
         factory = self.http2 if seen.startswith(H2_PREFACE) else self.http1
         hand_over(self.transport, factory(), seen)
 
@@ -51,7 +56,12 @@ class FirstBytes(asyncio.Protocol):
         return None  # closed before deciding: nothing to answer
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.undecided.discard(self)
         self.transport = None
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
 
 
 def hand_over(

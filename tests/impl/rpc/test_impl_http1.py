@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import grpc
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from etcdspec.impl.rpc.grpc_h2 import GrpcH2Server
 from etcdspec.impl.rpc.http1 import Http1Limits, HttpRequest, HttpResponse
@@ -36,6 +39,7 @@ class Toy:
     release: asyncio.Queue[bytes | None] = field(default_factory=asyncio.Queue)
     stream_closed: asyncio.Event = field(default_factory=asyncio.Event)
     hooks: list[str] = field(default_factory=list)
+    server: GrpcH2Server | None = None
 
     async def handle(self, request: HttpRequest) -> HttpResponse:
         self.requests.append(request)
@@ -73,6 +77,7 @@ async def shared_server(limits: Http1Limits = LIMITS) -> AsyncIterator[tuple[int
         ]
     )
     server.serve_http1(toy.handle, limits)
+    toy.server = server
     server.add_insecure_port(f"127.0.0.1:{port}")
     await server.start()
     server.before_call = lambda: toy.hooks.append("before_call")
@@ -339,6 +344,65 @@ def test_a_connection_closed_before_its_first_bytes_decide_is_dropped() -> None:
             reader, writer = await connect(port)  # the server serves on
             writer.write(b"GET /echo HTTP/1.1\r\nHost: x\r\n\r\n")
             assert (await read_reply(reader)).status == 200
+            writer.close()
+
+    run(scenario)
+
+
+def test_stop_closes_http1_connections_and_undecided_ones() -> None:
+    async def scenario() -> None:
+        async with shared_server() as (port, toy):
+            streaming, stream_writer = await connect(port)
+            stream_writer.write(b"POST /stream HTTP/1.1\r\nHost: x\r\n\r\n")
+            await toy.release.put(b"first\n")
+            await within(streaming.readuntil(b"first\n"))
+            undecided, undecided_writer = await connect(port)
+            undecided_writer.write(b"PRI * HTTP/2")  # a preface not yet whole
+            await asyncio.sleep(0.05)
+            assert toy.server is not None
+            await within(toy.server.stop(grace=0.1))
+            assert await closed(undecided)
+            await within(streaming.read())  # the rest of the stream, then EOF
+            await within(toy.stream_closed.wait())
+            stream_writer.close()
+            undecided_writer.close()
+
+    run(scenario)
+
+
+PIPELINE = (
+    b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nfirst"
+    b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+    b"3\r\nsec\r\n3\r\nond\r\n0\r\n\r\n"
+    b"GET /echo?third HTTP/1.1\r\nHost: x\r\n\r\n"
+    b"GET /missing HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.integers(min_value=1, max_value=len(PIPELINE) - 1), max_size=8, unique=True))
+@example(cuts=[1])  # "P": a prefix of the HTTP/2 preface, so the choice waits for "OST"
+@example(cuts=[1, 2, 3, 60, 61])
+def test_requests_split_anywhere_get_the_same_answers(cuts: list[int]) -> None:
+    """The same pipelined requests, written in pieces cut at any points (the first cut
+    may fall inside the bytes that choose the protocol), get the same four answers."""
+    bounds = [0, *sorted(cuts), len(PIPELINE)]
+
+    async def scenario() -> None:
+        async with shared_server() as (port, _toy):
+            reader, writer = await connect(port)
+            for start, end in itertools.pairwise(bounds):
+                writer.write(PIPELINE[start:end])
+                await writer.drain()
+                await asyncio.sleep(0.001)
+            replies = [await read_reply(reader) for _ in range(4)]
+            assert [(r.status, r.body) for r in replies] == [
+                (200, b"first"),
+                (200, b"second"),
+                (200, b""),
+                (404, b"no such path\n"),
+            ]
+            assert await closed(reader)
             writer.close()
 
     run(scenario)
