@@ -16,7 +16,8 @@ requests to (etcdspec.impl.rpc.http1). Answers follow etcd's etcdhttp package:
   (etcdspec.impl.api.versions) and C its major.minor.0, as etcd's cluster version is.
 - /metrics: the member's Prometheus text (`metrics_text`).
 - anything else: Go's "404 page not found".
-Every answer carries the CORS headers etcd's client handler adds.
+Every answer carries the CORS headers etcd's client handler adds; OPTIONS (a CORS
+preflight) is answered 200 with them alone, on any path.
 """
 
 from __future__ import annotations
@@ -142,6 +143,8 @@ class ClientHttp:
 
     async def _route(self, request: HttpRequest) -> HttpResponse:
         path = request.path
+        if request.method == "OPTIONS":
+            return HttpResponse(200)  # a CORS preflight: the headers are the answer
         if self.gateway.serves(path):
             return await self.gateway.handle(request)
         if path in HEALTH_PATHS:

@@ -3,9 +3,10 @@ the same gRPC method handlers the gRPC API serves.
 
 `ROUTES` maps each path etcd 3.5's gateway serves (and we serve the method of) to its
 gRPC method and message types. A request body is JSON of the request message, or several
-for a client-streaming method (one after another, as Go's json.Decoder reads them; an
-empty body is the empty message). It is read with google.protobuf.json_format (unknown
-fields ignored, int64 as strings or numbers, bytes as base64, enums by name or number),
+for a client-streaming method (one after another, as Go's json.Decoder reads them: a
+unary method's first value is read and anything after it ignored; an empty body is the
+empty message). It is read with google.protobuf.json_format (fields the message does not
+have dropped first, int64 as strings or numbers, bytes as base64, enums by name or number),
 and the method handler registered for the gRPC path is called with it
 (`handler.unary_unary(request, context)` or `stream_stream`), so nothing is implemented
 twice. The answer is written as etcd's gateway writes it (runtime.JSONPb{OrigName: true}):
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -178,28 +179,50 @@ def dumps(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def parse_messages(body: bytes, kind: type[Message]) -> list[Message]:
-    """The request messages a body holds: JSON objects one after another (whitespace
-    between them allowed); none for an empty body. Raises GatewayStatus(INVALID_ARGUMENT)."""
+def known_fields(value: Any, descriptor: Any) -> Any:
+    """`value` (JSON of a `descriptor` message) without the fields the message does not
+    have, at any depth: grpc-gateway ignores those, but not a bad value in a known field
+    (which json_format's ignore_unknown_fields would also let pass, an unknown enum name
+    among them)."""
+    if not isinstance(value, dict):
+        return value
+    by_json_name = {field.json_name: field for field in descriptor.fields}
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        field = descriptor.fields_by_name.get(key) or by_json_name.get(key)
+        if field is None:
+            continue
+        if field.message_type is not None:
+            if isinstance(item, list):  # a repeated message field
+                item = [known_fields(element, field.message_type) for element in item]
+            else:
+                item = known_fields(item, field.message_type)
+        out[key] = item
+    return out
+
+
+def iter_messages(body: bytes, kind: type[Message]) -> Iterator[Message]:
+    """The request messages a body holds, as Go's json.Decoder reads them: JSON values one
+    after another, whitespace between; none for an empty body. Raises
+    GatewayStatus(INVALID_ARGUMENT) at the first that is not JSON of the message."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as error:
         raise GatewayStatus(grpc.StatusCode.INVALID_ARGUMENT, str(error)) from error
     decoder = json.JSONDecoder()
-    messages: list[Message] = []
     position = 0
     while True:
         while position < len(text) and text[position] in " \t\r\n":
             position += 1
         if position == len(text):
-            return messages
+            return
         try:
             value, position = decoder.raw_decode(text, position)
             message = kind()
-            json_format.ParseDict(value, message, ignore_unknown_fields=True)
+            json_format.ParseDict(known_fields(value, message.DESCRIPTOR), message)
         except (ValueError, json_format.ParseError) as error:
             raise GatewayStatus(grpc.StatusCode.INVALID_ARGUMENT, str(error)) from error
-        messages.append(message)
+        yield message
 
 
 def error_response(code: grpc.StatusCode, details: str) -> HttpResponse:
@@ -240,13 +263,16 @@ class Gateway:
         handler = self.lookup(route.grpc_path)
         if handler is None:
             return error_response(grpc.StatusCode.UNIMPLEMENTED, "unknown method")
+        messages: list[Message] = []
         try:
-            messages = parse_messages(request.body, route.request)
+            for message in iter_messages(request.body, route.request):
+                messages.append(message)
+                if not route.streaming_request:
+                    break  # one value is read; whatever follows it is not looked at
         except GatewayStatus as status:
-            if route.streaming_request:
-                messages = []  # grpc-gateway stops sending at a bad message; the call goes on
-            else:
+            if not route.streaming_request:
                 return error_response(status.code, status.details)
+            # grpc-gateway stops sending at a bad message; the call goes on
         context = GatewayContext()
         if route.streaming_response:
             return await self._stream(handler, route, messages, context)
