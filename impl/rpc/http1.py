@@ -4,7 +4,8 @@ A connection reads requests one at a time (pipelined requests wait in h11's buff
 hands each whole request (`HttpRequest`: method, target, headers, body) to the server's
 `HttpHandler`, and writes the `HttpResponse` it returns: a body of bytes with
 Content-Length, or a `stream` of chunks written as they come (chunked for an HTTP/1.1
-client, close-delimited for HTTP/1.0). Keep-alive is h11's: the connection serves the
+client, close-delimited for HTTP/1.0); to a HEAD request, the head alone. A client that
+expects 100-continue gets it once its head is accepted. Keep-alive is h11's: the connection serves the
 next request after a response unless either side said close.
 
 Limits (`Http1Limits`): a request head above `max_header_bytes` is answered 431, a body
@@ -193,6 +194,12 @@ class Http1Connection(asyncio.Protocol):
                     return
                 self._request = event
                 self._body = bytearray()
+                if self.h11.they_are_waiting_for_100_continue:
+                    # "Expect: 100-continue": the body is wanted (as Go's server says
+                    # once a handler reads it; a client would wait for this a while).
+                    self._write(
+                        self.h11.send(h11.InformationalResponse(status_code=100, headers=[]))
+                    )
             elif isinstance(event, h11.Data):
                 self._body += event.data
                 if len(self._body) > self.limits.max_body_bytes:
@@ -261,7 +268,7 @@ class Http1Connection(asyncio.Protocol):
                 response = HttpResponse(
                     500, (("Content-Type", "text/plain; charset=utf-8"),), b"internal error\n"
                 )
-            await self._respond(response)
+            await self._respond(response, head_only=request.method == "HEAD")
         except asyncio.CancelledError:
             return
         except h11.LocalProtocolError:
@@ -274,16 +281,19 @@ class Http1Connection(asyncio.Protocol):
             self._task = None
         self._after_response()
 
-    async def _respond(self, response: HttpResponse) -> None:
+    async def _respond(self, response: HttpResponse, head_only: bool = False) -> None:
+        """Write `response`; for a HEAD request its head alone (the body's length said)."""
         headers = list(response.headers)
         if response.stream is None:
             headers.append(("Content-Length", str(len(response.body))))
+        elif head_only:
+            await response.stream.aclose()
         reason = _REASONS.get(response.status, b"")
         self._write(
             self.h11.send(h11.Response(status_code=response.status, headers=headers, reason=reason))
         )
-        if response.stream is None:
-            if response.body:
+        if response.stream is None or head_only:
+            if response.body and not head_only:
                 self._write(self.h11.send(h11.Data(data=response.body)))
             self._write(self.h11.send(h11.EndOfMessage()))
             return

@@ -406,3 +406,47 @@ def test_requests_split_anywhere_get_the_same_answers(cuts: list[int]) -> None:
             writer.close()
 
     run(scenario)
+
+
+def test_head_gets_the_head_alone_and_the_connection_goes_on() -> None:
+    async def scenario() -> None:
+        async with shared_server() as (port, toy):
+            reader, writer = await connect(port)
+            writer.write(b"HEAD /echo HTTP/1.1\r\nHost: x\r\n\r\n")
+            head = await within(reader.readuntil(b"\r\n\r\n"))
+            assert head.startswith(b"HTTP/1.1 200 ")
+            writer.write(b"HEAD /missing HTTP/1.1\r\nHost: x\r\n\r\n")
+            head = await within(reader.readuntil(b"\r\n\r\n"))
+            assert head.startswith(b"HTTP/1.1 404 ") and b"Content-Length: 13\r\n" in head
+            writer.write(b"HEAD /stream HTTP/1.1\r\nHost: x\r\n\r\n")
+            head = await within(reader.readuntil(b"\r\n\r\n"))
+            assert head.startswith(b"HTTP/1.1 200 ")
+            writer.write(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nok")
+            reply = await read_reply(reader)  # nothing of a body came before it
+            assert (reply.status, reply.body) == (200, b"ok")
+            assert [r.method for r in toy.requests] == ["HEAD", "HEAD", "HEAD", "POST"]
+            writer.close()
+
+    run(scenario)
+
+
+def test_a_client_expecting_100_continue_gets_it_before_sending_its_body() -> None:
+    async def scenario() -> None:
+        async with shared_server() as (port, _toy):
+            reader, writer = await connect(port)
+            writer.write(
+                b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nExpect: 100-continue\r\n\r\n"
+            )
+            interim = await within(reader.readuntil(b"\r\n\r\n"))
+            assert interim.startswith(b"HTTP/1.1 100 ")
+            writer.write(b"body")
+            reply = await read_reply(reader)
+            assert (reply.status, reply.body) == (200, b"body")
+            # a body above the limit is refused instead, before the client sends it
+            writer.write(
+                b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\nExpect: 100-continue\r\n\r\n"
+            )
+            assert (await read_reply(reader)).status == 413
+            writer.close()
+
+    run(scenario)
