@@ -21,6 +21,7 @@ Variants (`--variants`, comma-separated; see VARIANTS), each a server process se
   sync         KV only, grpc's synchronous server (a pool of SYNC_WORKERS threads)
   poll=X       all, with GRPC_POLL_STRATEGY=X in the server's environment
   h2           all five, generic, on etcdspec.impl.rpc.grpc_h2 (what the member serves with)
+  h2-shared    h2 with HTTP/1.1 served on the same port (the first-bytes sniff per connection)
   h2-ours      h2 with the @unary wrapper: what start_grpc_server builds around a constant
   h2-uvloop    h2 on uvloop's event loop
 With --rounds N the variants alternate N times and a summary gives medians. CPU per call
@@ -54,6 +55,7 @@ from etcdspec.impl.api.handlers import unary
 from etcdspec.impl.api.serve import GenericOnly, max_receive_bytes
 from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
 from etcdspec.impl.rpc.grpc_h2 import GrpcH2Server
+from etcdspec.impl.rpc.http1 import HttpRequest, HttpResponse
 from etcdspec.impl.server.config import DEFAULT_MAX_REQUEST_BYTES
 from etcdspec.impl.tools import launcher
 
@@ -122,6 +124,7 @@ class ServerSetup:
     loop: str = "asyncio"  # or "uvloop", or "threads": grpc's synchronous thread-pool server
     poll_strategy: str = ""  # GRPC_POLL_STRATEGY, when set
     server: str = "grpc.aio"  # or "h2": etcdspec.impl.rpc.grpc_h2, our own HTTP/2 server
+    http1: bool = False  # h2 only: HTTP/1.1 on the same port (serve_http1), as a member has
 
 
 # The options our grpc.aio server had until session 4 (for its receive limit see
@@ -152,12 +155,17 @@ VARIANTS: dict[str, ServerSetup] = {
         services="all", registration="generic", options="extra", loop="uvloop"
     ),
     "h2": ServerSetup(services="all", registration="generic", server="h2"),
+    "h2-shared": ServerSetup(services="all", registration="generic", server="h2", http1=True),
     "h2-ours": ServerSetup(services="all", registration="generic", handler="wrapped", server="h2"),
     "h2-uvloop": ServerSetup(services="all", registration="generic", server="h2", loop="uvloop"),
     "sync": ServerSetup(registration="generic", options="ours", loop="threads"),
     "poll=epoll1": ServerSetup(services="all", options="ours", poll_strategy="epoll1"),
     "poll=poll": ServerSetup(services="all", options="ours", poll_strategy="poll"),
 }
+
+
+async def _not_found(request: HttpRequest) -> HttpResponse:
+    return HttpResponse(404)
 
 
 async def _serve(port: int, setup: ServerSetup) -> None:
@@ -181,6 +189,8 @@ async def _serve(port: int, setup: ServerSetup) -> None:
         rpc_pb2_grpc.add_ClusterServicer_to_server(rpc_pb2_grpc.ClusterServicer(), target)
         rpc_pb2_grpc.add_MaintenanceServicer_to_server(rpc_pb2_grpc.MaintenanceServicer(), target)
         rpc_pb2_grpc.add_WatchServicer_to_server(rpc_pb2_grpc.WatchServicer(), target)
+    if setup.http1:
+        server.serve_http1(_not_found)
     server.add_insecure_port(f"127.0.0.1:{port}")
     await server.start()
     stop = asyncio.Event()

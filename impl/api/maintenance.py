@@ -34,7 +34,7 @@ class MaintenanceServicer(rpc_pb2_grpc.MaintenanceServicer):
     @unary
     async def Defragment(self, request: rpc_pb2.DefragmentRequest) -> rpc_pb2.DefragmentResponse:
         self.state.defragment()
-        return rpc_pb2.DefragmentResponse(header=self.cluster.header())
+        return rpc_pb2.DefragmentResponse()  # etcd 3.5 answers without a header
 
     @unary
     async def Alarm(self, request: rpc_pb2.AlarmRequest) -> rpc_pb2.AlarmResponse:

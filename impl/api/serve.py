@@ -3,7 +3,9 @@
 `start_grpc_server(ports, targets, max_request_bytes)` registers the servicers as grpc's
 generated code does, but keeping only their generic handlers (`GenericOnly`), into our
 own HTTP/2 gRPC server (etcdspec.impl.rpc.grpc_h2), which costs a seventh of grpc.aio's
-CPU per call (bench/grpc_ceiling.py); grpc.aio's server would take them unchanged.
+CPU per call (bench/grpc_ceiling.py); grpc.aio's server would take them unchanged. The
+same ports serve HTTP/1.x as etcd's client port does (etcdspec.impl.api.client_http:
+/health, /version, /metrics and the JSON gateway, over the same method handlers).
 
 Ownership: servicers hold no state of their own except per-stream state (watch ids and
 lease keep-alive loops), which ends with the stream.
@@ -11,11 +13,12 @@ lease keep-alive loops), which ends with the stream.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import grpc
 
+from etcdspec.impl.api.client_http import ClientHttp
 from etcdspec.impl.api.cluster import ClusterServicer
 from etcdspec.impl.api.kv import KVServicer
 from etcdspec.impl.api.lease import LeaseServicer
@@ -24,6 +27,7 @@ from etcdspec.impl.api.ports import MemberPorts
 from etcdspec.impl.api.watch import WatchServicer
 from etcdspec.impl.pb import rpc_pb2_grpc
 from etcdspec.impl.rpc.grpc_h2 import GrpcH2Server
+from etcdspec.impl.rpc.http1 import Http1Limits
 
 GRPC_OVERHEAD_BYTES = 512 * 1024  # etcd lets gRPC frames exceed --max-request-bytes by this
 
@@ -70,10 +74,16 @@ def add_servicers(ports: MemberPorts, sink: GenericHandlerSink) -> None:
     rpc_pb2_grpc.add_WatchServicer_to_server(WatchServicer(ports), handlers)
 
 
-async def start_grpc_server(ports: MemberPorts, targets: list[str]) -> GrpcH2Server:
-    """Create, bind and start the gRPC server with every servicer; returns it running."""
-    server = GrpcH2Server(max_receive_bytes(ports.max_request_bytes))
+async def start_grpc_server(
+    ports: MemberPorts, targets: list[str], metrics_text: Callable[[], str] | None = None
+) -> GrpcH2Server:
+    """Create, bind and start the gRPC server with every servicer, HTTP/1.x served on the
+    same ports (`metrics_text` gives /metrics); returns it running."""
+    limit = max_receive_bytes(ports.max_request_bytes)
+    server = GrpcH2Server(limit)
     add_servicers(ports, server)
+    client_http = ClientHttp(ports, server.method_handler, metrics_text)
+    server.serve_http1(client_http.handle, Http1Limits(max_body_bytes=limit))
     for target in targets:
         server.add_insecure_port(target)
     await server.start()

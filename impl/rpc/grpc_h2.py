@@ -44,6 +44,8 @@ import grpc
 from etcdspec.impl.rpc import h2_conn
 from etcdspec.impl.rpc.eager import start_eagerly
 from etcdspec.impl.rpc.h2_conn import H2ServerConnection, Headers
+from etcdspec.impl.rpc.http1 import Http1Connection, Http1Hooks, Http1Limits, HttpHandler
+from etcdspec.impl.rpc.port_sharing import FirstBytes
 from etcdspec.impl.rpc.scratch_recv import ScratchProtocol, new_scratch
 
 log = logging.getLogger("etcdspec.impl.rpc.grpc_h2")
@@ -610,6 +612,12 @@ class GrpcH2Server:
     Used as grpc.aio.Server is: `add_generic_rpc_handlers`, `add_insecure_port(target)`,
     `await start()`, `await stop(grace)`. `stop` refuses new calls and connections at
     once, lets calls in progress finish for `grace` seconds, then cancels the rest.
+
+    With `serve_http1(handler)` called before `start`, the ports are shared as etcd's
+    client port is (etcdspec.impl.rpc.port_sharing): connections that do not open with
+    the HTTP/2 preface are HTTP/1.x (etcdspec.impl.rpc.http1), served by `handler` with
+    the same before_call/after_read hooks as calls. Without it, every connection is
+    HTTP/2 from its first byte, as before.
     """
 
     def __init__(self, max_receive_bytes: int) -> None:
@@ -627,6 +635,28 @@ class GrpcH2Server:
         self._targets: list[str] = []
         self._listeners: list[asyncio.Server] = []
         self._idle: asyncio.Event | None = None
+        self._http1: HttpHandler | None = None
+        self._http1_limits = Http1Limits()
+        self._http1_hooks = Http1Hooks()
+        self._undecided: set[FirstBytes] = set()  # connections whose first bytes are due
+
+    def serve_http1(self, handler: HttpHandler, limits: Http1Limits | None = None) -> None:
+        """Serve HTTP/1.x on the same ports with `handler` (call before `start`)."""
+        self._http1 = handler
+        if limits is not None:
+            self._http1_limits = limits
+
+    def _new_connection(self) -> asyncio.BaseProtocol:
+        if self._http1 is None:
+            return GrpcConnection(self)
+        return FirstBytes(lambda: GrpcConnection(self), self._new_http1, self._undecided)
+
+    def _new_http1(self) -> Http1Connection:
+        assert self._http1 is not None
+        hooks = self._http1_hooks
+        hooks.before_call = self.before_call
+        hooks.after_read = self.after_read
+        return Http1Connection(self._http1, self._http1_limits, hooks)
 
     def add_generic_rpc_handlers(self, handlers: Sequence[grpc.GenericRpcHandler]) -> None:
         self._generic.extend(handlers)
@@ -663,7 +693,7 @@ class GrpcH2Server:
             host, port = target.rsplit(":", 1)
             try:
                 listener = await loop.create_server(
-                    lambda: GrpcConnection(self), host.strip("[]"), int(port), reuse_address=True
+                    self._new_connection, host.strip("[]"), int(port), reuse_address=True
                 )
             except OSError as error:
                 await self._close_listeners()
@@ -687,6 +717,10 @@ class GrpcH2Server:
         await asyncio.sleep(0)  # let cancelled handlers run their cleanup
         for connection in list(self.connections):
             connection.close()
+        for http1 in list(self._http1_hooks.connections):
+            http1.close()
+        for undecided in list(self._undecided):
+            undecided.close()
 
     def idle_connection(self) -> None:
         if self._idle is not None and not any(c.busy for c in self.connections):

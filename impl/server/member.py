@@ -25,6 +25,7 @@ import random
 from pathlib import Path
 
 from etcdspec.impl import errors, failpoints
+from etcdspec.impl.api.client_http import Health
 from etcdspec.impl.api.ports import MemberPorts
 from etcdspec.impl.api.serve import start_grpc_server
 from etcdspec.impl.api.watch_stream import WatchStreams
@@ -34,6 +35,7 @@ from etcdspec.impl.raft.core import Role
 from etcdspec.impl.raft.driver import RaftConfig, RaftDriver
 from etcdspec.impl.raft.messages import NONE
 from etcdspec.impl.rpc.grpc_h2 import GrpcH2Server
+from etcdspec.impl.rpc.http1 import Http1Hooks
 from etcdspec.impl.server.apply import ApplyQueue
 from etcdspec.impl.server.cluster import ClusterView, own_attributes
 from etcdspec.impl.server.config import MemberConfig
@@ -207,7 +209,7 @@ class Member:
         )
         targets = [e.target for e in config.listen_client_urls]
         try:
-            self.grpc_server = await start_grpc_server(ports, targets)
+            self.grpc_server = await start_grpc_server(ports, targets, self._metrics_text)
         except RuntimeError as error:
             raise MemberStartError(
                 f"cannot listen for clients on {', '.join(targets)} ({error}); "
@@ -217,7 +219,12 @@ class Member:
         self.grpc_server.after_read = raft.pump
         for endpoint in config.listen_metrics_urls[:1]:
             self.metrics_server = MetricsServer(
-                self.metrics, endpoint.host, endpoint.port, refresh=self._refresh_metrics
+                self.metrics,
+                endpoint.host,
+                endpoint.port,
+                refresh=self._refresh_metrics,
+                health=Health(ports).answer,
+                hooks=Http1Hooks(before_call=applying.catch_up, after_read=raft.pump),
             )
             await self.metrics_server.start()
         ticker = Ticker(config, driver, state, transport, leases, proposals, wake=wake)
@@ -311,6 +318,11 @@ class Member:
     def _on_watch_ready(self, handle: int) -> None:
         if self.watches is not None:
             self.watches.on_ready(handle)
+
+    def _metrics_text(self) -> str:
+        """The metrics as Prometheus text, sizes current (the client port's /metrics)."""
+        self._refresh_metrics()
+        return self.metrics.render()
 
     def _refresh_metrics(self) -> None:
         if self.data is not None:

@@ -3,18 +3,28 @@
 `Metrics` holds the counters and gauges the member updates (names as etcd's, so the
 same dashboards read both): proposals committed / applied / failed / pending, leader
 changes seen, has-leader, db size and db size in use. `render()` gives the Prometheus
-text exposition format (version 0.0.4). `MetricsServer` answers `GET /metrics` and
-`GET /health` on --listen-metrics-urls with a minimal HTTP/1.0 responder on asyncio;
-`size_source` is called at each scrape so the db sizes are current.
+text exposition format (version 0.0.4). `MetricsServer` serves --listen-metrics-urls
+as etcd does: `/metrics`, `/health` (the `health` handler the member gives it: the client
+port's, etcdspec.impl.api.client_http) and Go's 404 for anything else, over the HTTP/1.1
+layer of the client port (etcdspec.impl.rpc.http1); `refresh` is called at each scrape so
+the db sizes are current.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from etcdspec.impl.rpc.http1 import (
+    Http1Connection,
+    Http1Hooks,
+    Http1Limits,
+    HttpHandler,
+    HttpRequest,
+    HttpResponse,
+)
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -129,50 +139,47 @@ class MetricsServer:
         host: str,
         port: int,
         refresh: Callable[[], None] | None = None,
+        health: HttpHandler | None = None,
+        hooks: Http1Hooks | None = None,
     ) -> None:
         self.metrics = metrics
         self.host = host
         self.port = port
         self.refresh = refresh
+        self.health = health
+        self._hooks = hooks or Http1Hooks()  # the member's, as around a client call
         self._server: asyncio.Server | None = None
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._handle, self.host, self.port)
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: Http1Connection(
+                self.handle, Http1Limits(max_body_bytes=64 * 1024), self._hooks
+            ),
+            self.host,
+            self.port,
+            reuse_address=True,
+        )
 
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            request_line = await asyncio.wait_for(reader.readline(), timeout=5.0)
-            while True:
-                line = await asyncio.wait_for(reader.readline(), timeout=5.0)
-                if line in (b"\r\n", b"\n", b""):
-                    break
-            parts = request_line.decode("latin-1").split()
-            path = parts[1] if len(parts) >= 2 else ""
-            if path.startswith("/metrics"):
-                if self.refresh is not None:
-                    self.refresh()
-                status, content_type, body = "200 OK", CONTENT_TYPE, self.metrics.render()
-            elif path.startswith("/health"):
-                healthy = self.metrics.has_leader
-                status = "200 OK" if healthy else "503 Service Unavailable"
-                content_type = "application/json"
-                body = json.dumps({"health": "true" if healthy else "false"})
-            else:
-                status, content_type, body = "404 Not Found", "text/plain", "not found\n"
-            payload = body.encode()
-            writer.write(
-                f"HTTP/1.0 {status}\r\nContent-Type: {content_type}\r\n"
-                f"Content-Length: {len(payload)}\r\nConnection: close\r\n\r\n".encode()
-                + payload
+    async def handle(self, request: HttpRequest) -> HttpResponse:
+        if request.path == "/metrics":
+            if self.refresh is not None:
+                self.refresh()
+            return HttpResponse(
+                200, (("Content-Type", CONTENT_TYPE),), self.metrics.render().encode()
             )
-            await writer.drain()
-        except (TimeoutError, ConnectionError, OSError):
-            pass  # a client that hangs or drops gets nothing; the server carries on
-        finally:
-            writer.close()
+        if request.path == "/health" and self.health is not None:
+            return await self.health(request)
+        headers = (
+            ("Content-Type", "text/plain; charset=utf-8"),
+            ("X-Content-Type-Options", "nosniff"),
+        )
+        return HttpResponse(404, headers, b"404 page not found\n")
 
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()
+            for connection in list(self._hooks.connections):
+                connection.close()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), timeout=1.0)

@@ -125,7 +125,7 @@ def test_metrics_endpoint_serves_prometheus_text() -> None:
         finally:
             await server.close()
         head, _, body = raw.decode().partition("\r\n\r\n")
-        assert head.startswith("HTTP/1.0 200")
+        assert head.startswith("HTTP/1.1 200")
         return parse_prometheus(body)
 
     samples = asyncio.run(run())
