@@ -17,12 +17,14 @@ from typing import Any, Protocol
 import grpc
 
 from etcdspec.impl.api.cluster import ClusterServicer
+from etcdspec.impl.api.election import ElectionServicer
 from etcdspec.impl.api.kv import KVServicer
 from etcdspec.impl.api.lease import LeaseServicer
+from etcdspec.impl.api.lock import LockServicer
 from etcdspec.impl.api.maintenance import MaintenanceServicer
 from etcdspec.impl.api.ports import MemberPorts
 from etcdspec.impl.api.watch import WatchServicer
-from etcdspec.impl.pb import rpc_pb2_grpc
+from etcdspec.impl.pb import rpc_pb2_grpc, v3election_pb2_grpc, v3lock_pb2_grpc
 from etcdspec.impl.rpc.grpc_h2 import GrpcH2Server
 
 GRPC_OVERHEAD_BYTES = 512 * 1024  # etcd lets gRPC frames exceed --max-request-bytes by this
@@ -68,6 +70,8 @@ def add_servicers(ports: MemberPorts, sink: GenericHandlerSink) -> None:
     rpc_pb2_grpc.add_ClusterServicer_to_server(ClusterServicer(ports), handlers)
     rpc_pb2_grpc.add_MaintenanceServicer_to_server(MaintenanceServicer(ports), handlers)
     rpc_pb2_grpc.add_WatchServicer_to_server(WatchServicer(ports), handlers)
+    v3lock_pb2_grpc.add_LockServicer_to_server(LockServicer(ports), handlers)
+    v3election_pb2_grpc.add_ElectionServicer_to_server(ElectionServicer(ports), handlers)
 
 
 async def start_grpc_server(ports: MemberPorts, targets: list[str]) -> GrpcH2Server:
