@@ -5,7 +5,8 @@ etcd serves v3lock and v3election with its client library's `concurrency` packag
 talking to the member itself; `MemberClient` is that client here: every call goes
 through the member's ports (`etcdspec.impl.api.ports`) exactly as a client request
 would (writes proposed through Raft, reads linearizable, watches on the member's hub),
-so the recipes see the store a client sees.
+so the recipes see the store a client sees, its requests checked as the KV service
+checks a client's (an empty key is etcd's "key is not provided").
 
 Contract (the semantics of etcd 3.5's concurrency package, as its servers use it):
 - A participant's key is `<name>/<lease id in hex>`, put with its lease in a txn only
@@ -39,6 +40,7 @@ from etcdspec.impl import errors
 from etcdspec.impl.api.handlers import propose
 from etcdspec.impl.api.ports import MemberPorts
 from etcdspec.impl.errors import RpcError
+from etcdspec.impl.kv import request_checks as checks
 from etcdspec.impl.pb import kv_pb2, rpc_pb2
 
 SESSION_TTL_S = 60  # etcd's concurrency.defaultSessionTTL
@@ -93,9 +95,11 @@ class MemberClient:
         self._cleanups: set[asyncio.Task[None]] = set()
 
     async def txn(self, request: rpc_pb2.TxnRequest) -> rpc_pb2.TxnResponse:
+        checks.check_txn(request)
         return await propose(self.proposer, "txn", request, rpc_pb2.TxnResponse)
 
     async def get(self, request: rpc_pb2.RangeRequest) -> rpc_pb2.RangeResponse:
+        checks.check_range(request)
         await self.reads.barrier()
         response = self.state.range(request)
         response.header.CopyFrom(self.cluster.header_at(response.header.revision))
@@ -103,6 +107,7 @@ class MemberClient:
 
     async def delete(self, key: bytes) -> rpc_pb2.DeleteRangeResponse:
         request = rpc_pb2.DeleteRangeRequest(key=key)
+        checks.check_delete(request)
         return await propose(self.proposer, "delete_range", request, rpc_pb2.DeleteRangeResponse)
 
     async def grant(self, ttl: int) -> int:

@@ -159,12 +159,18 @@ async def lock_scenario(s: Session) -> None:
     await s.lease[0].LeaseRevoke(rpc_pb2.LeaseRevokeRequest(ID=granted_lease), timeout=5)
     gone = await s.lock[0].Unlock(v3lock_pb2.UnlockRequest(key=b"z/none"), timeout=5)
     s.say(f"unlock of a missing key: rev {gone.header.revision}")
+    s.say(
+        "unlock of an empty key: "
+        + await s.error(s.lock[0].Unlock(v3lock_pb2.UnlockRequest(), timeout=5))
+    )
 
     # A cancelled waiter's key is deleted.
     blocker = await s.lock[0].Lock(v3lock_pb2.LockRequest(name=b"w", lease=a), timeout=5)
     call = s.lock[2].Lock(v3lock_pb2.LockRequest(name=b"w", lease=b), timeout=DEADLINE_S)
     cancelled = asyncio.ensure_future(call)
-    await until(lambda: _has_n(s, b"w/", 2), "the cancelled waiter's key")
+    # Read on the waiter's member: once it applied the waiter's txn, the waiter waits
+    # (cancelled while its txn is still on the way, etcd leaves the key to its lease).
+    await until(lambda: _has_n(s, b"w/", 2, 2), "the cancelled waiter's key")
     call.cancel()
     await until(lambda: _has_n(s, b"w/", 1), "the cancelled waiter's key to be deleted")
     s.say(f"cancelled waiter: keys left {[s.key(k) for k in await s.keys(b'w/')]}")
@@ -225,8 +231,24 @@ async def election_scenario(s: Session) -> None:
         "resign without a leader key: "
         + await s.error(s.election[0].Resign(v3election_pb2.ResignRequest()))
     )
+    keyless = v3election_pb2.ProclaimRequest(leader=v3election_pb2.LeaderKey(name=b"e"))
+    s.say("proclaim with an empty leader key: " + await s.error(s.election[0].Proclaim(keyless)))
     now = await s.election[0].Leader(leader_of, timeout=5)
     s.say(f"leader: {s.key(now.kv.key)}={now.kv.value.decode()} rev {now.kv.create_revision}")
+
+    # Observe before anyone campaigns: the first put under the prefix is the first leader.
+    early = s.election[2].Observe(v3election_pb2.LeaderRequest(name=b"f"), timeout=DEADLINE_S)
+    first = asyncio.ensure_future(early.read())
+    await s.kv[0].Put(rpc_pb2.PutRequest(key=b"f0", value=b"outside"), timeout=5)
+    await s.election[0].Campaign(
+        v3election_pb2.CampaignRequest(name=b"f", lease=b, value=b"first"), timeout=5
+    )
+    answer = await first
+    s.say(
+        f"observed before any leader: {s.key(answer.kv.key)}={answer.kv.value.decode()}"
+        f"@{answer.header.revision}"
+    )
+    early.cancel()
 
 
 def run(endpoints: list[str], scenario: Callable[[Session], Awaitable[None]]) -> list[str]:
@@ -275,6 +297,7 @@ def test_the_transcript_shows_waiting_expiry_and_errors(transcripts: dict[str, l
         assert "observed: e/<EA>=v1" in text and "e/<EA>=v2" in text and "e/<EB>=w" in text
         assert "after resigning: UNKNOWN election: not leader" in text
         assert 'without a leader key: UNKNOWN "leader" field must be provided' in text
+        assert "observed before any leader: f/<EB>=first" in text
 
 
 @pytest.mark.parametrize("kind", ["ours", "etcd"])
