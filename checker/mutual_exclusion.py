@@ -83,7 +83,20 @@ def fenced_writes(history: History) -> list[FencedWrite]:
     return found
 
 
-def _fenced_write(op: Operation) -> FencedWrite | None:
+def refused_fenced_writes(history: History) -> int:
+    """How many fenced writes were answered with their guard false: the holder's key was
+    gone (its lease expired or was revoked), so it wrote nothing."""
+    return sum(
+        1
+        for op in history.operations
+        if _fence_of(op) is not None
+        and isinstance(op.response, dict)
+        and not op.response.get("succeeded")
+    )
+
+
+def _fence_of(op: Operation) -> str | None:
+    """The fence key of an ok txn shaped as a fenced write, else None."""
     if op.f != "txn" or op.type != "ok" or not isinstance(op.request, dict):
         return None
     compare = op.request.get("compare") or []
@@ -95,8 +108,14 @@ def _fenced_write(op: Operation) -> FencedWrite | None:
     if guard.get("target") != "CREATE" or guard.get("result") != "GREATER" or put is None:
         return None
     fence = _text(put.get("key"))
-    if not fence.startswith(FENCE_PREFIX):
+    return fence if fence.startswith(FENCE_PREFIX) else None
+
+
+def _fenced_write(op: Operation) -> FencedWrite | None:
+    fence = _fence_of(op)
+    if fence is None:
         return None
+    guard = op.request["compare"][0]
     response: dict[str, Any] = op.response if isinstance(op.response, dict) else {}
     if not response.get("succeeded"):
         return None
@@ -143,6 +162,9 @@ def check_mutual_exclusion(history: History) -> CheckResult:
                 events.update(write.events())
     holders = len({(w.lock, w.holder) for w in writes})
     summary = f"{len(writes)} fenced writes by {holders} holders of {len(by_lock)} locks"
+    refused = refused_fenced_writes(history)
+    if refused:
+        summary += f" ({refused} refused: the holder's key was gone)"
     if details:
         verdict = Verdict.FALSE
         summary += f"; {len(details)} violations"

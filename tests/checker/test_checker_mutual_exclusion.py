@@ -131,7 +131,11 @@ def test_a_holder_that_lost_its_lease_wrote_nothing_after() -> None:
     s.fenced("m", "m/b", 7, [("m/b", 3)])
     s.fenced("m", "m/a", 8, [], succeeded=False)
     s.fenced("m", "m/b", 9, [("m/b", 3)])
-    assert s.check().verdict is Verdict.TRUE
+    result = s.check()
+    assert result.verdict is Verdict.TRUE
+    assert "3 fenced writes by 2 holders of 1 locks (1 refused: the holder's key was gone)" in (
+        result.summary
+    )
 
 
 def test_info_writes_are_no_evidence() -> None:
