@@ -47,7 +47,7 @@ def parse_duration(text: str) -> float:
 @click.option("--etcd-bin", default=None, help="The etcd binary for --target etcd.")
 @click.option(
     "--workload",
-    type=click.Choice(["etcd-kv", "etcd-kv-writes", "leases", "kubernetes", "watch"]),
+    type=click.Choice(["etcd-kv", "etcd-kv-writes", "leases", "kubernetes", "watch", "locks"]),
     default="etcd-kv",
     show_default=True,
 )
@@ -64,7 +64,7 @@ def parse_duration(text: str) -> float:
     default="",
     help="Comma-separated planted bugs to switch on in our members (--target reference): "
     "ack_before_fsync, local_linearizable_read, skip_watch_event_on_resume, "
-    "forget_vote_on_restart, stale_leader_lease_revoke, wal_skip_payload_crc.",
+    "forget_vote_on_restart, stale_leader_lease_revoke, wal_skip_payload_crc, lock_without_wait.",
 )
 @click.option("--duration", default="20s", show_default=True, help="How long to run (60s, 2m).")
 @click.option(

@@ -23,6 +23,11 @@ Contract:
   bound, an answered keep-alive is recorded as `info` (the checker draws nothing from
   it) with the whole response kept in its value (`"answered": true`); set
   `keepalive_as_info=False` to record it as `ok`.
+- Locks (the `locks` workload): `RecordingClient.lock(process, name, lease)` and
+  `unlock(process, key)` call etcd's v3lock service and record `f` "lock" (value
+  {"name", "lease"}; ok {"header": {"revision"}, "key"}) and "unlock" (value {"key"};
+  ok {"header": {"revision"}}). A Lock answered "mutex: session is expired" (its key is
+  gone: it holds nothing) or with a definite code is `fail`; any other error `info`.
 - `WatchRecorder` runs one watch stream and records `watch_create` (the request) and
   each `watch_response` as history events of type "watch"; with `resume=True` a broken
   stream is opened again as a new named watch starting just after the last delivered
@@ -42,10 +47,10 @@ import grpc
 import grpc.aio
 
 from etcdspec.checker.etcd_json import request_to_json, response_to_json
-from etcdspec.checker.history import HistoryEvent, write_history
+from etcdspec.checker.history import HistoryEvent, encode_bytes, write_history
 from etcdspec.checker.watch_checks import watch_request_to_json, watch_response_to_json
 from etcdspec.conform.wire import WireError, event_from_pb, from_pb, operation_of, to_pb
-from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
+from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc, v3lock_pb2, v3lock_pb2_grpc
 from etcdspec.model.requests import (
     LeaseKeepAliveRequest,
     RangeRequest,
@@ -68,6 +73,7 @@ DEFINITE_CODES = frozenset(
         grpc.StatusCode.RESOURCE_EXHAUSTED,
     }
 )
+SESSION_EXPIRED = "mutex: session is expired"  # etcd's answer to a waiter that lost its key
 NOT_SENT_MARKERS = ("failed to connect to all addresses", "connections to all backends failing")
 
 
@@ -148,6 +154,32 @@ class Outcome:
         return f"{self.type} {self.code} {self.error}".rstrip()
 
 
+@dataclass(frozen=True)
+class LockOutcome:
+    """What one Lock or Unlock call came to: `ok` (with the lock key and the answer's
+    revision), `fail` or `info`."""
+
+    type: str
+    key: bytes = b""
+    revision: int = 0
+    code: str = ""
+    error: str = ""
+
+    def describe(self) -> str:
+        if self.type == "ok":
+            return f"ok {self.key!r} at {self.revision}"
+        return f"{self.type} {self.code} {self.error}".rstrip()
+
+
+def classify_lock(code: grpc.StatusCode, details: str) -> str:
+    """`fail` when the Lock or Unlock surely holds or changed nothing, else `info`."""
+    if code in DEFINITE_CODES or details == SESSION_EXPIRED:
+        return "fail"
+    if code is grpc.StatusCode.UNAVAILABLE and any(m in details for m in NOT_SENT_MARKERS):
+        return "fail"
+    return "info"
+
+
 @dataclass
 class RecordingClient:
     """One gRPC channel to one member, recording every call into `recorder`."""
@@ -217,6 +249,44 @@ class RecordingClient:
             return reply
         finally:
             call.cancel()
+
+    async def lock(
+        self, process: Process, name: bytes, lease: int, timeout_s: float
+    ) -> LockOutcome:
+        """One recorded Lock call (it may wait up to `timeout_s` for the lock)."""
+        value = {"name": encode_bytes(name), "lease": lease}
+        self.recorder.add(process.id, "invoke", "lock", value)
+        stub = v3lock_pb2_grpc.LockStub(self.channel())
+        try:
+            answer = await stub.Lock(
+                v3lock_pb2.LockRequest(name=name, lease=lease), timeout=timeout_s
+            )
+        except grpc.aio.AioRpcError as error:
+            return self._lock_failed(process, "lock", error)
+        revision = int(answer.header.revision)
+        body = {"header": {"revision": revision}, "key": encode_bytes(answer.key)}
+        self.recorder.add(process.id, "ok", "lock", body)
+        return LockOutcome("ok", bytes(answer.key), revision)
+
+    async def unlock(self, process: Process, key: bytes) -> LockOutcome:
+        """One recorded Unlock call."""
+        self.recorder.add(process.id, "invoke", "unlock", {"key": encode_bytes(key)})
+        stub = v3lock_pb2_grpc.LockStub(self.channel())
+        try:
+            answer = await stub.Unlock(v3lock_pb2.UnlockRequest(key=key), timeout=self.timeout_s)
+        except grpc.aio.AioRpcError as error:
+            return self._lock_failed(process, "unlock", error)
+        revision = int(answer.header.revision)
+        self.recorder.add(process.id, "ok", "unlock", {"header": {"revision": revision}})
+        return LockOutcome("ok", key, revision)
+
+    def _lock_failed(self, process: Process, f: str, error: grpc.aio.AioRpcError) -> LockOutcome:
+        code, details = error.code(), error.details() or ""
+        kind = classify_lock(code, details)
+        self.recorder.add(process.id, kind, f, {"error": details, "code": code.name})
+        if kind == "info":
+            process.id = self.recorder.new_process()
+        return LockOutcome(kind, code=code.name, error=details)
 
     async def maintenance(self, name: str, message: Any, timeout_s: float = 10.0) -> Any:
         """An unrecorded Maintenance call (HashKV, Defragment, Status, MemberList...)."""

@@ -18,6 +18,11 @@ Contract:
   by mod_revision; compaction as a txn on the compact_rev_key, then Compact.
 - `watch`: etcd-kv traffic plus watches of its own starting in the past, at a possibly
   compacted revision, and in the future.
+- `locks`: each step grants a short lease (LOCK_LEASE_TTL_S, never kept alive), Locks
+  one of LOCK_NAMES names with it (etcd's v3lock, waiting up to LOCK_WAIT_S), makes two
+  fenced writes (`fenced_write`: a txn that, only while the lock key exists, writes the
+  worker's unique value to the lock's fence key and reads the lock's queue) around a
+  short hold, and Unlocks. checker/mutual_exclusion.py judges the fenced writes.
 - `etcd-kv-writes`: etcd-kv with writes weighted up (WRITE_WEIGHTS): most calls change
   the store, for faults that strike while writes are being applied (kill -9 under
   write load).
@@ -30,7 +35,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from etcdspec.conform.recorder import Outcome, Process, RecordingClient
+from etcdspec.conform.recorder import LockOutcome, Outcome, Process, RecordingClient
 from etcdspec.model.requests import (
     CompactionRequest,
     Compare,
@@ -66,6 +71,12 @@ WRITE_WEIGHTS = {"put": 50, "get": 8, "delete": 10, "txn": 22, "cas": 10}
 LEASE_TTLS = (3, 15, 60)
 K8S_PREFIX = b"/registry/pods/"
 K8S_COMPACT_KEY = b"compact_rev_key"
+
+LOCK_NAMES = 2  # lock0, lock1: several workers contend for each
+LOCK_LEASE_TTL_S = 5  # a holder cut off by a fault loses its lock within this
+LOCK_WAIT_S = 8.0  # how long a Lock call may wait for its turn
+LOCK_HOLD_S = 0.05  # the longest hold between the two fenced writes
+FENCE_PREFIX = b"fence/"
 
 WatchStarter = Callable[[str, WatchRequest, float], None]  # starts a task, returns
 
@@ -107,6 +118,18 @@ class Worker:
         elif outcome.type == "fail" and outcome.code == "UNAVAILABLE":
             await asyncio.sleep(UNAVAILABLE_PAUSE_S)
         return outcome
+
+    async def lock(self, name: bytes, lease: int) -> LockOutcome:
+        """One recorded Lock (waiting up to LOCK_WAIT_S), paused after as `call`."""
+        outcome = await self.client.lock(self.process, name, lease, LOCK_WAIT_S)
+        if outcome.type == "ok":
+            self.last_revision = max(self.last_revision, outcome.revision)
+        elif outcome.type == "fail" and outcome.code == "UNAVAILABLE":
+            await asyncio.sleep(UNAVAILABLE_PAUSE_S)
+        return outcome
+
+    async def unlock(self, key: bytes) -> LockOutcome:
+        return await self.client.unlock(self.process, key)
 
     def watch(self, request: WatchRequest, seconds: float) -> None:
         """Start a recorded watch of this worker's for `seconds` (runs in the background)."""
@@ -303,12 +326,42 @@ class WriteHeavyWorkload(KvWorkload):
         super().__init__(WRITE_WEIGHTS)
 
 
+class LocksWorkload(Workload):
+    name = "locks"
+
+    async def step(self, worker: Worker) -> None:
+        rng = worker.rng
+        name = f"lock{rng.randrange(LOCK_NAMES)}".encode()
+        granted = await worker.call(LeaseGrantRequest(ttl=LOCK_LEASE_TTL_S))
+        if not isinstance(granted.response, LeaseGrantResponse):
+            return
+        held = await worker.lock(name, granted.response.id)
+        if held.type != "ok":
+            return
+        await worker.call(fenced_write(name, held.key, worker.unique_value()))
+        await asyncio.sleep(rng.uniform(0, LOCK_HOLD_S))
+        await worker.call(fenced_write(name, held.key, worker.unique_value()))
+        await worker.unlock(held.key)
+
+
+def fenced_write(name: bytes, key: bytes, value: bytes) -> TxnRequest:
+    """The holder's write: only while its lock key exists, put `value` on the lock's
+    fence key and read the whole queue of the lock (at the write's revision)."""
+    prefix = name + b"/"
+    return TxnRequest(
+        compare=(Compare(key, CompareTarget.CREATE, CompareResult.GREATER, 0),),
+        success=(PutRequest(FENCE_PREFIX + name, value), RangeRequest(prefix, _prefix_end(prefix))),
+        failure=(RangeRequest(key),),
+    )
+
+
 WORKLOADS: dict[str, Callable[[], Workload]] = {
     "etcd-kv": KvWorkload,
     "etcd-kv-writes": WriteHeavyWorkload,
     "leases": LeaseWorkload,
     "kubernetes": KubernetesWorkload,
     "watch": WatchWorkload,
+    "locks": LocksWorkload,
 }
 
 

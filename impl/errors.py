@@ -81,6 +81,14 @@ CORRUPT = EtcdErrorKind(grpc.StatusCode.DATA_LOSS, "etcdserver: corrupt cluster"
 NOT_CAPABLE = EtcdErrorKind(_UNAVAILABLE, "etcdserver: not capable")
 WATCH_CANCELED = EtcdErrorKind(grpc.StatusCode.CANCELLED, "etcdserver: watch canceled")
 
+# The server-side concurrency services (v3lock, v3election) answer errors of etcd's
+# client library, which gRPC sends with code UNKNOWN and the error's text.
+_UNKNOWN = grpc.StatusCode.UNKNOWN
+SESSION_EXPIRED = EtcdErrorKind(_UNKNOWN, "mutex: session is expired")
+ELECTION_NOT_LEADER = EtcdErrorKind(_UNKNOWN, "election: not leader")
+ELECTION_NO_LEADER = EtcdErrorKind(_UNKNOWN, "election: no leader")
+MISSING_LEADER_KEY = EtcdErrorKind(_UNKNOWN, '"leader" field must be provided')
+
 # Watch cancel reasons are sent inside a WatchResponse, not as a status.
 WATCH_CANCEL_COMPACTED = "mvcc: required revision has been compacted"
 WATCH_CANCEL_FUTURE = "mvcc: required revision is a future revision"
@@ -112,6 +120,10 @@ ALL_KINDS: tuple[EtcdErrorKind, ...] = (
     CORRUPT,
     NOT_CAPABLE,
     WATCH_CANCELED,
+    SESSION_EXPIRED,
+    ELECTION_NOT_LEADER,
+    ELECTION_NO_LEADER,
+    MISSING_LEADER_KEY,
 )
 
 

@@ -23,6 +23,8 @@ Known failpoints (FAILPOINTS holds the one-line description of each):
 - stale_leader_lease_revoke: the leader revokes an expired lease by applying the revoke
   to its own state instead of proposing it through the log, as a leader that lost its
   quorum and does not know it yet would.
+- lock_without_wait: v3lock's Lock answers at once with the caller's key, without
+  waiting for the keys ahead of it in the lock's queue to be deleted (two holders).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ FAILPOINTS: dict[str, str] = {
     "forget_vote_on_restart": "the vote is not persisted: a restarted member votes again",
     "stale_leader_lease_revoke": "the leader revokes expired leases locally, not via the log",
     "wal_skip_payload_crc": "WAL replay takes a record's payload without its checksum",
+    "lock_without_wait": "Lock is granted at once, without waiting for the keys ahead of it",
 }
 
 _active: frozenset[str] = frozenset()

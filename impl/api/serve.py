@@ -20,12 +20,14 @@ import grpc
 
 from etcdspec.impl.api.client_http import ClientHttp
 from etcdspec.impl.api.cluster import ClusterServicer
+from etcdspec.impl.api.election import ElectionServicer
 from etcdspec.impl.api.kv import KVServicer
 from etcdspec.impl.api.lease import LeaseServicer
+from etcdspec.impl.api.lock import LockServicer
 from etcdspec.impl.api.maintenance import MaintenanceServicer
 from etcdspec.impl.api.ports import MemberPorts
 from etcdspec.impl.api.watch import WatchServicer
-from etcdspec.impl.pb import rpc_pb2_grpc
+from etcdspec.impl.pb import rpc_pb2_grpc, v3election_pb2_grpc, v3lock_pb2_grpc
 from etcdspec.impl.rpc.grpc_h2 import GrpcH2Server
 from etcdspec.impl.rpc.http1 import Http1Limits
 
@@ -72,6 +74,8 @@ def add_servicers(ports: MemberPorts, sink: GenericHandlerSink) -> None:
     rpc_pb2_grpc.add_ClusterServicer_to_server(ClusterServicer(ports), handlers)
     rpc_pb2_grpc.add_MaintenanceServicer_to_server(MaintenanceServicer(ports), handlers)
     rpc_pb2_grpc.add_WatchServicer_to_server(WatchServicer(ports), handlers)
+    v3lock_pb2_grpc.add_LockServicer_to_server(LockServicer(ports), handlers)
+    v3election_pb2_grpc.add_ElectionServicer_to_server(ElectionServicer(ports), handlers)
 
 
 async def start_grpc_server(

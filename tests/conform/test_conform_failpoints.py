@@ -15,6 +15,9 @@ What finds what (workload, faults; measured over seeds 1-5 before committing):
   with no expiry that has keys attached finds nothing, hence a budget of seeds).
   The clean run must hold on every check, the watch checks included: the checker
   places each lease expiry at the revision the watches show it (seeds 1-5 all hold).
+- lock_without_wait: the locks workload with kills; Lock answers waiters at once, so
+  holders' fenced writes interleave and find keys ahead of them in the queue ->
+  MutualExclusion fails (seed 1 on its first run; the clean run holds, with contention).
 
 Not visible in a client history, found by trace validation instead (check_traces, in
 tests/conform/test_trace_failpoints.py: DurableRestart and ReadyContract, deterministic):
@@ -85,6 +88,7 @@ FINDINGS = [
         rate=15.0,
         keys=20,
     ),
+    Finding("lock_without_wait", "locks", ("kill",), ("MutualExclusion",), (1, 2), clients=4),
 ]
 
 

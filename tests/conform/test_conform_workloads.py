@@ -13,11 +13,11 @@ import pytest
 from etcdspec.checker.check import check_history
 from etcdspec.checker.etcd_json import request_to_json, response_to_json
 from etcdspec.checker.history import build_history
-from etcdspec.conform.recorder import Outcome, Process, Recorder
+from etcdspec.conform.recorder import LockOutcome, Outcome, Process, Recorder
 from etcdspec.conform.wire import to_pb
 from etcdspec.conform.workloads import WORKLOADS, Worker, WorkloadError, make_workload
 from etcdspec.model.errors import StoreError
-from etcdspec.model.requests import PutRequest, Request, TxnRequest
+from etcdspec.model.requests import DeleteRangeRequest, PutRequest, Request, TxnRequest
 from etcdspec.model.store import StoreState, apply, initial_state
 from etcdspec.model.watch import WatchRequest
 
@@ -42,6 +42,26 @@ class ModelClient:
             return Outcome("fail", code=error.code)
         self.recorder.add(process.id, "ok", f, response_to_json(response))
         return Outcome("ok", response)
+
+    async def lock(
+        self, process: Process, name: bytes, lease: int, timeout_s: float
+    ) -> LockOutcome:
+        """etcd's Lock when nobody holds it (workers here step one at a time): the key
+        name/<lease hex> put with the lease."""
+        key = name + b"/" + format(lease, "x").encode()
+        self.recorder.add(process.id, "invoke", "lock", {"name": name.decode(), "lease": lease})
+        self.state[0], response = apply(self.state[0], PutRequest(key, b"", lease=lease))
+        revision = response.header.revision
+        body = {"header": {"revision": revision}, "key": key.decode()}
+        self.recorder.add(process.id, "ok", "lock", body)
+        return LockOutcome("ok", key, revision)
+
+    async def unlock(self, process: Process, key: bytes) -> LockOutcome:
+        self.recorder.add(process.id, "invoke", "unlock", {"key": key.decode()})
+        self.state[0], response = apply(self.state[0], DeleteRangeRequest(key))
+        revision = response.header.revision
+        self.recorder.add(process.id, "ok", "unlock", {"header": {"revision": revision}})
+        return LockOutcome("ok", key, revision)
 
 
 def _drive(name: str, seed: int, steps: int = 150) -> tuple[list[Request], Recorder, int]:
@@ -93,6 +113,7 @@ def test_workload_is_seeded_unique_and_holds_on_the_model(name: str) -> None:
     values = [v for r in sent for v in _written_values(r) if not v.isdigit()]
     assert values and len(values) == len(set(values))
     kinds = {type(r).__name__ for r in sent}
+    kinds |= {e.f for e in recorder.events if e.f in ("lock", "unlock")}  # not model requests
     assert len(kinds) >= 3, kinds
     if name in ("watch", "kubernetes"):
         assert watches > 0

