@@ -167,7 +167,7 @@ class StateMachine:
         return KVStore(self.backend).range(request)
 
     def hash_kv(self, revision: int) -> tuple[int, int, int]:
-        """(hash, compact revision, revision hashed) of the keys up to `revision`."""
+        """(hash, compact revision, current revision) as etcd's HashKV at `revision`."""
         return KVStore(self.backend).hash_kv(revision)
 
     def hash(self) -> int:
