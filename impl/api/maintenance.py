@@ -75,7 +75,7 @@ class MaintenanceServicer(rpc_pb2_grpc.MaintenanceServicer):
 
     async def _snapshot_chunks(self) -> list[bytes]:
         self.state.flush()
-        data = (await asyncio.to_thread(self.state.copy_committed)).data
+        data = await asyncio.to_thread(self.state.etcd_snapshot)
         data += hashlib.sha256(data).digest()
         return [
             data[offset : offset + SNAPSHOT_CHUNK_BYTES]

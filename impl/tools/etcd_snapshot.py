@@ -73,7 +73,10 @@ class EtcdStore:
 
     @property
     def revision(self) -> int:
-        return self.revisions[-1].main if self.revisions else 1
+        """The store's revision: its last key revision's, or the compact revision if
+        that is later (etcd's restore does the same), or 1 for an empty store."""
+        last = self.revisions[-1].main if self.revisions else 1
+        return max(last, self.compact_revision)
 
     def describe(self) -> str:
         return (

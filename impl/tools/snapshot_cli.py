@@ -1,11 +1,12 @@
 """Backup and restore, as etcdctl/etcdutl do them: save, status, restore.
 
 Two file formats, told apart by their first page:
-- ours: what our Maintenance.Snapshot streams — the member's SQLite database followed
-  by the SHA-256 of the database (32 bytes), as etcd appends a SHA-256 to its file;
 - etcd's: a bbolt database (etcd_snapshot), followed by its SHA-256 when it came from
   `etcdctl snapshot save` or Maintenance.Snapshot (the file's size is then 32 more than
   a multiple of 512, etcdutl's rule), without it when it is a member's `member/snap/db`.
+  Our server's Maintenance.Snapshot streams this format too (impl/kv/etcd_export.py);
+- ours before that: the member's SQLite database followed by its SHA-256 (still read,
+  so that older backups restore).
 `save` writes the stream to FILE.part, checks the digest, fsyncs and renames, so FILE is
 either complete and verified or absent. `status` checks the digest and the database and
 reports etcdutl's figures (hash, revision, total keys, total size; for an etcd file

@@ -15,65 +15,14 @@ from typing import Any
 import etcd_procs
 import grpc
 import pytest
-from google.protobuf.json_format import MessageToDict
+from etcd_snapshot_history import QUERIES, ask, write_history
 
 from etcdspec.cli.main import run
 from etcdspec.exitcodes import ExitCode
-from etcdspec.impl.pb import rpc_pb2 as R
-from etcdspec.impl.pb import rpc_pb2_grpc
 from etcdspec.impl.tools import launcher, snapshot_cli
 from etcdspec.impl.tools.bbolt import BoltFile
 
 pytestmark = pytest.mark.etcd
-
-Query = Callable[[grpc.Channel], Any]
-MASKED = {"cluster_id", "member_id", "raft_term", "clusterId", "memberId", "raftTerm", "TTL"}
-
-
-def _mask(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: "N" if k in MASKED else _mask(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_mask(v) for v in value]
-    return value
-
-
-def _ask(query: Query, channel: grpc.Channel) -> Any:
-    try:
-        return _mask(MessageToDict(query(channel)))
-    except grpc.RpcError as error:
-        return (error.code().name, error.details())
-
-
-def _kv(channel: grpc.Channel) -> rpc_pb2_grpc.KVStub:
-    return rpc_pb2_grpc.KVStub(channel)
-
-
-def _lease(channel: grpc.Channel) -> rpc_pb2_grpc.LeaseStub:
-    return rpc_pb2_grpc.LeaseStub(channel)
-
-
-QUERIES: list[tuple[str, Query]] = [
-    ("every key", lambda c: _kv(c).Range(R.RangeRequest(key=b"\0", range_end=b"\0"), timeout=5)),
-    (
-        "at 40",
-        lambda c: _kv(c).Range(R.RangeRequest(key=b"k", range_end=b"l", revision=40), timeout=5),
-    ),
-    (
-        "at 31",
-        lambda c: _kv(c).Range(R.RangeRequest(key=b"k", range_end=b"l", revision=31), timeout=5),
-    ),
-    ("compacted 29", lambda c: _kv(c).Range(R.RangeRequest(key=b"k", revision=29), timeout=5)),
-    (
-        "lease keys",
-        lambda c: _lease(c).LeaseTimeToLive(R.LeaseTimeToLiveRequest(ID=77, keys=True), timeout=5),
-    ),
-    ("leases", lambda c: _lease(c).LeaseLeases(R.LeaseLeasesRequest(), timeout=5)),
-    (
-        "hashkv",
-        lambda c: rpc_pb2_grpc.MaintenanceStub(c).HashKV(R.HashKVRequest(), timeout=5),
-    ),
-]
 
 
 @dataclass
@@ -84,28 +33,6 @@ class Saved:
     answers: list[tuple[str, Any]]
 
 
-def _write_history(channel: grpc.Channel) -> None:
-    kv, lease = _kv(channel), _lease(channel)
-    lease.LeaseGrant(R.LeaseGrantRequest(ID=77, TTL=600), timeout=5)
-    for i in range(40):
-        key = b"k%02d" % (i % 12)
-        kv.Put(R.PutRequest(key=key, value=b"v%d" % i * (i % 5), lease=77 if i % 7 == 0 else 0))
-    kv.DeleteRange(R.DeleteRangeRequest(key=b"k03"), timeout=5)  # revision 42
-    kv.Compact(R.CompactionRequest(revision=30, physical=True), timeout=5)
-    kv.Txn(
-        R.TxnRequest(
-            success=[
-                R.RequestOp(request_put=R.PutRequest(key=b"t1", value=b"a")),
-                R.RequestOp(request_delete_range=R.DeleteRangeRequest(key=b"k04")),
-            ]
-        ),
-        timeout=5,
-    )
-    # Enough data for branch pages and overflow pages in the key bucket.
-    for i in range(300):
-        kv.Put(R.PutRequest(key=b"z%03d" % i, value=bytes([i % 251]) * (i * 23)), timeout=5)
-
-
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory: pytest.TempPathFactory) -> Saved:
     directory = tmp_path_factory.mktemp("etcd")
@@ -113,8 +40,8 @@ def saved(tmp_path_factory: pytest.TempPathFactory) -> Saved:
     with etcd_procs.cluster("etcd", directory / "cluster", size=1) as running:
         endpoint = running.endpoints[0]
         with grpc.insecure_channel(endpoint.removeprefix("http://")) as channel:
-            _write_history(channel)
-            answers = [(name, _ask(query, channel)) for name, query in QUERIES]
+            write_history(channel)
+            answers = [(name, ask(query, channel)) for name, query in QUERIES]
         result = etcd_procs.etcdctl([endpoint], "snapshot", "save", str(by_etcdctl))
         assert result.returncode == 0, result.stderr
         assert run(["snapshot", "save", str(by_us), "--endpoints", endpoint]) == 0
@@ -162,7 +89,7 @@ def test_restored_member_serves_what_etcd_served(saved: Saved, tmp_path: Path, w
     try:
         launcher.wait_ready(plan.endpoints, timeout_s=30)
         with grpc.insecure_channel(plan.endpoints[0].removeprefix("http://")) as channel:
-            answers = [(name, _ask(query, channel)) for name, query in QUERIES]
+            answers = [(name, ask(query, channel)) for name, query in QUERIES]
     finally:
         launcher.stop_members(members)
     for (name, expected), (_, got) in zip(saved.answers, answers, strict=True):
