@@ -11,6 +11,9 @@ Contract:
 - Verdict: the checker's verdict merged with HashKV agreement (every member's
   HashKV at one revision, same compact revision, same hash). A timeout or a member
   that never catches up is UNKNOWN, never a pass.
+- With `hashkv_across`, one more check, "HashKV across targets" (conform/hash_across.py):
+  after the run, the same seeded writes on a fresh member of ours and of real etcd,
+  HashKV compared after each; merged into the verdict like the others.
 - A target that already holds data is read once before the workload and its state
   recorded as the history's first operations (conform/initial.py); the run
   then reads and watches nothing from before that revision. Nobody else may write to
@@ -42,6 +45,7 @@ from etcdspec.checker.report import write_report
 from etcdspec.checker.results import CheckResult
 from etcdspec.conform.consistency import hashkv_agreement
 from etcdspec.conform.faults import FaultInjector
+from etcdspec.conform.hash_across import hashkv_across
 from etcdspec.conform.initial import InitialRecord, InitialStateError, capture
 from etcdspec.conform.recorder import (
     Process,
@@ -75,6 +79,7 @@ class ConformOptions:
     request_timeout_s: float = 2.0
     check_timeout_s: float = 120.0
     failpoints: tuple[str, ...] = ()  # planted bugs switched on in our members
+    hashkv_across: bool = False  # also compare HashKV of ours and etcd on seeded writes
     progress: Callable[[str], None] | None = None
 
     def describe(self) -> str:
@@ -99,12 +104,14 @@ class ConformResult:
     seconds: float
     notes: tuple[str, ...] = field(default=())
     initial: InitialRecord | None = None
+    more_checks: tuple[CheckResult, ...] = ()
 
     def describe(self) -> str:
         lines = []
         if self.check is not None:
             lines.append(self.check.describe())
         lines.append(f"  {self.hashkv.describe()}")
+        lines.extend(f"  {check.describe()}" for check in self.more_checks)
         counts = ", ".join(f"{k} {v}" for k, v in self.counts.items())
         lines.append(f"  recorded: {counts}")
         lines.append(f"  faults: {len(self.faults) or 'none'}")
@@ -173,6 +180,12 @@ async def _run(options: ConformOptions) -> ConformResult:
         await target.close()
         raise
     await target.close()
+    more_checks: tuple[CheckResult, ...] = ()
+    if options.hashkv_across:
+        _say(options, "HashKV across targets: seeded writes on a fresh member of ours and of etcd")
+        more_checks = (
+            await hashkv_across(run_dir / "hashkv-across", options.seed, options.etcd_bin),
+        )
     recorder.write(run_dir / "history.jsonl")
     injector.write(run_dir / "faults.jsonl")
     _say(options, f"checking {len(recorder.events)} events")
@@ -194,9 +207,11 @@ async def _run(options: ConformOptions) -> ConformResult:
             "failpoints": list(options.failpoints),
             "initial state": initial.describe(),
         },
-        more_checks=(hashkv,),
+        more_checks=(hashkv, *more_checks),
     )
     verdict = report.verdict.merge(hashkv.verdict)
+    for check in more_checks:
+        verdict = verdict.merge(check.verdict)
     result = ConformResult(
         verdict=verdict,
         run_dir=run_dir,
@@ -208,6 +223,7 @@ async def _run(options: ConformOptions) -> ConformResult:
         seconds=time.monotonic() - started,
         notes=tuple(notes),
         initial=initial,
+        more_checks=more_checks,
     )
     _augment_result(run_dir / "result.json", options, result, target)
     if isinstance(target, LocalCluster) and verdict is Verdict.TRUE:
@@ -350,6 +366,7 @@ def _augment_result(
     data["checker_valid"] = data.get("valid")
     data["valid"] = result.verdict.to_json()
     data["checks"].append(result.hashkv.to_json())
+    data["checks"].extend(check.to_json() for check in result.more_checks)
     data["conform"] = {
         "target": target.describe(),
         "workload": options.workload,
