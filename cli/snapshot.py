@@ -54,7 +54,6 @@ def status(file: str, as_json: bool) -> int:
     if as_json:
         click.echo(json.dumps(result.to_json()))
     else:
-        click.echo("HASH, REVISION, TOTAL KEYS, TOTAL SIZE")
         click.echo(result.describe())
     return int(ExitCode.HOLDS)
 

@@ -21,6 +21,7 @@ without a SHA-256 is restored only with `skip_hash_check`, as etcdutl's
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import sqlite3
 import tempfile
@@ -54,7 +55,9 @@ class SnapshotStatus:
     consistent_index: int
 
     def describe(self) -> str:
-        return f"{self.hash:x}, {self.revision}, {self.total_keys}, {self.total_size}"
+        """etcdutl's (and etcdctl's) simple output: hash in hex, revision, total keys,
+        total size in SI units."""
+        return f"{self.hash:x}, {self.revision}, {self.total_keys}, {si_bytes(self.total_size)}"
 
     def to_json(self) -> dict[str, int]:
         return {
@@ -63,6 +66,17 @@ class SnapshotStatus:
             "totalKey": self.total_keys,
             "totalSize": self.total_size,
         }
+
+
+def si_bytes(size: int) -> str:
+    """A size as etcd's tools print it (go-humanize's Bytes: SI units, one decimal
+    below 10, rounded half up): 24576 -> "25 kB", 1433600 -> "1.4 MB"."""
+    if size < 10:
+        return f"{size} B"
+    units = ("B", "kB", "MB", "GB", "TB", "PB", "EB")
+    exponent = min(int(math.floor(math.log(size, 1000) + 1e-12)), len(units) - 1)
+    value = math.floor(size / 1000**exponent * 10 + 0.5) / 10
+    return f"{value:.1f} {units[exponent]}" if value < 10 else f"{value:.0f} {units[exponent]}"
 
 
 def split_digest(data: bytes, where: str) -> bytes:

@@ -30,6 +30,7 @@ class Saved:
     by_etcdctl: Path
     by_us: Path
     etcdctl_status: dict[str, dict[str, int]]
+    etcdctl_simple: dict[str, str]
     answers: list[tuple[str, Any]]
 
 
@@ -46,11 +47,15 @@ def saved(tmp_path_factory: pytest.TempPathFactory) -> Saved:
         assert result.returncode == 0, result.stderr
         assert run(["snapshot", "save", str(by_us), "--endpoints", endpoint]) == 0
     statuses = {}
+    simple = {}
     for path in (by_etcdctl, by_us):
+        plain = etcd_procs.etcdctl([], "snapshot", "status", str(path))
+        assert plain.returncode == 0, plain.stderr
+        simple[path.name] = plain.stdout
         shown = etcd_procs.etcdctl([], "snapshot", "status", str(path), "-w", "json")
         assert shown.returncode == 0, shown.stderr
         statuses[path.name] = json.loads(shown.stdout)
-    return Saved(by_etcdctl, by_us, statuses, answers)
+    return Saved(by_etcdctl, by_us, statuses, simple, answers)
 
 
 def test_status_of_etcd_snapshots_equals_etcdctls(saved: Saved) -> None:
@@ -65,6 +70,8 @@ def test_status_verb_prints_etcdctls_figures(
 ) -> None:
     assert run(["snapshot", "status", str(saved.by_us), "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == saved.etcdctl_status["ours.db"]
+    assert run(["snapshot", "status", str(saved.by_etcdctl)]) == 0
+    assert capsys.readouterr().out == saved.etcdctl_simple["etcdctl.db"]
 
 
 def test_the_snapshot_has_branch_and_overflow_pages(saved: Saved) -> None:
