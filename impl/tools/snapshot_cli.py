@@ -74,7 +74,7 @@ def si_bytes(size: int) -> str:
     if size < 10:
         return f"{size} B"
     units = ("B", "kB", "MB", "GB", "TB", "PB", "EB")
-    exponent = min(int(math.floor(math.log(size, 1000) + 1e-12)), len(units) - 1)
+    exponent = min(math.floor(math.log(size, 1000) + 1e-12), len(units) - 1)
     value = math.floor(size / 1000**exponent * 10 + 0.5) / 10
     return f"{value:.1f} {units[exponent]}" if value < 10 else f"{value:.0f} {units[exponent]}"
 
