@@ -81,6 +81,12 @@ def parse_duration(text: str) -> float:
 @click.option("--keys", type=int, default=6, show_default=True)
 @click.option("--fault-interval", type=float, default=3.0, show_default=True, help="Seconds.")
 @click.option("--check-timeout", type=float, default=120.0, show_default=True, help="Seconds.")
+@click.option(
+    "--hashkv-across",
+    is_flag=True,
+    help="Also run seeded writes, one at a time, on a fresh member of ours and of real etcd "
+    "and check their HashKV equal after each (the check 'HashKV across targets').",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print result.json on stdout.")
 def conform(
     target: str,
@@ -98,6 +104,7 @@ def conform(
     keys: int,
     fault_interval: float,
     check_timeout: float,
+    hashkv_across: bool,
     as_json: bool,
 ) -> int:
     """Run a workload with faults against a target and check the recorded history."""
@@ -137,6 +144,7 @@ def conform(
         fault_interval_s=fault_interval,
         check_timeout_s=check_timeout,
         failpoints=failpoint_names,
+        hashkv_across=hashkv_across,
         progress=lambda text: click.echo(text, err=True),
     )
     click.echo(options.describe(), err=True)

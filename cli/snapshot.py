@@ -54,7 +54,6 @@ def status(file: str, as_json: bool) -> int:
     if as_json:
         click.echo(json.dumps(result.to_json()))
     else:
-        click.echo("HASH, REVISION, TOTAL KEYS, TOTAL SIZE")
         click.echo(result.describe())
     return int(ExitCode.HOLDS)
 
@@ -62,12 +61,17 @@ def status(file: str, as_json: bool) -> int:
 @snapshot.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--data-dir", required=True, type=click.Path(file_okay=False))
-def restore(file: str, data_dir: str) -> int:
+@click.option(
+    "--skip-hash-check",
+    is_flag=True,
+    help="Restore an etcd database that has no SHA-256 at its end (a member's member/snap/db).",
+)
+def restore(file: str, data_dir: str, skip_hash_check: bool) -> int:
     """Write a new member data directory from FILE (start it with --initial-cluster-state new)."""
     from etcdspec.impl.tools import snapshot_cli
 
     try:
-        path = snapshot_cli.restore(file, data_dir)
+        path = snapshot_cli.restore(file, data_dir, skip_hash_check=skip_hash_check)
     except snapshot_cli.SnapshotError as error:
         raise CliError(str(error), ExitCode.BAD_INPUT) from error
     click.echo(f"restored {file} into {path.parent.parent.parent}")

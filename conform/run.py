@@ -9,9 +9,11 @@ Contract:
   member logs; the data dirs are removed when the run holds and kept otherwise.
   REPORT/latest points at the newest run.
 - Verdict: the checker's verdict merged with HashKV agreement (every member's
-  HashKV at one revision, same compact revision, same hash) and, when a disk fault
-  ran, the DiskFaults check (conform/disk_faults.py). A timeout or a member that never
-  catches up is UNKNOWN, never a pass.
+  HashKV at one revision, same compact revision, same hash) and the run's further
+  checks (`more_checks`): when a disk fault ran, DiskFaults (conform/disk_faults.py);
+  with `hashkv_across`, "HashKV across targets" (conform/hash_across.py: after the run,
+  the same seeded writes on a fresh member of ours and of real etcd, HashKV compared
+  after each). A timeout or a member that never catches up is UNKNOWN, never a pass.
 - A target that already holds data is read once before the workload and its state
   recorded as the history's first operations (conform/initial.py); the run
   then reads and watches nothing from before that revision. Nobody else may write to
@@ -43,6 +45,7 @@ from etcdspec.checker.report import write_report
 from etcdspec.checker.results import CheckResult
 from etcdspec.conform.consistency import hashkv_agreement
 from etcdspec.conform.faults import FaultInjector
+from etcdspec.conform.hash_across import hashkv_across
 from etcdspec.conform.initial import InitialRecord, InitialStateError, capture
 from etcdspec.conform.recorder import (
     Process,
@@ -76,6 +79,7 @@ class ConformOptions:
     request_timeout_s: float = 2.0
     check_timeout_s: float = 120.0
     failpoints: tuple[str, ...] = ()  # planted bugs switched on in our members
+    hashkv_across: bool = False  # also compare HashKV of ours and etcd on seeded writes
     progress: Callable[[str], None] | None = None
 
     def describe(self) -> str:
@@ -100,16 +104,20 @@ class ConformResult:
     seconds: float
     notes: tuple[str, ...] = field(default=())
     initial: InitialRecord | None = None
-    disk: CheckResult | None = None  # the DiskFaults check, when a disk fault ran
+    more_checks: tuple[CheckResult, ...] = ()  # DiskFaults, HashKV across targets
+
+    def more_check(self, name: str) -> CheckResult | None:
+        """The further check called `name`, if the run made one."""
+        return next((check for check in self.more_checks if check.name == name), None)
 
     def describe(self) -> str:
         lines = []
         if self.check is not None:
             lines.append(self.check.describe())
         lines.append(f"  {self.hashkv.describe()}")
-        if self.disk is not None:
-            lines.append(f"  {self.disk.describe()}")
-            lines.extend(f"    {detail}" for detail in self.disk.details)
+        for check in self.more_checks:
+            lines.append(f"  {check.describe()}")
+            lines.extend(f"    {detail}" for detail in check.details[:5])
         counts = ", ".join(f"{k} {v}" for k, v in self.counts.items())
         lines.append(f"  recorded: {counts}")
         lines.append(f"  faults: {len(self.faults) or 'none'}")
@@ -178,6 +186,12 @@ async def _run(options: ConformOptions) -> ConformResult:
         await target.close()
         raise
     await target.close()
+    more_checks: tuple[CheckResult, ...] = ()
+    if options.hashkv_across:
+        _say(options, "HashKV across targets: seeded writes on a fresh member of ours and of etcd")
+        more_checks = (
+            await hashkv_across(run_dir / "hashkv-across", options.seed, options.etcd_bin),
+        )
     recorder.write(run_dir / "history.jsonl")
     injector.write(run_dir / "faults.jsonl")
     _say(options, f"checking {len(recorder.events)} events")
@@ -185,7 +199,8 @@ async def _run(options: ConformOptions) -> ConformResult:
     check_options = CheckOptions(timeout_s=options.check_timeout_s, seed=options.seed)
     report = check_history(history, check_options)
     disk = injector.disk_result()
-    more_checks = (hashkv, *([disk] if disk is not None else []))
+    if disk is not None:
+        more_checks = (disk, *more_checks)
     write_report(
         report,
         run_dir,
@@ -201,21 +216,23 @@ async def _run(options: ConformOptions) -> ConformResult:
             "failpoints": list(options.failpoints),
             "initial state": initial.describe(),
         },
-        more_checks=more_checks,
+        more_checks=(hashkv, *more_checks),
     )
-    verdict = Verdict.merge_all([report.verdict, *(check.verdict for check in more_checks)])
+    verdict = Verdict.merge_all(
+        [report.verdict, hashkv.verdict, *(check.verdict for check in more_checks)]
+    )
     result = ConformResult(
         verdict=verdict,
         run_dir=run_dir,
         check=report,
         hashkv=hashkv,
-        disk=disk,
         faults=tuple(r.describe() for r in injector.records),
         skipped_faults=tuple(injector.skipped),
         counts=dict(recorder.counts),
         seconds=time.monotonic() - started,
         notes=tuple(notes),
         initial=initial,
+        more_checks=more_checks,
     )
     _augment_result(run_dir / "result.json", options, result, target)
     if isinstance(target, LocalCluster) and verdict is Verdict.TRUE:
@@ -358,8 +375,7 @@ def _augment_result(
     data["checker_valid"] = data.get("valid")
     data["valid"] = result.verdict.to_json()
     data["checks"].append(result.hashkv.to_json())
-    if result.disk is not None:
-        data["checks"].append(result.disk.to_json())
+    data["checks"].extend(check.to_json() for check in result.more_checks)
     data["conform"] = {
         "target": target.describe(),
         "workload": options.workload,

@@ -46,13 +46,13 @@ def run_stage(options: StageOptions) -> StageResult:
         f"reference 3 members, etcd-kv {conform.duration_s:g} s: {counts['ok']} ok, "
         f"{counts['fail']} fail, {counts['info']} info, {counts['watch']} watch events, "
         f"{len(result.faults)} faults; {result.hashkv.summary}"
-        + (f"; {result.disk.summary}" if result.disk is not None else "")
+        + "".join(f"; {check.summary}" for check in result.more_checks)
     )
     failing = []
     if result.check is not None:
         failing = [r.describe() for r in result.check.results if r.verdict is not Verdict.TRUE]
-    for extra in (result.hashkv, result.disk):
-        if extra is not None and extra.verdict is not Verdict.TRUE:
+    for extra in (result.hashkv, *result.more_checks):
+        if extra.verdict is not Verdict.TRUE:
             failing.append(extra.describe())
     return StageResult(
         NAME,

@@ -48,9 +48,9 @@ class MaintenanceServicer(rpc_pb2_grpc.MaintenanceServicer):
 
     @unary
     async def HashKV(self, request: rpc_pb2.HashKVRequest) -> rpc_pb2.HashKVResponse:
-        value, compact_revision, hash_revision = self.state.hash_kv(request.revision)
+        value, compact_revision, current_revision = self.state.hash_kv(request.revision)
         header = self.cluster.header()
-        header.revision = hash_revision
+        header.revision = current_revision
         return rpc_pb2.HashKVResponse(header=header, hash=value, compact_revision=compact_revision)
 
     async def Snapshot(
@@ -75,7 +75,7 @@ class MaintenanceServicer(rpc_pb2_grpc.MaintenanceServicer):
 
     async def _snapshot_chunks(self) -> list[bytes]:
         self.state.flush()
-        data = (await asyncio.to_thread(self.state.copy_committed)).data
+        data = await asyncio.to_thread(self.state.etcd_snapshot)
         data += hashlib.sha256(data).digest()
         return [
             data[offset : offset + SNAPSHOT_CHUNK_BYTES]

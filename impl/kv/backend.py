@@ -66,6 +66,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from etcdspec.impl.kv.etcd_format import HashRow
+
 SCHEMA_VERSION = 1
 
 _SCHEMA = (
@@ -582,13 +584,43 @@ class Backend:
         return out
 
     def rows_up_to(self, revision: int) -> Iterator[KeyRevision]:
-        """Every kept row with main <= revision, in revision order (for HashKV)."""
+        """Every kept row with main <= revision, in revision order."""
         with self._lock:
             rows = self._conn.execute(
                 f"SELECT {_KV_COLUMNS} FROM kv WHERE main <= ? ORDER BY main, sub", (revision,)
             ).fetchall()
         for r in rows:
             yield _row(r)
+
+    def hash_rows(self, revision: int, compact_revision: int) -> list[HashRow]:
+        """The rows etcd's HashKV at `revision` hashes, in revision order, as raw tuples.
+
+        Every row with compact_revision < main <= revision; of the rows at or below the
+        compact revision, those a compaction at `revision` would keep (each key's newest
+        row up to `revision`, unless a tombstone), or all but tombstones when no key is
+        alive at `revision` (etcd's "don't skip if there isn't one"). Our compaction
+        keeps a tombstone AT the compact revision that etcd's bucket drops; it is never
+        hashed.
+        """
+        newest_to_revision = (
+            "NOT EXISTS (SELECT 1 FROM kv AS later WHERE later.key = kv.key "
+            "AND later.main > kv.main AND later.main <= :rev)"
+        )
+        with self._lock:
+            keep_all = 0
+            if compact_revision > 0:
+                keep_all = int(
+                    self._conn.execute(
+                        f"SELECT NOT EXISTS (SELECT 1 FROM kv WHERE main <= :rev "
+                        f"AND tombstone = 0 AND {newest_to_revision})",
+                        {"rev": revision},
+                    ).fetchone()[0]
+                )
+            return self._conn.execute(
+                f"SELECT {_KV_COLUMNS} FROM kv WHERE main <= :rev AND (main > :compact OR "
+                f"(tombstone = 0 AND (:keep_all OR {newest_to_revision}))) ORDER BY main, sub",
+                {"rev": revision, "compact": compact_revision, "keep_all": keep_all},
+            ).fetchall()
 
     def compact(self, revision: int) -> int:
         """Drop revisions superseded at `revision`; return how many rows were removed.

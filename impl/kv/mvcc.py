@@ -27,8 +27,6 @@ Rules followed as etcd does them (api/etcdserverpb/rpc.proto, server/etcdserver/
 
 from __future__ import annotations
 
-import struct
-import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
@@ -37,6 +35,7 @@ from typing import Any
 from etcdspec.impl import errors
 from etcdspec.impl.errors import RpcError
 from etcdspec.impl.kv.backend import Backend, KeyRevision, PutRow, key_range_clause
+from etcdspec.impl.kv.etcd_format import hash_kv_rows
 from etcdspec.impl.kv.request_checks import (
     check_delete,
     check_put,
@@ -207,17 +206,23 @@ class KVStore:
         return build_range_response(req, self.live_at(req.key, req.range_end, revision), current)
 
     def hash_kv(self, revision: int) -> tuple[int, int, int]:
-        """(hash, compact_revision, hash_revision) over the key revisions up to `revision`.
+        """(hash, compact_revision, current_revision) as etcd 3.5's HashKV answers.
 
-        Members holding the same history give the same hash, whether or not they have
-        compacted: compaction is applied at the same log position on every member.
+        The hash is etcd's over its `key` bucket up to `revision` (0: the current one;
+        see etcd_format), so it equals real etcd's for the same history of writes.
+        As etcd: a revision at or below the compact revision is `COMPACTED`, above the
+        current one `FUTURE_REV`; compact_revision is -1 on a store never compacted;
+        the third value is the current revision (etcd's response header), not the
+        revision hashed.
         """
         current = self.backend.current_revision()
-        revision = self._check_revision(revision, current)
-        crc = 0
-        for row in self.backend.rows_up_to(revision):
-            crc = zlib.crc32(_encode_row(row), crc)
-        return crc & 0xFFFFFFFF, self.backend.compact_revision(), revision
+        compacted = self.backend.compact_revision()
+        if revision > 0 and revision <= compacted:
+            raise RpcError(errors.COMPACTED)
+        if revision > current:
+            raise RpcError(errors.FUTURE_REV)
+        rows = self.backend.hash_rows(revision if revision > 0 else current, compacted)
+        return hash_kv_rows(rows), compacted if compacted > 0 else -1, current
 
     def write(self, lease_exists: Callable[[int], bool]) -> WriteTxn:
         """A write transaction; the caller holds `backend.transaction()` open around it."""
@@ -231,25 +236,6 @@ class KVStore:
         if revision > current:
             raise RpcError(errors.FUTURE_REV)
         self.backend.compact(revision)
-
-
-def _encode_row(row: KeyRevision) -> bytes:
-    return (
-        struct.pack(
-            ">qqqqqq?II",
-            row.main,
-            row.sub,
-            row.create_revision,
-            row.mod_revision,
-            row.version,
-            row.lease,
-            row.tombstone,
-            len(row.key),
-            len(row.value),
-        )
-        + row.key
-        + row.value
-    )
 
 
 def put_value(

@@ -28,6 +28,7 @@ from etcdspec.impl import errors
 from etcdspec.impl.errors import RpcError
 from etcdspec.impl.kv.applier import Applier
 from etcdspec.impl.kv.backend import BackendCopy
+from etcdspec.impl.kv.etcd_export import etcd_database_from_copy
 from etcdspec.impl.kv.lessor import Lessor
 from etcdspec.impl.kv.member_backend import MemberBackend
 from etcdspec.impl.kv.mvcc import KVStore
@@ -167,7 +168,7 @@ class StateMachine:
         return KVStore(self.backend).range(request)
 
     def hash_kv(self, revision: int) -> tuple[int, int, int]:
-        """(hash, compact revision, revision hashed) of the keys up to `revision`."""
+        """(hash, compact revision, current revision) as etcd's HashKV at `revision`."""
         return KVStore(self.backend).hash_kv(revision)
 
     def hash(self) -> int:
@@ -200,3 +201,8 @@ class StateMachine:
     def copy_committed(self) -> BackendCopy:
         """A copy of the database as committed, with the index it holds. Any thread."""
         return self.backend.copy_committed()
+
+    def etcd_snapshot(self) -> bytes:
+        """What is committed, as an etcd 3.5 (bbolt) database: what Maintenance.Snapshot
+        streams, so that etcd's tools read it. Any thread."""
+        return etcd_database_from_copy(self.backend.copy_committed().data)

@@ -17,7 +17,8 @@ from etcdspec.conform.disk_faults import (
     disk_fault_result,
     last_log_line,
 )
-from etcdspec.conform.run import ConformOptions, run_conform
+from etcdspec.checker.results import CheckResult
+from etcdspec.conform.run import ConformOptions, ConformResult, run_conform
 from etcdspec.verdict import Verdict
 
 MARKER = b"disk-fault-marker-00000000deadbeef"
@@ -90,6 +91,10 @@ def test_last_log_line_reads_the_error_of_a_json_line(tmp_path: Path) -> None:
     assert last_log_line(str(tmp_path / "none.log")).startswith("(no log:")
 
 
+def disk(result: ConformResult) -> CheckResult | None:
+    return result.more_check("DiskFaults")
+
+
 def _options(tmp_path: Path, target: str, failpoints: tuple[str, ...] = ()) -> ConformOptions:
     return ConformOptions(
         report_dir=tmp_path,
@@ -105,7 +110,7 @@ def _options(tmp_path: Path, target: str, failpoints: tuple[str, ...] = ()) -> C
 @pytest.mark.slow
 def test_our_members_refuse_a_wal_damaged_in_the_middle(tmp_path: Path) -> None:
     result = run_conform(_options(tmp_path, "reference"))
-    assert result.disk is not None and result.disk.verdict is Verdict.TRUE, result.describe()
+    assert disk(result) is not None and disk(result).verdict is Verdict.TRUE, result.describe()
     assert result.verdict is Verdict.TRUE, result.describe()
     assert any("corrupt WAL record at offset" in fault for fault in result.faults)
 
@@ -113,7 +118,7 @@ def test_our_members_refuse_a_wal_damaged_in_the_middle(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_a_member_skipping_the_wal_checksum_is_caught(tmp_path: Path) -> None:
     result = run_conform(_options(tmp_path, "reference", ("wal_skip_payload_crc",)))
-    assert result.disk is not None and result.disk.verdict is Verdict.FALSE, result.describe()
+    assert disk(result) is not None and disk(result).verdict is Verdict.FALSE, result.describe()
     assert result.verdict is Verdict.FALSE
 
 
@@ -121,5 +126,5 @@ def test_a_member_skipping_the_wal_checksum_is_caught(tmp_path: Path) -> None:
 @pytest.mark.etcd
 def test_real_etcd_refuses_a_wal_damaged_in_the_middle(tmp_path: Path) -> None:
     result = run_conform(_options(tmp_path, "etcd"))
-    assert result.disk is not None and result.disk.verdict is Verdict.TRUE, result.describe()
+    assert disk(result) is not None and disk(result).verdict is Verdict.TRUE, result.describe()
     assert any("crc mismatch" in fault for fault in result.faults), result.faults

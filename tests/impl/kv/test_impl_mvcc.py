@@ -401,7 +401,7 @@ def test_hash_kv_is_equal_for_equal_histories_and_differs_otherwise(tmp_path: Pa
     assert h1 == KVStore(two.backend).hash_kv(0)
     assert h1[2] == one.rev()
     assert KVStore(other.backend).hash_kv(0)[0] != h1[0]
-    assert KVStore(other.backend).hash_kv(one.rev()) == h1
+    assert KVStore(other.backend).hash_kv(one.rev())[:2] == h1[:2]
     for s in (one, two):
         s.do(pb.CompactionRequest(revision=10))
     assert KVStore(one.backend).hash_kv(0) == KVStore(two.backend).hash_kv(0)
