@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from etcdspec.checker.results import CheckResult
 from etcdspec.conform.disk_faults import (
     DiskFaultError,
     DiskFaultOutcome,
@@ -17,7 +18,6 @@ from etcdspec.conform.disk_faults import (
     disk_fault_result,
     last_log_line,
 )
-from etcdspec.checker.results import CheckResult
 from etcdspec.conform.run import ConformOptions, ConformResult, run_conform
 from etcdspec.verdict import Verdict
 
