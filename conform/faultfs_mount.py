@@ -1,0 +1,149 @@
+"""One faultfs mount (conform/faultfs.py) as seen from the harness: mount it, send it
+control requests, unmount it.
+
+Contract:
+- `FaultFsMount.mount(backing, mountpoint, control)` starts `python -m
+  etcdspec.conform.faultfs` as its own process and returns once MOUNTPOINT is a mount
+  point and the control socket answers (deadline MOUNT_TIMEOUT_S, else FaultFsError
+  with the filesystem's own output). `require_fuse()` says, before anything starts,
+  what is missing (/dev/fuse, fusermount3, the mfusepy package) and how to get it.
+- `cut()`, `fail_fsync(on)` and `status()` are the control requests of faultfs's
+  docstring; each answers the filesystem's JSON answer (FaultFsError if it says not ok).
+- `unmount()` always ends the mount it started: `fusermount3 -u`, lazily (`-uz`) when the
+  mount is busy, then the process is waited for (and killed if it outlives
+  UNMOUNT_TIMEOUT_S). It is safe to call twice.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+MOUNT_TIMEOUT_S = 15.0
+UNMOUNT_TIMEOUT_S = 10.0
+
+
+class FaultFsError(RuntimeError):
+    """A faultfs mount could not be made, driven or ended; says what to do."""
+
+
+def require_fuse() -> None:
+    """Raise FaultFsError naming what a faultfs mount needs and is missing."""
+    missing = []
+    if not os.path.exists("/dev/fuse"):
+        missing.append("/dev/fuse (load the fuse module; in a container pass --device /dev/fuse)")
+    if shutil.which("fusermount3") is None:
+        missing.append("fusermount3 (Debian: apt-get install fuse3)")
+    if importlib.util.find_spec("mfusepy") is None:
+        missing.append("the mfusepy package (pip install mfusepy, or the project's test extra)")
+    if missing:
+        raise FaultFsError("faults on a FUSE filesystem need " + "; ".join(missing))
+
+
+@dataclass
+class FaultFsMount:
+    backing: Path
+    mountpoint: Path
+    control: Path
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    @classmethod
+    def mount(cls, backing: Path, mountpoint: Path, control: Path, log_path: Path) -> FaultFsMount:
+        require_fuse()
+        backing.mkdir(parents=True, exist_ok=True)
+        mountpoint.mkdir(parents=True, exist_ok=True)
+        with log_path.open("ab") as log:
+            process = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "etcdspec.conform.faultfs",
+                    str(backing),
+                    str(mountpoint),
+                    "--control",
+                    str(control),
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+            )
+        made = cls(backing, mountpoint, control, process, log_path)
+        deadline = time.monotonic() + MOUNT_TIMEOUT_S
+        while True:
+            if process.poll() is not None:
+                raise FaultFsError(
+                    f"faultfs on {mountpoint} exited ({process.returncode}) before mounting: "
+                    f"{made.last_output()}"
+                )
+            if os.path.ismount(mountpoint) and control.exists():
+                try:
+                    made.status()
+                    return made
+                except (OSError, FaultFsError):
+                    pass
+            if time.monotonic() > deadline:
+                made.unmount()
+                raise FaultFsError(
+                    f"faultfs on {mountpoint} not mounted within {MOUNT_TIMEOUT_S:g} s: "
+                    f"{made.last_output()}"
+                )
+            time.sleep(0.05)
+
+    def last_output(self) -> str:
+        try:
+            lines = self.log_path.read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return "(no output)"
+        return lines[-1] if lines else "(no output)"
+
+    def request(self, request: dict[str, Any]) -> dict[str, Any]:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.settimeout(10.0)
+            conn.connect(str(self.control))
+            conn.sendall(json.dumps(request).encode() + b"\n")
+            answer = conn.makefile("rb").readline()
+        if not answer:
+            raise FaultFsError(f"faultfs on {self.mountpoint}: no answer to {request}")
+        data: dict[str, Any] = json.loads(answer)
+        if not data.get("ok"):
+            raise FaultFsError(f"faultfs on {self.mountpoint}: {data.get('error')}")
+        return data
+
+    def cut(self) -> dict[str, Any]:
+        """The power cut: every unsynced write dropped (the member must be down)."""
+        return self.request({"op": "cut"})
+
+    def fail_fsync(self, on: bool) -> dict[str, Any]:
+        return self.request({"op": "fail-fsync", "on": on})
+
+    def status(self) -> dict[str, Any]:
+        return self.request({"op": "status"})
+
+    def unmount(self) -> None:
+        if os.path.ismount(self.mountpoint):
+            done = subprocess.run(
+                ["fusermount3", "-u", str(self.mountpoint)], capture_output=True, check=False
+            )
+            if done.returncode != 0:
+                subprocess.run(
+                    ["fusermount3", "-uz", str(self.mountpoint)], capture_output=True, check=False
+                )
+        try:
+            self.process.wait(UNMOUNT_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+    def describe(self) -> str:
+        return f"faultfs {self.mountpoint} (files in {self.backing})"
