@@ -2,9 +2,11 @@
 control requests, unmount it.
 
 Contract:
-- `FaultFsMount.mount(backing, mountpoint, control)` starts `python -m
-  etcdspec.conform.faultfs` as its own process and returns once MOUNTPOINT is a mount
-  point and the control socket answers (deadline MOUNT_TIMEOUT_S, else FaultFsError
+- `FaultFsMount.mount(backing, mountpoint, log_path, control=None)` starts `python -m
+  etcdspec.conform.faultfs` as its own process (its output in log_path; the control
+  socket in a fresh /tmp/faultfs-* directory unless given, as a socket's path is
+  limited to 107 bytes) and returns once MOUNTPOINT is a mount point and the control
+  socket answers (deadline MOUNT_TIMEOUT_S, else FaultFsError
   with the filesystem's own output). `require_fuse()` says, before anything starts,
   what is missing (/dev/fuse, fusermount3, the mfusepy package) and how to get it.
 - `cut()`, `fail_fsync(on)` and `status()` are the control requests of faultfs's
@@ -16,6 +18,7 @@ Contract:
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -23,6 +26,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +34,7 @@ from typing import Any
 
 MOUNT_TIMEOUT_S = 15.0
 UNMOUNT_TIMEOUT_S = 10.0
+MAX_SOCKET_PATH = 108  # sun_path's size on Linux, the final NUL included
 
 
 class FaultFsError(RuntimeError):
@@ -58,8 +63,17 @@ class FaultFsMount:
     log_path: Path
 
     @classmethod
-    def mount(cls, backing: Path, mountpoint: Path, control: Path, log_path: Path) -> FaultFsMount:
+    def mount(
+        cls, backing: Path, mountpoint: Path, log_path: Path, control: Path | None = None
+    ) -> FaultFsMount:
         require_fuse()
+        if control is None:  # a socket's path must be short (108 bytes): one in /tmp
+            control = Path(tempfile.mkdtemp(prefix="faultfs-")) / "control.sock"
+        if len(str(control).encode()) >= MAX_SOCKET_PATH:
+            raise FaultFsError(
+                f"control socket path {control} is longer than {MAX_SOCKET_PATH - 1} bytes; "
+                "give a shorter one or none"
+            )
         backing.mkdir(parents=True, exist_ok=True)
         mountpoint.mkdir(parents=True, exist_ok=True)
         with log_path.open("ab") as log:
@@ -144,6 +158,11 @@ class FaultFsMount:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+        with contextlib.suppress(OSError):
+            self.control.unlink()
+        if self.control.parent.name.startswith("faultfs-"):
+            with contextlib.suppress(OSError):
+                self.control.parent.rmdir()
 
     def describe(self) -> str:
         return f"faultfs {self.mountpoint} (files in {self.backing})"

@@ -22,7 +22,7 @@ from etcdspec.conform.faultfs_mount import FaultFsError, FaultFsMount
 @pytest.fixture
 def mount(tmp_path: Path) -> Iterator[FaultFsMount]:
     made = FaultFsMount.mount(
-        tmp_path / "backing", tmp_path / "mnt", tmp_path / "ctl.sock", tmp_path / "faultfs.log"
+        tmp_path / "backing", tmp_path / "mnt", tmp_path / "faultfs.log", tmp_path / "ctl.sock"
     )
     try:
         yield made
