@@ -13,8 +13,10 @@ Contract:
   check), power-cut and fsync-eio (on members whose data dirs are faultfs mounts,
   conform/faultfs.py): power-cut kills -9 one member, or half the time every member at
   once (a whole-site power loss), drops every write its disk had not fsynced, and
-  starts it on what its disk kept (the run's linearizability and HashKV checks then
-  judge whether anything acknowledged was lost); fsync-eio makes one member's fsyncs
+  starts it on what its disk kept; a recorded write just before the cut and a recorded
+  read of it once the members serve again make sure something acknowledged is looked
+  at after every cut (the run's linearizability and HashKV checks then judge whether
+  anything acknowledged was lost); fsync-eio makes one member's fsyncs
   fail (EIO) while writes go through it: it must stop within FSYNC_EIO_DEADLINE_S
   (DiskFaults: stopped holds, still serving is a violation, neither unknown); then
   fsync is healed and the member started again.
@@ -59,7 +61,7 @@ from etcdspec.conform.disk_faults import (
 from etcdspec.conform.recorder import Process, Recorder, RecordingClient
 from etcdspec.conform.targets import LocalCluster, Target
 from etcdspec.impl.pb import rpc_pb2
-from etcdspec.model.requests import CompactionRequest, PutRequest
+from etcdspec.model.requests import CompactionRequest, PutRequest, RangeRequest, Request
 
 MIN_GAP_S = 0.2  # the least time between one fault's heal and the next fault
 FAULTS = (
@@ -75,6 +77,7 @@ FAULTS = (
     "fsync-eio",
 )
 FSYNC_EIO_DEADLINE_S = 10.0  # how long a member whose fsync fails may take to stop
+POWER_CUT_KEY = b"disk-fault/power-cut"  # written before a cut, read after it
 FSYNC_EIO_WRITES = 20  # at most this many writes through it while it must stop
 MARKER_WRITES_AFTER = 3  # writes through the member after the marker: not the WAL's last
 
@@ -289,8 +292,6 @@ class FaultInjector:
         try:
             if self._process is None:
                 self._process = Process(self.recorder.new_process())
-            from etcdspec.model.requests import RangeRequest
-
             read = await client.call(self._process, RangeRequest(b"compact-probe"))
             if read.response is None:
                 return endpoint, f"probe read {read.describe()}"
@@ -367,6 +368,9 @@ class FaultInjector:
         else:
             name, role = await self._pick_member()
             names, target, who = [name], name, f"the {role}"
+        url = cluster.client_url(names[0])
+        value = f"power-cut-{self.rng.getrandbits(64):016x}".encode()
+        before = await self._recorded(url, PutRequest(POWER_CUT_KEY, value))
         for name in names:
             await cluster.kill(name)
             self._killed.add(name)
@@ -381,7 +385,23 @@ class FaultInjector:
         back = [f"{name}{await self._back(name)}" for name in names]
         for name in names:
             self._killed.discard(name)
-        return target, f"power cut of {who} ({'; '.join(dropped)}), restarted: " + ", ".join(back)
+        after = await self._recorded(url, RangeRequest(POWER_CUT_KEY))
+        return target, (
+            f"power cut of {who} ({'; '.join(dropped)}), restarted: {', '.join(back)}; "
+            f"a write before it {before}, a read after it {after}"
+        )
+
+    async def _recorded(self, url: str, request: Request) -> str:
+        """One recorded operation through `url` (part of the history, so the checks
+        judge it); what came of it."""
+        if self._process is None:
+            self._process = Process(self.recorder.new_process())
+        client = RecordingClient(self.recorder, url, 5.0)
+        try:
+            outcome = await client.call(self._process, request)
+        finally:
+            await client.close()
+        return outcome.type
 
     async def _fsync_eio(self) -> tuple[str, str]:
         """Fail one member's fsyncs while writes go through it; judge whether it stops;

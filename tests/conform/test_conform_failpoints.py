@@ -19,12 +19,12 @@ What finds what (workload, faults; measured over seeds 1-5 before committing):
   fsynced dropped): a kill -9 alone loses the process, not the page cache, so it never
   lost an unsynced WAL write; a power cut does. A cut of every member at once loses
   what all of them acknowledged -> Linearizable fails (reads after the restart miss
-  acknowledged writes). Cuts of one member find nothing (the others still hold the
-  entries), nor does a whole-cluster cut at the very end of a run (no read follows it).
-  Over seeds 1-5 (8 s runs, two cuts each): found by 3 and 4 (whole-cluster cut
-  first), not by 1 (single cuts only), 2 and 5 (their whole-cluster cut came second,
-  with no read after the restart before the run ended); 2 of 5. Trace validation
-  (tests/conform/test_trace_failpoints.py) also catches it, deterministically.
+  acknowledged writes; each cut is followed by a recorded read of a write made just
+  before it). Cuts of one member find nothing (the others still hold the entries).
+  Over seeds 1-5 (8 s runs, one or two cuts each): found by 1, 3 and 4, the runs with
+  a whole-cluster cut (3 of 3), not by 2 and 5 (single-member cuts only): 3 of 5.
+  Trace validation (tests/conform/test_trace_failpoints.py) also catches it,
+  deterministically.
 
 Not visible in a client history, found by trace validation instead (check_traces, in
 tests/conform/test_trace_failpoints.py: DurableRestart and ReadyContract, deterministic):
