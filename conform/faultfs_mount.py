@@ -13,7 +13,8 @@ Contract:
   docstring; each answers the filesystem's JSON answer (FaultFsError if it says not ok).
 - `unmount()` always ends the mount it started: `fusermount3 -u`, lazily (`-uz`) when the
   mount is busy, then the process is waited for (and killed if it outlives
-  UNMOUNT_TIMEOUT_S). It is safe to call twice.
+  UNMOUNT_TIMEOUT_S). A mount whose process died is unmounted too (it is found in
+  /proc/self/mountinfo, where os.path.ismount fails on it). It is safe to call twice.
 """
 
 from __future__ import annotations
@@ -52,6 +53,29 @@ def require_fuse() -> None:
         missing.append("the mfusepy package (pip install mfusepy, or the project's test extra)")
     if missing:
         raise FaultFsError("faults on a FUSE filesystem need " + "; ".join(missing))
+
+
+def is_mounted(path: Path) -> bool:
+    """Whether `path` is a mount point in this process's mount table. (os.path.ismount
+    says no for a FUSE mount whose process died: its lstat fails with ENOTCONN, yet
+    the mount is still there and must be unmounted.)"""
+    target = os.path.realpath(path)
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8") as table:
+            for line in table:
+                fields = line.split()
+                if len(fields) > 4 and _unescape(fields[4]) == target:
+                    return True
+    except OSError:
+        return os.path.ismount(path)
+    return False
+
+
+def _unescape(field: str) -> str:
+    """A mountinfo path: space, tab, newline and backslash are written as octal."""
+    for code, char in (("\\040", " "), ("\\011", "\t"), ("\\012", "\n"), ("\\134", "\\")):
+        field = field.replace(code, char)
+    return field
 
 
 @dataclass
@@ -100,7 +124,7 @@ class FaultFsMount:
                     f"faultfs on {mountpoint} exited ({process.returncode}) before mounting: "
                     f"{made.last_output()}"
                 )
-            if os.path.ismount(mountpoint) and control.exists():
+            if is_mounted(mountpoint) and control.exists():
                 try:
                     made.status()
                     return made
@@ -145,7 +169,7 @@ class FaultFsMount:
         return self.request({"op": "status"})
 
     def unmount(self) -> None:
-        if os.path.ismount(self.mountpoint):
+        if is_mounted(self.mountpoint):
             done = subprocess.run(
                 ["fusermount3", "-u", str(self.mountpoint)], capture_output=True, check=False
             )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import mmap
 import os
+import signal
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from etcdspec.conform.faultfs import Overlay
-from etcdspec.conform.faultfs_mount import FaultFsError, FaultFsMount
+from etcdspec.conform.faultfs_mount import FaultFsError, FaultFsMount, is_mounted
 
 
 @pytest.fixture
@@ -131,6 +132,19 @@ def test_sqlite_in_wal_mode_runs_and_keeps_what_it_synced(mount: FaultFsMount) -
         assert db.execute("select count(*) from kv").fetchone() == (50,)
     finally:
         db.close()
+
+
+def test_a_mount_whose_process_died_is_still_unmounted(tmp_path: Path) -> None:
+    made = FaultFsMount.mount(tmp_path / "backing", tmp_path / "mnt", tmp_path / "faultfs.log")
+    try:
+        made.process.send_signal(signal.SIGKILL)
+        made.process.wait(10)
+        assert not os.path.ismount(tmp_path / "mnt")  # ENOTCONN: ismount cannot see it
+        assert is_mounted(tmp_path / "mnt")
+    finally:
+        made.unmount()
+    assert not is_mounted(tmp_path / "mnt")
+    assert not made.control.exists() and not made.control.parent.exists()
 
 
 def test_an_unknown_control_request_is_refused(mount: FaultFsMount) -> None:

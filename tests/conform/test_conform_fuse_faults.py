@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from etcdspec.conform.disk_faults import FSYNC_EIO, DiskFaultOutcome, disk_fault_result
+from etcdspec.conform.faults import parse_faults
 from etcdspec.conform.run import ConformOptions, ConformResult, run_conform
+from etcdspec.conform.targets import make_target
 from etcdspec.verdict import Verdict
 
 # faults-3's seeded schedule cuts every member's power first (then one member's): the
@@ -40,6 +42,17 @@ def test_fsync_eio_judged_stopped_holds_served_violates_undecided_unknown() -> N
     assert violated.details == (
         "m2, fsync fails (EIO): kept serving (it must stop): still answering Status",
     )
+
+
+def test_fuse_faults_are_offered_only_on_a_cluster_mounted_on_faultfs(tmp_path: Path) -> None:
+    assert parse_faults("power-cut,fsync-eio") == ("power-cut", "fsync-eio")
+    plain = make_target("reference", tmp_path / "a")
+    mounted = make_target("reference", tmp_path / "b", faultfs=True)
+    endpoints = make_target("reference", tmp_path / "c", endpoints=["http://127.0.0.1:1"])
+    for fault in ("power-cut", "fsync-eio"):
+        assert mounted.supports(fault)
+        assert not plain.supports(fault) and not endpoints.supports(fault)
+    assert mounted.supports("kill") and plain.supports("kill")
 
 
 def _run(tmp_path: Path, target: str) -> ConformResult:
