@@ -75,6 +75,21 @@ def test_synced_writes_survive_and_only_later_ones_are_lost(mount: FaultFsMount,
     assert mount.status()["fsyncs"] == 1
 
 
+def test_no_kernel_page_resurrects_a_dropped_write(mount: FaultFsMount) -> None:
+    """Same size before and after, so only the page's bytes can tell: the kernel read
+    the unsynced page (read and mmap) before the cut, and a fresh open after it reads
+    the durable bytes (FUSE drops a file's page cache on open without keep_cache)."""
+    path = mount.mountpoint / "db"
+    _write(path, b"a" * 8192, sync="fsync")
+    _write(path, b"b" * 8192)
+    with path.open("rb") as handle, mmap.mmap(handle.fileno(), 0, prot=mmap.PROT_READ) as mapped:
+        assert mapped[:2] == b"bb" and handle.read(2) == b"bb"
+    mount.cut()
+    with path.open("rb") as handle, mmap.mmap(handle.fileno(), 0, prot=mmap.PROT_READ) as mapped:
+        assert mapped[:2] == b"aa"
+    assert path.read_bytes() == b"a" * 8192
+
+
 def test_failing_fsync_answers_eio_and_drops_the_dirty_data(mount: FaultFsMount) -> None:
     path = mount.mountpoint / "wal"
     _write(path, b"kept", sync="fsync")
