@@ -57,7 +57,10 @@ def parse_duration(text: str) -> float:
     show_default=True,
     help="Comma-separated: kill, pause, partition, delay, drop, compact, defrag, "
     "corrupt-wal (a write damaged mid-WAL while its member is down: it must refuse to "
-    "start), or none.",
+    "start), power-cut (kill -9 of one member or all, and every write their disks had not "
+    "fsynced dropped), fsync-eio (a member's fsyncs fail: it must stop), or none. "
+    "power-cut and fsync-eio put each member's data dir on a FUSE filesystem (faultfs: "
+    "needs /dev/fuse, fusermount3 and the mfusepy package).",
 )
 @click.option(
     "--failpoints",

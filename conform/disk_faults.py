@@ -16,6 +16,9 @@ Contract:
   it replayed bytes it cannot vouch for, where it had acknowledged others. Neither
   within the deadline is unknown.
 - Works on files only: the member must be down while it runs.
+- The same check judges fsync-eio (conform/faults.py, on faultfs): a member whose
+  fsyncs fail must stop ("stopped" holds); one still serving after the deadline is a
+  violation ("served"); neither is unknown.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from pathlib import Path
 
 from etcdspec.checker.results import CheckResult
 from etcdspec.verdict import Verdict
+
+FSYNC_EIO = "fsync fails (EIO)"  # the damage of a fsync-eio outcome
 
 
 class DiskFaultError(RuntimeError):
@@ -95,14 +100,26 @@ class DiskFaultOutcome:
 
     member: str
     damage: str
-    outcome: str  # "refused", "served" or "undecided"
+    outcome: str  # "refused" or "stopped" (as required), "served" or "undecided"
     evidence: str  # the member's last log line, or what was seen
 
     @property
     def verdict(self) -> Verdict:
-        return {"refused": Verdict.TRUE, "served": Verdict.FALSE}.get(self.outcome, Verdict.UNKNOWN)
+        good = {"refused": Verdict.TRUE, "stopped": Verdict.TRUE, "served": Verdict.FALSE}
+        return good.get(self.outcome, Verdict.UNKNOWN)
+
+    @property
+    def fsync_failed(self) -> bool:
+        return self.damage == FSYNC_EIO
 
     def describe(self) -> str:
+        if self.fsync_failed:
+            said = {
+                "stopped": "stopped",
+                "served": "kept serving (it must stop)",
+                "undecided": "neither stopped nor served in time",
+            }[self.outcome]
+            return f"{self.member}, {self.damage}: {said}: {self.evidence}"
         said = {
             "refused": "refused to start",
             "served": "started and served (it must refuse)",
@@ -116,8 +133,16 @@ def disk_fault_result(outcomes: list[DiskFaultOutcome]) -> CheckResult | None:
     if not outcomes:
         return None
     verdict = Verdict.merge_all([outcome.verdict for outcome in outcomes])
-    refused = sum(outcome.outcome == "refused" for outcome in outcomes)
-    summary = f"{refused} of {len(outcomes)} members refused a WAL damaged in the middle"
+    parts = []
+    damaged = [o for o in outcomes if not o.fsync_failed]
+    if damaged:
+        refused = sum(o.outcome == "refused" for o in damaged)
+        parts.append(f"{refused} of {len(damaged)} members refused a WAL damaged in the middle")
+    failing = [o for o in outcomes if o.fsync_failed]
+    if failing:
+        stopped = sum(o.outcome == "stopped" for o in failing)
+        parts.append(f"{stopped} of {len(failing)} members stopped when their fsync failed")
+    summary = "; ".join(parts)
     bad = [o.describe() for o in outcomes if o.verdict is not Verdict.TRUE]
     return CheckResult("DiskFaults", verdict, summary, details=tuple(bad))
 

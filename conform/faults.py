@@ -10,7 +10,16 @@ Contract:
   member's acknowledged write damaged in the middle of its WAL while it is down, then
   the member started: it must refuse; the original bytes are put back and it is
   started again — conform/disk_faults.py; each member's answer is the run's DiskFaults
-  check).
+  check), power-cut and fsync-eio (on members whose data dirs are faultfs mounts,
+  conform/faultfs.py): power-cut kills -9 one member, or half the time every member at
+  once (a whole-site power loss), drops every write its disk had not fsynced, and
+  starts it on what its disk kept; a recorded write just before the cut and a recorded
+  read of it once the members serve again make sure something acknowledged is looked
+  at after every cut (the run's linearizability and HashKV checks then judge whether
+  anything acknowledged was lost); fsync-eio makes one member's fsyncs
+  fail (EIO) while writes go through it: it must stop within FSYNC_EIO_DEADLINE_S
+  (DiskFaults: stopped holds, still serving is a violation, neither unknown); then
+  fsync is healed and the member started again.
 - The history schema has no fault event type, so faults are logged to faults.jsonl
   (one JSON object a line: index, fault, target, detail, start and end on the
   history's clock); the report links the two by time.
@@ -42,6 +51,7 @@ import grpc.aio
 
 from etcdspec.checker.results import CheckResult
 from etcdspec.conform.disk_faults import (
+    FSYNC_EIO,
     DiskFaultError,
     DiskFaultOutcome,
     damage_wal,
@@ -51,10 +61,24 @@ from etcdspec.conform.disk_faults import (
 from etcdspec.conform.recorder import Process, Recorder, RecordingClient
 from etcdspec.conform.targets import LocalCluster, Target
 from etcdspec.impl.pb import rpc_pb2
-from etcdspec.model.requests import CompactionRequest, PutRequest
+from etcdspec.model.requests import CompactionRequest, PutRequest, RangeRequest, Request
 
 MIN_GAP_S = 0.2  # the least time between one fault's heal and the next fault
-FAULTS = ("kill", "pause", "partition", "delay", "drop", "compact", "defrag", "corrupt-wal")
+FAULTS = (
+    "kill",
+    "pause",
+    "partition",
+    "delay",
+    "drop",
+    "compact",
+    "defrag",
+    "corrupt-wal",
+    "power-cut",
+    "fsync-eio",
+)
+FSYNC_EIO_DEADLINE_S = 10.0  # how long a member whose fsync fails may take to stop
+POWER_CUT_KEY = b"disk-fault/power-cut"  # written before a cut, read after it
+FSYNC_EIO_WRITES = 20  # at most this many writes through it while it must stop
 MARKER_WRITES_AFTER = 3  # writes through the member after the marker: not the WAL's last
 
 
@@ -216,6 +240,12 @@ class FaultInjector:
         elif fault == "corrupt-wal":
             target, detail = await self._corrupt_wal()
             self.progress(f"fault: corrupt-wal {target}: {detail}")
+        elif fault == "power-cut":
+            target, detail = await self._power_cut()
+            self.progress(f"fault: power-cut {target}: {detail}")
+        elif fault == "fsync-eio":
+            target, detail = await self._fsync_eio()
+            self.progress(f"fault: fsync-eio {target}: {detail}")
         elif fault == "defrag":
             target = self.rng.choice(self.target.member_names() or [""]) or self.target.endpoints[0]
             detail = await self._defrag(target)
@@ -262,8 +292,6 @@ class FaultInjector:
         try:
             if self._process is None:
                 self._process = Process(self.recorder.new_process())
-            from etcdspec.model.requests import RangeRequest
-
             read = await client.call(self._process, RangeRequest(b"compact-probe"))
             if read.response is None:
                 return endpoint, f"probe read {read.describe()}"
@@ -329,6 +357,115 @@ class FaultInjector:
             "bytes put back, restarted"
         )
         return name, detail + await self._back(name)
+
+    async def _power_cut(self) -> tuple[str, str]:
+        """Kill -9 one member (or, half the time, all of them), drop what their disks had
+        not fsynced, start them again on what the disks kept."""
+        cluster = self.target
+        assert isinstance(cluster, LocalCluster)
+        if self.rng.random() < 0.5:
+            names, target, who = cluster.member_names(), "all", "every member"
+        else:
+            name, role = await self._pick_member()
+            names, target, who = [name], name, f"the {role}"
+        url = cluster.client_url(names[0])
+        value = f"power-cut-{self.rng.getrandbits(64):016x}".encode()
+        before = await self._recorded(url, PutRequest(POWER_CUT_KEY, value))
+        for name in names:
+            await cluster.kill(name)
+            self._killed.add(name)
+        dropped = []
+        for name in names:
+            cut = await asyncio.to_thread(cluster.faultfs(name).cut)
+            dropped.append(
+                f"{name} lost {cut['dropped_bytes']} unsynced bytes in {cut['dropped_files']} files"
+            )
+        for name in names:
+            await cluster.restart(name)
+        back = [f"{name}{await self._back(name)}" for name in names]
+        for name in names:
+            self._killed.discard(name)
+        after = await self._recorded(url, RangeRequest(POWER_CUT_KEY))
+        return target, (
+            f"power cut of {who} ({'; '.join(dropped)}), restarted: {', '.join(back)}; "
+            f"a write before it {before}, a read after it {after}"
+        )
+
+    async def _recorded(self, url: str, request: Request) -> str:
+        """One recorded operation through `url` (part of the history, so the checks
+        judge it); what came of it."""
+        if self._process is None:
+            self._process = Process(self.recorder.new_process())
+        client = RecordingClient(self.recorder, url, 5.0)
+        try:
+            outcome = await client.call(self._process, request)
+        finally:
+            await client.close()
+        return outcome.type
+
+    async def _fsync_eio(self) -> tuple[str, str]:
+        """Fail one member's fsyncs while writes go through it; judge whether it stops;
+        heal fsync and start it again."""
+        cluster = self.target
+        assert isinstance(cluster, LocalCluster)
+        name, role = await self._pick_member()
+        mount = cluster.faultfs(name)
+        await asyncio.to_thread(mount.fail_fsync, True)
+        self._killed.add(name)  # healed by a restart, whatever happens below
+        try:
+            outcome = await self._stopped_or_serving(cluster, name)
+        finally:
+            await asyncio.to_thread(mount.fail_fsync, False)
+        self.disk_outcomes.append(outcome)
+        if cluster.is_running(name):
+            await cluster.kill(name)
+        await cluster.restart(name)
+        self._killed.discard(name)
+        detail = f"{role}'s fsyncs fail (EIO): {outcome.outcome} ({outcome.evidence}); healed"
+        return name, detail + ", restarted" + await self._back(name)
+
+    async def _stopped_or_serving(self, cluster: LocalCluster, name: str) -> DiskFaultOutcome:
+        """Send writes through the member until it exits (stopped) or the deadline: then
+        it served (still answering Status with a leader) or is undecided."""
+        damage = FSYNC_EIO
+        started = self.recorder.now()
+        deadline = started + int(FSYNC_EIO_DEADLINE_S * 1e9)
+        url = cluster.client_url(name)
+        if self._process is None:
+            self._process = Process(self.recorder.new_process())
+        writes = 0
+        while self.recorder.now() < deadline:
+            if not cluster.is_running(name):
+                took = (self.recorder.now() - started) / 1e9
+                evidence = f"exited after {took:.1f} s: " + last_log_line(
+                    cluster.log_path(name), ("sync", "fsync", "EIO", "Input/output")
+                )
+                return DiskFaultOutcome(name, damage, "stopped", evidence)
+            if writes < FSYNC_EIO_WRITES:
+                client = RecordingClient(self.recorder, url, 1.0)
+                try:
+                    value = f"fsync-eio-{self.rng.getrandbits(64):016x}".encode()
+                    await client.call(self._process, PutRequest(b"disk-fault/eio", value))
+                    writes += 1
+                finally:
+                    await client.close()
+            else:
+                await asyncio.sleep(0.1)
+        client = RecordingClient(self.recorder, url, 1.0)
+        try:
+            status = await client.maintenance("Status", rpc_pb2.StatusRequest(), 1.0)
+            if status.leader != 0:
+                evidence = (
+                    f"after {FSYNC_EIO_DEADLINE_S:g} s and {writes} writes still answering "
+                    f"Status, naming leader {status.leader:x}"
+                )
+                return DiskFaultOutcome(name, damage, "served", evidence)
+        except grpc.aio.AioRpcError:
+            pass
+        finally:
+            await client.close()
+        evidence = f"running but not serving after {FSYNC_EIO_DEADLINE_S:g} s"
+        return DiskFaultOutcome(name, damage, "undecided", evidence)
 
     async def _refused_or_serving(self, cluster: LocalCluster, name: str) -> DiskFaultOutcome:
         damage = "damaged in the middle"

@@ -53,7 +53,13 @@ from etcdspec.conform.recorder import (
     RecordingClient,
     WatchRecorder,
 )
-from etcdspec.conform.targets import LocalCluster, Target, TargetError, make_target
+from etcdspec.conform.targets import (
+    FUSE_FAULTS,
+    LocalCluster,
+    Target,
+    TargetError,
+    make_target,
+)
 from etcdspec.conform.workloads import Worker, make_workload, watch_floor
 from etcdspec.exitcodes import ExitCode
 from etcdspec.model.watch import WatchRequest
@@ -155,6 +161,7 @@ async def _run(options: ConformOptions) -> ConformResult:
         etcd_bin=options.etcd_bin,
         size=options.members,
         failpoints=options.failpoints,
+        faultfs=any(fault in FUSE_FAULTS for fault in options.faults),
     )
     recorder = Recorder()
     notes: list[str] = []
@@ -238,6 +245,7 @@ async def _run(options: ConformOptions) -> ConformResult:
     if isinstance(target, LocalCluster) and verdict is Verdict.TRUE:
         for member in target.member_names():
             shutil.rmtree(run_dir / "cluster" / f"{member}.data", ignore_errors=True)
+            shutil.rmtree(run_dir / "cluster" / f"{member}.disk", ignore_errors=True)
     return result
 
 

@@ -11,6 +11,11 @@ Contract:
   `kill`, `restart`, `pause`, `resume` act on the member processes it started only;
   `data_dir`, `is_running` and `log_path` let a disk fault reach a member's files;
   `close()` stops every process and proxy it started, always.
+- `LocalCluster(..., faultfs=True)` puts each member's --data-dir on its own faultfs
+  mount (conform/faultfs.py; the durable files in <member>.disk beside it), mounted
+  before the member first starts and unmounted at `close()`, always; `faultfs(name)`
+  is that member's mount, for the FUSE faults (power-cut, fsync-eio). Without it those
+  faults are not supported. make_target turns it on when a FUSE fault is asked for.
 - `EndpointsTarget` only knows client URLs: process and network faults are not
   possible there (`supports(fault)` says which are) and the report says so.
 - `make_target(..., failpoints=...)` starts our members with ETCDSPEC_FAILPOINTS set to
@@ -30,6 +35,7 @@ from pathlib import Path
 import grpc
 import grpc.aio
 
+from etcdspec.conform.faultfs_mount import FaultFsError, FaultFsMount, require_fuse
 from etcdspec.conform.proxy import Network, PeerProxy
 from etcdspec.exitcodes import ExitCode
 from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
@@ -39,6 +45,7 @@ FAILPOINTS_ENV = "ETCDSPEC_FAILPOINTS"  # read by our members (etcdspec.impl.fai
 PROCESS_FAULTS = frozenset({"kill", "pause"})
 NETWORK_FAULTS = frozenset({"partition", "delay", "drop"})
 DISK_FAULTS = frozenset({"corrupt-wal"})  # files of a member while it is down
+FUSE_FAULTS = frozenset({"power-cut", "fsync-eio"})  # a member's data dir on faultfs
 
 
 class TargetError(RuntimeError):
@@ -153,8 +160,11 @@ class LocalCluster(Target):
         heartbeat_ms: int = 100,
         election_ms: int = 1000,
         env: dict[str, str] | None = None,
+        faultfs: bool = False,
     ) -> None:
         self.kind = kind
+        self.use_faultfs = faultfs
+        self.mounts: dict[str, FaultFsMount] = {}
         self.env = dict(env or {})
         self.program = program
         self.directory = Path(directory)
@@ -170,6 +180,8 @@ class LocalCluster(Target):
         self.ids: dict[str, int] = {}
 
     def supports(self, fault: str) -> bool:
+        if fault in FUSE_FAULTS:
+            return self.use_faultfs
         return fault in PROCESS_FAULTS or fault in NETWORK_FAULTS or fault in DISK_FAULTS
 
     def member_names(self) -> list[str]:
@@ -236,10 +248,36 @@ class LocalCluster(Target):
             await proxy.start()
             self.proxies[member.name] = proxy
         self.endpoints = self.plan.endpoints
+        if self.use_faultfs:
+            await asyncio.to_thread(self._mount_all)
         for member in self.plan.members:
             self.members[member.name] = self._spawn(member, "new")
         await wait_reachable(self.endpoints, timeout_s=60.0)
         await self.learn_ids()
+
+    def _mount_all(self) -> None:
+        try:
+            require_fuse()
+        except FaultFsError as error:
+            raise TargetError(str(error), ExitCode.USAGE) from error
+        for member in self._plan().members:
+            data_dir = Path(member.data_dir)
+            try:
+                self.mounts[member.name] = FaultFsMount.mount(
+                    data_dir.with_suffix(".disk"),
+                    data_dir,
+                    self.directory / f"{member.name}.faultfs.log",
+                )
+            except FaultFsError as error:
+                raise TargetError(str(error), ExitCode.INTERNAL_ERROR) from error
+
+    def faultfs(self, name: str) -> FaultFsMount:
+        if name not in self.mounts:
+            raise TargetError(
+                f"{name}: its data dir is not on faultfs (LocalCluster(faultfs=True))",
+                ExitCode.USAGE,
+            )
+        return self.mounts[name]
 
     async def learn_ids(self) -> None:
         """Each member's id, from the header of its own Status answer. (MemberList can
@@ -275,9 +313,13 @@ class LocalCluster(Target):
         launcher.resume_member(self.members[name])
 
     async def close(self) -> None:
-        await asyncio.to_thread(launcher.stop_members, list(self.members.values()))
-        for proxy in self.proxies.values():
-            await proxy.close()
+        try:
+            await asyncio.to_thread(launcher.stop_members, list(self.members.values()))
+            for proxy in self.proxies.values():
+                await proxy.close()
+        finally:
+            for mount in self.mounts.values():
+                await asyncio.to_thread(mount.unmount)
 
     def describe(self) -> str:
         return f"{self.kind} cluster of {self.size} ({self.program[-1]}) in {self.directory}"
@@ -291,6 +333,7 @@ def make_target(
     etcd_bin: str | None = None,
     size: int = 3,
     failpoints: tuple[str, ...] = (),
+    faultfs: bool = False,
 ) -> Target:
     if failpoints and (endpoints or kind != "reference"):
         raise TargetError(
@@ -301,9 +344,11 @@ def make_target(
         return EndpointsTarget(endpoints)
     if kind == "reference":
         env = {FAILPOINTS_ENV: ",".join(failpoints)} if failpoints else {}
-        return LocalCluster("reference", launcher.ours_program(), directory, size, env=env)
+        return LocalCluster(
+            "reference", launcher.ours_program(), directory, size, env=env, faultfs=faultfs
+        )
     if kind == "etcd":
-        return LocalCluster("etcd", [find_etcd(etcd_bin)], directory, size)
+        return LocalCluster("etcd", [find_etcd(etcd_bin)], directory, size, faultfs=faultfs)
     raise TargetError(
         f"unknown target {kind!r}; use --target reference, --target etcd or --endpoints",
         ExitCode.USAGE,

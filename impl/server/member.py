@@ -271,8 +271,14 @@ class Member:
         log.info("member stopped", extra={"member_id": f"{self.member_id:x}"})
 
     def _fail(self, error: Exception) -> None:
+        """A fatal error in the raft loop: the member stops, and the first error is the
+        one it reports (pumping stops at once, so no later Ready adds a second)."""
+        if self.failure is not None:
+            return
         log.exception("fatal error in the raft loop; stopping the member")
-        self.failure = f"raft loop: {error!r}"
+        self.failure = f"raft loop: {type(error).__name__}: {error}"
+        if self.raft is not None:
+            self.raft.stop()
         asyncio.get_running_loop().call_soon(lambda: asyncio.ensure_future(self.stop()))
 
     # ---- who hears of what ---------------------------------------------------------------

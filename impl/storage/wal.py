@@ -116,6 +116,20 @@ class WalCorruption(WalError):
         )
 
 
+class WalSyncFailed(WalError):
+    """fsync of a WAL segment failed: its records may not be on the disk, and the kernel
+    may have dropped them already, so nothing written since the last good fsync may be
+    acknowledged; the member must stop (as etcd does)."""
+
+    def __init__(self, path: Path, error: OSError) -> None:
+        self.path = path
+        super().__init__(
+            f"{path}: fsync of the WAL failed ({error.strerror or error}): records written "
+            "since the last fsync may be lost, so the member stops rather than acknowledge "
+            "them; restart it once the disk is healthy"
+        )
+
+
 @dataclass(frozen=True)
 class WalState:
     """What replay recovered: the state to restart Raft from."""
@@ -427,7 +441,10 @@ class Wal:
         self._size = end
         self._allocated = max(self._allocated, end)
         if sync:
-            self._fsync(self._fd)
+            try:
+                self._fsync(self._fd)
+            except OSError as error:
+                raise WalSyncFailed(self._segments[-1].path, error) from error
 
     def _preallocate(self, end: int) -> None:
         """Before a record that ends at `end` is written past the allocated space: allocate

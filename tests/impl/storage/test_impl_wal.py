@@ -4,6 +4,7 @@ and release, snapshot records, and exactly one fsync per saved batch (group comm
 
 from __future__ import annotations
 
+import errno
 import random
 import shutil
 from pathlib import Path
@@ -23,6 +24,7 @@ from etcdspec.impl.storage.wal import (
     WalCorruption,
     WalError,
     WalState,
+    WalSyncFailed,
     recorded_snapshots,
 )
 
@@ -90,6 +92,24 @@ def test_one_fsync_per_batch_and_none_for_an_empty_batch(tmp_path: Path) -> None
     assert counter.calls == created + 1
     wal.save(HardState(1, 1, 50), [], sync=False)
     assert counter.calls == created + 1
+    wal.close()
+
+
+def test_a_failing_fsync_is_fatal_and_names_the_segment(tmp_path: Path) -> None:
+    """A disk whose fsync answers EIO (as faultfs's fail-fsync makes it, in
+    tests/conform/test_conform_fuse_faults.py): the batch is not taken as written, and
+    the error names the segment and says the member must stop."""
+    failing = False
+
+    def fsync(fd: int) -> None:
+        if failing:
+            raise OSError(errno.EIO, "Input/output error")
+
+    wal, _ = open_wal(tmp_path, fsync=fsync)
+    wal.save(HardState(1, 1, 0), entries(1, 1, 2))
+    failing = True
+    with pytest.raises(WalSyncFailed, match=r"\.wal: fsync of the WAL failed \(Input/output"):
+        wal.save(HardState(1, 1, 2), entries(1, 3, 4))
     wal.close()
 
 
