@@ -80,6 +80,7 @@ FSYNC_EIO_DEADLINE_S = 10.0  # how long a member whose fsync fails may take to s
 POWER_CUT_KEY = b"disk-fault/power-cut"  # written before a cut, read after it
 FSYNC_EIO_WRITES = 20  # at most this many writes through it while it must stop
 MARKER_WRITES_AFTER = 3  # writes through the member after the marker: not the WAL's last
+MARKER_WRITE_TRIES = 3
 
 
 class FaultError(ValueError):
@@ -320,7 +321,7 @@ class FaultInjector:
         assert isinstance(cluster, LocalCluster)
         name, role = await self._pick_member()
         marker = f"disk-fault-marker-{self.rng.getrandbits(64):016x}".encode()
-        client = RecordingClient(self.recorder, cluster.client_url(name), 5.0)
+        client = RecordingClient(self.recorder, cluster.client_url(name), 10.0)
         try:
             if self._process is None:
                 self._process = Process(self.recorder.new_process())
@@ -328,9 +329,18 @@ class FaultInjector:
                 PutRequest(b"disk-fault/after", b"%d" % i) for i in range(MARKER_WRITES_AFTER)
             ]
             for request in writes:
-                written = await client.call(self._process, request)
-                if written.type != "ok":
-                    return name, f"not injected: a marker write was {written.describe()}"
+                # A write that failed or timed out (a leader change under load) is tried
+                # again, as a new operation of the history; the marker is unique either way.
+                for _ in range(MARKER_WRITE_TRIES):
+                    written = await client.call(self._process, request)
+                    if written.type == "ok":
+                        break
+                else:
+                    why = f"a marker write was {written.describe()} {MARKER_WRITE_TRIES} times"
+                    self.disk_outcomes.append(
+                        DiskFaultOutcome(name, "not damaged", "undecided", why)
+                    )
+                    return name, f"not injected: {why}"
         finally:
             await client.close()
         await cluster.kill(name)
