@@ -81,6 +81,35 @@ CORRUPT = EtcdErrorKind(grpc.StatusCode.DATA_LOSS, "etcdserver: corrupt cluster"
 NOT_CAPABLE = EtcdErrorKind(_UNAVAILABLE, "etcdserver: not capable")
 WATCH_CANCELED = EtcdErrorKind(grpc.StatusCode.CANCELLED, "etcdserver: watch canceled")
 
+_PRECONDITION = grpc.StatusCode.FAILED_PRECONDITION
+
+# The auth store's errors (etcd api/v3rpc/rpctypes, ErrGRPC*).
+ROOT_USER_NOT_EXIST = EtcdErrorKind(_PRECONDITION, "etcdserver: root user does not exist")
+ROOT_ROLE_NOT_EXIST = EtcdErrorKind(_PRECONDITION, "etcdserver: root user does not have root role")
+USER_ALREADY_EXIST = EtcdErrorKind(_PRECONDITION, "etcdserver: user name already exists")
+USER_EMPTY = EtcdErrorKind(_INVALID, "etcdserver: user name is empty")
+USER_NOT_FOUND = EtcdErrorKind(_PRECONDITION, "etcdserver: user name not found")
+ROLE_ALREADY_EXIST = EtcdErrorKind(_PRECONDITION, "etcdserver: role name already exists")
+ROLE_NOT_FOUND = EtcdErrorKind(_PRECONDITION, "etcdserver: role name not found")
+ROLE_EMPTY = EtcdErrorKind(_INVALID, "etcdserver: role name is empty")
+AUTH_FAILED = EtcdErrorKind(
+    _INVALID, "etcdserver: authentication failed, invalid user ID or password"
+)
+PERMISSION_NOT_GIVEN = EtcdErrorKind(_INVALID, "etcdserver: permission not given")
+PERMISSION_DENIED = EtcdErrorKind(
+    grpc.StatusCode.PERMISSION_DENIED, "etcdserver: permission denied"
+)
+ROLE_NOT_GRANTED = EtcdErrorKind(_PRECONDITION, "etcdserver: role is not granted to the user")
+PERMISSION_NOT_GRANTED = EtcdErrorKind(
+    _PRECONDITION, "etcdserver: permission is not granted to the role"
+)
+AUTH_NOT_ENABLED = EtcdErrorKind(_PRECONDITION, "etcdserver: authentication is not enabled")
+INVALID_AUTH_TOKEN = EtcdErrorKind(
+    grpc.StatusCode.UNAUTHENTICATED, "etcdserver: invalid auth token"
+)
+INVALID_AUTH_MGMT = EtcdErrorKind(_INVALID, "etcdserver: invalid auth management")
+AUTH_OLD_REVISION = EtcdErrorKind(_INVALID, "etcdserver: revision of auth store is old")
+
 # Watch cancel reasons are sent inside a WatchResponse, not as a status.
 WATCH_CANCEL_COMPACTED = "mvcc: required revision has been compacted"
 WATCH_CANCEL_FUTURE = "mvcc: required revision is a future revision"
@@ -112,6 +141,23 @@ ALL_KINDS: tuple[EtcdErrorKind, ...] = (
     CORRUPT,
     NOT_CAPABLE,
     WATCH_CANCELED,
+    ROOT_USER_NOT_EXIST,
+    ROOT_ROLE_NOT_EXIST,
+    USER_ALREADY_EXIST,
+    USER_EMPTY,
+    USER_NOT_FOUND,
+    ROLE_ALREADY_EXIST,
+    ROLE_NOT_FOUND,
+    ROLE_EMPTY,
+    AUTH_FAILED,
+    PERMISSION_NOT_GIVEN,
+    PERMISSION_DENIED,
+    ROLE_NOT_GRANTED,
+    PERMISSION_NOT_GRANTED,
+    AUTH_NOT_ENABLED,
+    INVALID_AUTH_TOKEN,
+    INVALID_AUTH_MGMT,
+    AUTH_OLD_REVISION,
 )
 
 
