@@ -110,6 +110,15 @@ INVALID_AUTH_TOKEN = EtcdErrorKind(
 INVALID_AUTH_MGMT = EtcdErrorKind(_INVALID, "etcdserver: invalid auth management")
 AUTH_OLD_REVISION = EtcdErrorKind(_INVALID, "etcdserver: revision of auth store is old")
 
+# Maintenance's admin check returns the auth package's own errors, not their gRPC forms,
+# so clients see code Unknown and the "auth: " text (etcd 3.5's authMaintenanceServer).
+MAINTENANCE_AUTH_ERRORS = {
+    PERMISSION_DENIED: EtcdErrorKind(grpc.StatusCode.UNKNOWN, "auth: permission denied"),
+    USER_EMPTY: EtcdErrorKind(grpc.StatusCode.UNKNOWN, "auth: user name is empty"),
+    USER_NOT_FOUND: EtcdErrorKind(grpc.StatusCode.UNKNOWN, "auth: user not found"),
+    INVALID_AUTH_TOKEN: EtcdErrorKind(grpc.StatusCode.UNKNOWN, "auth: invalid auth token"),
+}
+
 # Watch cancel reasons are sent inside a WatchResponse, not as a status.
 WATCH_CANCEL_COMPACTED = "mvcc: required revision has been compacted"
 WATCH_CANCEL_FUTURE = "mvcc: required revision is a future revision"

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 import grpc
 
+from etcdspec.impl.api.auth import AuthServicer
 from etcdspec.impl.api.cluster import ClusterServicer
 from etcdspec.impl.api.kv import KVServicer
 from etcdspec.impl.api.lease import LeaseServicer
@@ -68,6 +69,7 @@ def add_servicers(ports: MemberPorts, sink: GenericHandlerSink) -> None:
     rpc_pb2_grpc.add_ClusterServicer_to_server(ClusterServicer(ports), handlers)
     rpc_pb2_grpc.add_MaintenanceServicer_to_server(MaintenanceServicer(ports), handlers)
     rpc_pb2_grpc.add_WatchServicer_to_server(WatchServicer(ports), handlers)
+    rpc_pb2_grpc.add_AuthServicer_to_server(AuthServicer(ports), handlers)
 
 
 async def start_grpc_server(ports: MemberPorts, targets: list[str]) -> GrpcH2Server:

@@ -35,7 +35,14 @@ import bcrypt
 from etcdspec.impl import errors
 from etcdspec.impl.errors import RpcError
 from etcdspec.impl.kv.auth_perms import READ, WRITE, UserPerms
-from etcdspec.impl.kv.auth_tokens import NO_USER, AuthInfo, SimpleTokens, TokenProvider
+from etcdspec.impl.kv.auth_tokens import (
+    NO_USER,
+    AuthInfo,
+    SimpleTokens,
+    TokenNotApplied,
+    TokenProvider,
+    simple_token_index,
+)
 from etcdspec.impl.kv.backend import Backend
 from etcdspec.impl.pb import auth_pb2, rpc_pb2
 
@@ -48,6 +55,16 @@ def hash_password(password: str, cost: int = BCRYPT_COST) -> str:
     server fills AuthUserAddRequest.hashedPassword before proposing)."""
     digest = bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds=cost))
     return base64.b64encode(digest).decode()
+
+
+def password_matches(password: str, digest: bytes) -> None:
+    """Refuse with AUTH_FAILED unless `password` hashes to `digest` (any thread)."""
+    try:
+        matched = bcrypt.checkpw(password.encode(), digest)
+    except ValueError:  # a hash bcrypt cannot read
+        matched = False
+    if not matched:
+        raise RpcError(errors.AUTH_FAILED)
 
 
 class AuthStore:
@@ -289,25 +306,38 @@ class AuthStore:
         user = self._users.get(username)
         return user is not None and role in user.roles
 
-    def check_password(self, name: str, password: str) -> int:
-        """The auth revision at which `name`'s password matched; AUTH_FAILED otherwise
-        (AUTH_NOT_ENABLED when auth is off). Costs one bcrypt check."""
+    def password_record(self, name: str) -> tuple[bytes, int]:
+        """(`name`'s password hash, the auth revision now), for `password_matches`;
+        AUTH_FAILED for an unknown or no-password user, AUTH_NOT_ENABLED when auth is
+        off."""
         if not self.enabled:
             raise RpcError(errors.AUTH_NOT_ENABLED)
         user = self._users.get(name)
         if user is None or user.options.no_password or not user.password:
             raise RpcError(errors.AUTH_FAILED)
-        revision = self.revision
-        if not bcrypt.checkpw(password.encode(), user.password):
-            raise RpcError(errors.AUTH_FAILED)
+        return user.password, self.revision
+
+    def check_password(self, name: str, password: str) -> int:
+        """The auth revision at which `name`'s password matched; AUTH_FAILED otherwise.
+        Costs one bcrypt check, on this thread."""
+        digest, revision = self.password_record(name)
+        password_matches(password, digest)
         return revision
 
     # ---- tokens and permission checks ------------------------------------------------
 
     def auth_info(self, token: str) -> AuthInfo:
-        """Who `token` names; INVALID_AUTH_TOKEN when nobody."""
+        """Who `token` names; INVALID_AUTH_TOKEN when nobody; TokenNotApplied for a simple
+        token issued at a log index this member has not applied yet."""
         info = self.tokens.info(token, self.revision)
         if info is None:
+            index = simple_token_index(token)
+            if (
+                isinstance(self.tokens, SimpleTokens)
+                and index is not None
+                and index > self.backend.consistent_index()
+            ):
+                raise TokenNotApplied(index)
             raise RpcError(errors.INVALID_AUTH_TOKEN)
         return info
 
@@ -371,4 +401,4 @@ class AuthStore:
                 self.check_txn(info, op.request_txn)
 
 
-__all__ = ["NO_USER", "ROOT", "AuthInfo", "AuthStore", "hash_password"]
+__all__ = ["NO_USER", "ROOT", "AuthInfo", "AuthStore", "hash_password", "password_matches"]

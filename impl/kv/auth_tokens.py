@@ -30,9 +30,30 @@ from typing import Protocol
 
 import jwt
 
+from etcdspec.impl import errors
+from etcdspec.impl.errors import RpcError
+
 SIMPLE_TOKEN_TTL_S = 300.0  # etcd's simpleTokenTTLDefault, and --auth-token-ttl's default
 _PREFIX_LETTERS = string.ascii_letters
 _PREFIX_LENGTH = 16  # etcd's defaultSimpleTokenLength
+
+
+class TokenNotApplied(RpcError):
+    """A simple token issued at a log index this member has not applied yet: wait until
+    it has (etcd's simple token keeper waits on the index in the token), then ask
+    again. Not caught, it is etcd's "invalid auth token"."""
+
+    def __init__(self, index: int) -> None:
+        super().__init__(errors.INVALID_AUTH_TOKEN, f"issued at index {index}, not applied here")
+        self.index = index
+
+
+def simple_token_index(token: str) -> int | None:
+    """The log index a simple token was issued at (`<prefix>.<index>`), or None."""
+    prefix, dot, index = token.partition(".")
+    if not dot or not prefix or not index.isdigit():
+        return None
+    return int(index)
 
 
 class TokenConfigError(ValueError):
