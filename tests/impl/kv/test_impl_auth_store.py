@@ -21,6 +21,7 @@ from etcdspec.impl.kv.auth_tokens import (
     JwtTokens,
     SimpleTokens,
     TokenConfigError,
+    TokenNotApplied,
     token_provider,
 )
 from etcdspec.impl.kv.backend import Backend
@@ -419,3 +420,26 @@ def test_jwt_tokens_carry_user_and_revision_and_refuse_forgeries(
 def test_bad_auth_token_flags_say_what_to_pass(spec: str, says: str) -> None:
     with pytest.raises(TokenConfigError, match=says):
         token_provider(spec)
+
+
+def test_a_simple_token_from_an_index_not_applied_yet_is_waited_for(writer: Log) -> None:
+    """A member asked with a token issued at a later log index (another member applied
+    it first) says so, so that the caller waits for that index; a token from an index
+    it has applied but does not hold is invalid."""
+    applied = writer.applier.backend.consistent_index()
+    with pytest.raises(TokenNotApplied) as pending:
+        writer.auth.auth_info(f"abcdefghijklmnop.{applied + 2}")
+    assert pending.value.index == applied + 2
+    assert pending.value.kind is errors.INVALID_AUTH_TOKEN  # if never caught
+    for token in (f"abcdefghijklmnop.{applied}", "no-index", "x.y"):
+        with pytest.raises(errors.RpcError) as invalid:
+            writer.auth.auth_info(token)
+        assert type(invalid.value) is errors.RpcError
+        assert invalid.value.kind is errors.INVALID_AUTH_TOKEN
+    issued = writer.ok(
+        "authenticate",
+        internal_pb2.InternalAuthenticateRequest(name="w", simple_token="abcdefghijklmnop"),
+    )
+    assert isinstance(issued, pb.AuthenticateResponse)
+    assert issued.token == f"abcdefghijklmnop.{writer.index}"
+    assert writer.auth.auth_info(issued.token) == AuthInfo("w", writer.auth.revision)
