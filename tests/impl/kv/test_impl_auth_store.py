@@ -4,17 +4,20 @@ records surviving a restart and a snapshot restore; merged permissions; tokens."
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from google.protobuf.message import Message
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from etcdspec.impl import errors
 from etcdspec.impl.errors import EtcdErrorKind
 from etcdspec.impl.kv.applier import Applier, ApplyResult
-from etcdspec.impl.kv.auth_perms import READ, WRITE, UserPerms
+from etcdspec.impl.kv.auth_perms import READ, WRITE, UserPerms, interval_of
 from etcdspec.impl.kv.auth_store import hash_password
 from etcdspec.impl.kv.auth_tokens import (
     AuthInfo,
@@ -443,3 +446,40 @@ def test_a_simple_token_from_an_index_not_applied_yet_is_waited_for(writer: Log)
     assert isinstance(issued, pb.AuthenticateResponse)
     assert issued.token == f"abcdefghijklmnop.{writer.index}"
     assert writer.auth.auth_info(issued.token) == AuthInfo("w", writer.auth.revision)
+
+
+# The cover rule against a plainer reading of it: the granted intervals' ends cut the key
+# space into segments on which being covered does not change, so a request is permitted
+# exactly when its first key and every cut inside it lie in a granted interval.
+_WORDS = [bytes(p) for n in (1, 2) for p in itertools.product(b"ab", repeat=n)]
+_KEYS = st.sampled_from([b"", *_WORDS])
+_ENDS = st.sampled_from([b"", b"\x00", *_WORDS])
+
+
+def _holds(interval: tuple[bytes, bytes | None], key: bytes) -> bool:
+    begin, end = interval
+    return begin <= key and (end is None or key < end)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    perms=st.lists(
+        st.tuples(st.sampled_from([READ, WRITE, Perm.READWRITE]), _KEYS, _ENDS), max_size=4
+    ),
+    perm_type=st.sampled_from([READ, WRITE]),
+    key=_KEYS,
+    range_end=_ENDS,
+)
+def test_user_perms_agree_with_a_segment_reading(
+    perms: list[tuple[int, bytes, bytes]], perm_type: int, key: bytes, range_end: bytes
+) -> None:
+    granted = [interval_of(k, e) for t, k, e in perms if t in (Perm.READWRITE, perm_type)]
+    wanted = interval_of(key, range_end)
+    begin, end = wanted
+    if end is not None and end <= begin:
+        expected = False
+    else:
+        cuts = {begin} | {b for b, _ in granted} | {e for _, e in granted if e is not None}
+        inside = [c for c in cuts if _holds(wanted, c)]
+        expected = all(any(_holds(g, c) for g in granted) for c in inside)
+    assert UserPerms.of_roles([role(*perms)]).permits(perm_type, key, range_end) is expected
