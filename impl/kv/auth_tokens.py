@@ -28,8 +28,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-import jwt
-
 from etcdspec.impl import errors
 from etcdspec.impl.errors import RpcError
 
@@ -147,10 +145,14 @@ class JwtTokens:
         self.clock = clock
 
     def assign(self, username: str, revision: int, prefix: str, index: int) -> str:
+        import jwt  # here, not at the top: pyjwt and cryptography cost a member's start
+
         claims = {"username": username, "revision": revision, "exp": int(self.clock() + self.ttl_s)}
         return jwt.encode(claims, self.private_key, algorithm=self.sign_method)
 
     def info(self, token: str, store_revision: int) -> AuthInfo | None:
+        import jwt
+
         try:
             claims = jwt.decode(
                 token,

@@ -299,3 +299,35 @@ def test_jwt_tokens_as_etcd_issues_them(tmp_path: Path, kind: str) -> None:
         assert (result.returncode, result.stdout) == (0, "k\nv\n")
     finally:
         launcher.stop_members(members)
+
+
+@pytest.mark.etcd
+@pytest.mark.parametrize("kind", ["ours", "etcd"])
+def test_auth_survives_a_restart_and_simple_tokens_do_not(tmp_path: Path, kind: str) -> None:
+    """Users, roles and the enabled flag are in the member's database; simple tokens
+    are in its memory only, so after a restart the old one is refused and a new one
+    works (as etcd)."""
+    with etcd_procs.cluster(kind, tmp_path, 1) as cluster:
+        endpoint = cluster.endpoints[0].removeprefix("http://")
+        with grpc.insecure_channel(endpoint) as channel:
+            stubs = Stubs(channel)
+            stubs.auth.UserAdd(rpc_pb2.AuthUserAddRequest(name="root", password="pw"))
+            stubs.auth.UserGrantRole(rpc_pb2.AuthUserGrantRoleRequest(user="root", role="root"))
+            stubs.auth.AuthEnable(rpc_pb2.AuthEnableRequest())
+            old = token_of(stubs, "root", "pw")
+            stubs.kv.Put(rpc_pb2.PutRequest(key=b"k", value=b"v"), metadata=old)
+        name = cluster.members[0].plan.name
+        launcher.stop_member(cluster.member(name))
+        cluster.restart(name)
+        launcher.wait_ready(cluster.endpoints, timeout_s=60)
+        with grpc.insecure_channel(endpoint) as channel:
+            stubs = Stubs(channel)
+            with pytest.raises(grpc.RpcError) as refused:
+                stubs.kv.Range(rpc_pb2.RangeRequest(key=b"k"), metadata=old, timeout=10)
+            assert refused.value.details() == "etcdserver: invalid auth token"
+            with pytest.raises(grpc.RpcError) as anonymous:
+                stubs.kv.Range(rpc_pb2.RangeRequest(key=b"k"), timeout=10)
+            assert anonymous.value.details() == "etcdserver: user name is empty"
+            new = token_of(stubs, "root", "pw")
+            got = stubs.kv.Range(rpc_pb2.RangeRequest(key=b"k"), metadata=new, timeout=10)
+            assert [kv.value for kv in got.kvs] == [b"v"]
