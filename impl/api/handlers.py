@@ -8,7 +8,7 @@ which wraps the request as the InternalRaftRequest field `field`. A handler's co
 anything with grpc's `abort` (`Context`): grpc_h2's Call and grpc.aio's ServicerContext.
 
 Auth: `caller(auth, context)` is who a call comes from, read from its "token" metadata
-as etcd does, and `propose(..., caller=...)` carries that user and auth revision in the
+(or, without one, "authorization", as the HTTP gateway passes it) as etcd does, and `propose(..., caller=...)` carries that user and auth revision in the
 Raft request so the applier checks the write's permission. While auth is disabled the
 caller is nobody at the cost of one boolean test, and no metadata is read (etcd would
 also refuse a stale token then; its clients drop the token and retry).
@@ -32,6 +32,7 @@ from etcdspec.impl.kv.auth_tokens import NO_USER, AuthInfo, TokenNotApplied
 from etcdspec.impl.pb import raft_internal_pb2 as internal_pb2
 
 TOKEN_METADATA = "token"  # etcd's rpctypes.TokenFieldNameGRPC
+TOKEN_METADATA_GATEWAY = "authorization"  # etcd's TokenFieldNameSwagger, read when no "token"
 
 log = logging.getLogger("etcdspec.impl.api")
 
@@ -57,9 +58,14 @@ def caller(auth: AuthStore, context: Context) -> AuthInfo:
     no token; INVALID_AUTH_TOKEN for a token nobody holds (unknown, expired, forged)."""
     if not auth.enabled:
         return NO_USER
+    gateway = None
     for name, value in context.invocation_metadata() or ():
         if name == TOKEN_METADATA:
             return auth.auth_info(value)  # TokenNotApplied: see unary_in_context
+        if name == TOKEN_METADATA_GATEWAY:
+            gateway = value
+    if gateway is not None:
+        return auth.auth_info(gateway)
     return NO_USER
 
 

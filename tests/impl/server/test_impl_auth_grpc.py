@@ -306,7 +306,7 @@ def test_jwt_tokens_as_etcd_issues_them(tmp_path: Path, kind: str) -> None:
 def test_auth_survives_a_restart_and_simple_tokens_do_not(tmp_path: Path, kind: str) -> None:
     """Users, roles and the enabled flag are in the member's database; simple tokens
     are in its memory only, so after a restart the old one is refused and a new one
-    works (as etcd)."""
+    works (as etcd), in the "token" metadata or, without it, in "authorization"."""
     with etcd_procs.cluster(kind, tmp_path, 1) as cluster:
         endpoint = cluster.endpoints[0].removeprefix("http://")
         with grpc.insecure_channel(endpoint) as channel:
@@ -330,4 +330,8 @@ def test_auth_survives_a_restart_and_simple_tokens_do_not(tmp_path: Path, kind: 
             assert anonymous.value.details() == "etcdserver: user name is empty"
             new = token_of(stubs, "root", "pw")
             got = stubs.kv.Range(rpc_pb2.RangeRequest(key=b"k"), metadata=new, timeout=10)
+            assert [kv.value for kv in got.kvs] == [b"v"]
+            # Without "token", the "authorization" metadata (the gateway's) is read.
+            gateway = [("authorization", new[0][1])]
+            got = stubs.kv.Range(rpc_pb2.RangeRequest(key=b"k"), metadata=gateway, timeout=10)
             assert [kv.value for kv in got.kvs] == [b"v"]
