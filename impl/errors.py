@@ -119,6 +119,12 @@ MAINTENANCE_AUTH_ERRORS = {
     INVALID_AUTH_TOKEN: EtcdErrorKind(grpc.StatusCode.UNKNOWN, "auth: invalid auth token"),
 }
 
+# Authenticate as a user added with --no-password: etcd answers its auth package's own
+# error (code Unknown), not a gRPC-form one.
+NO_PASSWORD_USER = EtcdErrorKind(
+    grpc.StatusCode.UNKNOWN, "auth: authentication failed, password was given for no password user"
+)
+
 # Watch cancel reasons are sent inside a WatchResponse, not as a status.
 WATCH_CANCEL_COMPACTED = "mvcc: required revision has been compacted"
 WATCH_CANCEL_FUTURE = "mvcc: required revision is a future revision"
@@ -167,6 +173,7 @@ ALL_KINDS: tuple[EtcdErrorKind, ...] = (
     INVALID_AUTH_TOKEN,
     INVALID_AUTH_MGMT,
     AUTH_OLD_REVISION,
+    NO_PASSWORD_USER,
 )
 
 

@@ -308,12 +308,14 @@ class AuthStore:
 
     def password_record(self, name: str) -> tuple[bytes, int]:
         """(`name`'s password hash, the auth revision now), for `password_matches`;
-        AUTH_FAILED for an unknown or no-password user, AUTH_NOT_ENABLED when auth is
-        off."""
+        AUTH_FAILED for an unknown user, NO_PASSWORD_USER for one added without a
+        password, AUTH_NOT_ENABLED when auth is off."""
         if not self.enabled:
             raise RpcError(errors.AUTH_NOT_ENABLED)
         user = self._users.get(name)
-        if user is None or user.options.no_password or not user.password:
+        if user is not None and user.options.no_password:
+            raise RpcError(errors.NO_PASSWORD_USER, name)
+        if user is None or not user.password:
             raise RpcError(errors.AUTH_FAILED)
         return user.password, self.revision
 

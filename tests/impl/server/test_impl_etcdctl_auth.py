@@ -55,6 +55,13 @@ SETUP: list[tuple[tuple[str, ...], str | None]] = [
     (("user", "grant-role", "root", "root"), None),
     (("auth", "enable"), None),
     (("role", "list"), None),
+    ((ROOT, "auth", "status"), None),
+    ((ROOT, "user", "add", "bob", "--no-password"), None),
+    ((ROOT, "user", "grant-role", "bob", "reader"), None),
+    (("--user=bob:anything", "get", "foo"), None),
+    ((ROOT, "user", "get", "alice", "--detail"), None),
+    ((ROOT, "user", "get", "bob", "-w", "json"), None),
+    ((ROOT, "role", "get", "writer", "-w", "json"), None),
     (("put", "foo", "bar"), None),
     (("get", "foo"), None),
     ((ROOT, "put", "foo", "x"), None),
@@ -103,6 +110,7 @@ SETUP: list[tuple[tuple[str, ...], str | None]] = [
 TEARDOWN: list[tuple[tuple[str, ...], str | None]] = [
     ((ROOT, "role", "delete", "writer"), None),
     ((ROOT, "user", "get", "alice"), None),
+    ((ROOT, "auth", "status"), None),
     ((ROOT, "auth", "disable"), None),
     (("user", "delete", "alice"), None),
     (("user", "list"), None),
@@ -114,6 +122,7 @@ TEARDOWN: list[tuple[tuple[str, ...], str | None]] = [
 _MASKS = [
     (re.compile(r"http://127\.0\.0\.1:\d+"), "URL"),
     (re.compile(r"lease [0-9a-f]+ granted"), "lease ID granted"),
+    (re.compile(r'"(cluster_id|member_id|raft_term)":\d+'), r'"\1":N'),
 ]
 
 
