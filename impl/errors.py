@@ -108,7 +108,9 @@ INVALID_AUTH_TOKEN = EtcdErrorKind(
     grpc.StatusCode.UNAUTHENTICATED, "etcdserver: invalid auth token"
 )
 INVALID_AUTH_MGMT = EtcdErrorKind(_INVALID, "etcdserver: invalid auth management")
-AUTH_OLD_REVISION = EtcdErrorKind(_INVALID, "etcdserver: revision of auth store is old")
+# etcd 3.5 does not map this one to its gRPC form ("etcdserver: revision of auth store is
+# old"): clients see the auth package's error with code Unknown.
+AUTH_OLD_REVISION = EtcdErrorKind(grpc.StatusCode.UNKNOWN, "auth: revision in header is old")
 
 # Maintenance's admin check returns the auth package's own errors, not their gRPC forms,
 # so clients see code Unknown and the "auth: " text (etcd 3.5's authMaintenanceServer).

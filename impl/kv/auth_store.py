@@ -17,7 +17,7 @@ Contract:
   proposed.
 - Permission checks (`check_*`) take the user and the auth revision a token was checked
   at: nobody (no token) is refused with "user name is empty", a request checked at an
-  older revision than the store's with "revision of auth store is old" (the client then
+  older revision than the store's with "auth: revision in header is old" (the client then
   authenticates again), a user without the permission with "permission denied". When
   auth is disabled every check passes.
 - An in-memory copy of the records serves reads; `reload()` reads them back from the

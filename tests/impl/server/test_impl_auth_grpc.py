@@ -294,6 +294,23 @@ def test_jwt_tokens_as_etcd_issues_them(tmp_path: Path, kind: str) -> None:
             )
             got = stubs.kv.Range(rpc_pb2.RangeRequest(key=b"k"), metadata=token)
             assert [kv.value for kv in got.kvs] == [b"v"]
+            # A JWT names the auth revision it was issued at: once the store moves on,
+            # reads and writes with it are refused until the client authenticates again.
+            stubs.auth.RoleAdd(rpc_pb2.AuthRoleAddRequest(name="later"), metadata=token)
+            for call in (
+                lambda: stubs.kv.Range(rpc_pb2.RangeRequest(key=b"k"), metadata=token),
+                lambda: stubs.kv.Put(rpc_pb2.PutRequest(key=b"k", value=b"x"), metadata=token),
+            ):
+                with pytest.raises(grpc.RpcError) as stale:
+                    call()
+                # etcd 3.5 sends the auth package's error as is, code Unknown.
+                assert (stale.value.code(), stale.value.details()) == (
+                    grpc.StatusCode.UNKNOWN,
+                    "auth: revision in header is old",
+                )
+            fresh = token_of(stubs, "root", "pw")
+            got = stubs.kv.Range(rpc_pb2.RangeRequest(key=b"k"), metadata=fresh)
+            assert [kv.value for kv in got.kvs] == [b"v"]
         # etcdctl authenticates with it too.
         result = etcd_procs.etcdctl(plan.endpoints, "--user=root:pw", "get", "k")
         assert (result.returncode, result.stdout) == (0, "k\nv\n")
