@@ -7,16 +7,18 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class RequestHeader(_message.Message):
-    __slots__ = ("ID", "member_id", "username", "auth_revision")
+    __slots__ = ("ID", "member_id", "username", "auth_revision", "as_member")
     ID_FIELD_NUMBER: _ClassVar[int]
     MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
     USERNAME_FIELD_NUMBER: _ClassVar[int]
     AUTH_REVISION_FIELD_NUMBER: _ClassVar[int]
+    AS_MEMBER_FIELD_NUMBER: _ClassVar[int]
     ID: int
     member_id: int
     username: str
     auth_revision: int
-    def __init__(self, ID: _Optional[int] = ..., member_id: _Optional[int] = ..., username: _Optional[str] = ..., auth_revision: _Optional[int] = ...) -> None: ...
+    as_member: bool
+    def __init__(self, ID: _Optional[int] = ..., member_id: _Optional[int] = ..., username: _Optional[str] = ..., auth_revision: _Optional[int] = ..., as_member: _Optional[bool] = ...) -> None: ...
 
 class InternalAuthenticateRequest(_message.Message):
     __slots__ = ("name", "password", "simple_token")

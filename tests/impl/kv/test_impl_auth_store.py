@@ -274,6 +274,21 @@ def test_lease_revoke_needs_write_on_every_attached_key(writer: Log) -> None:
     writer.ok("lease_revoke", request, root, rev)
 
 
+def test_the_members_own_lease_expiry_is_applied_as_root(writer: Log) -> None:
+    """The leader's revoke of an expired lease carries no user: it is applied with
+    root's rights (etcd's WithRoot), or leases with keys would never expire."""
+    writer.ok("lease_grant", pb.LeaseGrantRequest(ID=8, TTL=60), *writer.root())
+    writer.ok("put", pb.PutRequest(key=b"z", lease=8), *writer.root())
+    revoke = pb.LeaseRevokeRequest(ID=8)
+    assert writer.refused("lease_revoke", revoke) == errors.USER_EMPTY.message
+    internal = internal_pb2.InternalRaftRequest(lease_revoke=revoke)
+    internal.header.as_member = True
+    writer.index += 1
+    result = writer.applier.apply(writer.index, 1, internal.SerializeToString())
+    assert result.error is None
+    assert not writer.applier.lessor.exists(8)
+
+
 def test_records_survive_a_restart(writer: Log) -> None:
     before = (
         writer.auth.revision,

@@ -8,6 +8,7 @@ and a token signed with another key does not.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -352,3 +353,27 @@ def test_auth_survives_a_restart_and_simple_tokens_do_not(tmp_path: Path, kind: 
             gateway = [("authorization", new[0][1])]
             got = stubs.kv.Range(rpc_pb2.RangeRequest(key=b"k"), metadata=gateway, timeout=10)
             assert [kv.value for kv in got.kvs] == [b"v"]
+
+
+@pytest.mark.etcd
+@pytest.mark.parametrize("kind", ["ours", "etcd"])
+def test_leases_with_keys_expire_while_auth_is_enabled(tmp_path: Path, kind: str) -> None:
+    """The leader revokes an expired lease with root's rights: its keys go, though the
+    revoke carries no user's token."""
+    with etcd_procs.cluster(kind, tmp_path, 3) as cluster:
+        endpoint = cluster.endpoints[0].removeprefix("http://")
+        with grpc.insecure_channel(endpoint) as channel:
+            stubs = Stubs(channel)
+            stubs.auth.UserAdd(rpc_pb2.AuthUserAddRequest(name="root", password="pw"))
+            stubs.auth.UserGrantRole(rpc_pb2.AuthUserGrantRoleRequest(user="root", role="root"))
+            stubs.auth.AuthEnable(rpc_pb2.AuthEnableRequest())
+            root = token_of(stubs, "root", "pw")
+            lease = stubs.lease.LeaseGrant(rpc_pb2.LeaseGrantRequest(TTL=2), metadata=root).ID
+            stubs.kv.Put(rpc_pb2.PutRequest(key=b"k", value=b"v", lease=lease), metadata=root)
+            deadline = time.monotonic() + 20
+            while True:
+                got = stubs.kv.Range(rpc_pb2.RangeRequest(key=b"k"), metadata=root, timeout=5)
+                if not got.kvs:
+                    break
+                assert time.monotonic() < deadline, "the leased key outlived its lease by 18 s"
+                time.sleep(0.2)
