@@ -37,6 +37,13 @@ from etcdspec.exitcodes import ExitCode
     default=None,
     help="etcdspec only, for fault-injection tests: a JSON file naming peers to cut off.",
 )
+@click.option(
+    "--auth-token",
+    default="simple",
+    show_default=True,
+    help="simple, or jwt,pub-key=PATH,priv-key=PATH,sign-method=RS256|ES256|...[,ttl=5m].",
+)
+@click.option("--auth-token-ttl", default=300, show_default=True, help="Simple tokens' TTL, s.")
 def serve(
     name: str,
     data_dir: str | None,
@@ -57,6 +64,8 @@ def serve(
     trace_file: str | None,
     seed: int,
     fault_file: str | None,
+    auth_token: str,
+    auth_token_ttl: int,
 ) -> int:
     """Run one member of the reference server (etcd's flags)."""
     from etcdspec.impl.server.config import DEFAULT_QUOTA_BYTES, ConfigError, build_config
@@ -83,6 +92,8 @@ def serve(
             trace_file=trace_file,
             seed=seed,
             fault_file=fault_file,
+            auth_token=auth_token,
+            auth_token_ttl_s=auth_token_ttl,
         )
     except ConfigError as error:
         raise CliError(str(error), ExitCode.USAGE) from error

@@ -88,6 +88,51 @@ SESSION_EXPIRED = EtcdErrorKind(_UNKNOWN, "mutex: session is expired")
 ELECTION_NOT_LEADER = EtcdErrorKind(_UNKNOWN, "election: not leader")
 ELECTION_NO_LEADER = EtcdErrorKind(_UNKNOWN, "election: no leader")
 MISSING_LEADER_KEY = EtcdErrorKind(_UNKNOWN, '"leader" field must be provided')
+_PRECONDITION = grpc.StatusCode.FAILED_PRECONDITION
+
+# The auth store's errors (etcd api/v3rpc/rpctypes, ErrGRPC*).
+ROOT_USER_NOT_EXIST = EtcdErrorKind(_PRECONDITION, "etcdserver: root user does not exist")
+ROOT_ROLE_NOT_EXIST = EtcdErrorKind(_PRECONDITION, "etcdserver: root user does not have root role")
+USER_ALREADY_EXIST = EtcdErrorKind(_PRECONDITION, "etcdserver: user name already exists")
+USER_EMPTY = EtcdErrorKind(_INVALID, "etcdserver: user name is empty")
+USER_NOT_FOUND = EtcdErrorKind(_PRECONDITION, "etcdserver: user name not found")
+ROLE_ALREADY_EXIST = EtcdErrorKind(_PRECONDITION, "etcdserver: role name already exists")
+ROLE_NOT_FOUND = EtcdErrorKind(_PRECONDITION, "etcdserver: role name not found")
+ROLE_EMPTY = EtcdErrorKind(_INVALID, "etcdserver: role name is empty")
+AUTH_FAILED = EtcdErrorKind(
+    _INVALID, "etcdserver: authentication failed, invalid user ID or password"
+)
+PERMISSION_NOT_GIVEN = EtcdErrorKind(_INVALID, "etcdserver: permission not given")
+PERMISSION_DENIED = EtcdErrorKind(
+    grpc.StatusCode.PERMISSION_DENIED, "etcdserver: permission denied"
+)
+ROLE_NOT_GRANTED = EtcdErrorKind(_PRECONDITION, "etcdserver: role is not granted to the user")
+PERMISSION_NOT_GRANTED = EtcdErrorKind(
+    _PRECONDITION, "etcdserver: permission is not granted to the role"
+)
+AUTH_NOT_ENABLED = EtcdErrorKind(_PRECONDITION, "etcdserver: authentication is not enabled")
+INVALID_AUTH_TOKEN = EtcdErrorKind(
+    grpc.StatusCode.UNAUTHENTICATED, "etcdserver: invalid auth token"
+)
+INVALID_AUTH_MGMT = EtcdErrorKind(_INVALID, "etcdserver: invalid auth management")
+# etcd 3.5 does not map this one to its gRPC form ("etcdserver: revision of auth store is
+# old"): clients see the auth package's error with code Unknown.
+AUTH_OLD_REVISION = EtcdErrorKind(grpc.StatusCode.UNKNOWN, "auth: revision in header is old")
+
+# Maintenance's admin check returns the auth package's own errors, not their gRPC forms,
+# so clients see code Unknown and the "auth: " text (etcd 3.5's authMaintenanceServer).
+MAINTENANCE_AUTH_ERRORS = {
+    PERMISSION_DENIED: EtcdErrorKind(grpc.StatusCode.UNKNOWN, "auth: permission denied"),
+    USER_EMPTY: EtcdErrorKind(grpc.StatusCode.UNKNOWN, "auth: user name is empty"),
+    USER_NOT_FOUND: EtcdErrorKind(grpc.StatusCode.UNKNOWN, "auth: user not found"),
+    INVALID_AUTH_TOKEN: EtcdErrorKind(grpc.StatusCode.UNKNOWN, "auth: invalid auth token"),
+}
+
+# Authenticate as a user added with --no-password: etcd answers its auth package's own
+# error (code Unknown), not a gRPC-form one.
+NO_PASSWORD_USER = EtcdErrorKind(
+    grpc.StatusCode.UNKNOWN, "auth: authentication failed, password was given for no password user"
+)
 
 # Watch cancel reasons are sent inside a WatchResponse, not as a status.
 WATCH_CANCEL_COMPACTED = "mvcc: required revision has been compacted"
@@ -124,6 +169,24 @@ ALL_KINDS: tuple[EtcdErrorKind, ...] = (
     ELECTION_NOT_LEADER,
     ELECTION_NO_LEADER,
     MISSING_LEADER_KEY,
+    ROOT_USER_NOT_EXIST,
+    ROOT_ROLE_NOT_EXIST,
+    USER_ALREADY_EXIST,
+    USER_EMPTY,
+    USER_NOT_FOUND,
+    ROLE_ALREADY_EXIST,
+    ROLE_NOT_FOUND,
+    ROLE_EMPTY,
+    AUTH_FAILED,
+    PERMISSION_NOT_GIVEN,
+    PERMISSION_DENIED,
+    ROLE_NOT_GRANTED,
+    PERMISSION_NOT_GRANTED,
+    AUTH_NOT_ENABLED,
+    INVALID_AUTH_TOKEN,
+    INVALID_AUTH_MGMT,
+    AUTH_OLD_REVISION,
+    NO_PASSWORD_USER,
 )
 
 

@@ -6,6 +6,12 @@ the store raises too) leaves as etcd's gRPC code and message, anything else as a
 internal error (UNKNOWN). Writes go through `propose(proposer, field, request, answer)`,
 which wraps the request as the InternalRaftRequest field `field`. A handler's context is
 anything with grpc's `abort` (`Context`): grpc_h2's Call and grpc.aio's ServicerContext.
+
+Auth: `caller(auth, context)` is who a call comes from, read from its "token" metadata
+(or, without one, "authorization", as the HTTP gateway passes it) as etcd does, and `propose(..., caller=...)` carries that user and auth revision in the
+Raft request so the applier checks the write's permission. While auth is disabled the
+caller is nobody at the cost of one boolean test, and no metadata is read (etcd would
+also refuse a stale token then; its clients drop the token and retry).
 """
 
 from __future__ import annotations
@@ -19,9 +25,14 @@ from typing import NoReturn, Protocol, TypeVar
 import grpc
 from google.protobuf.message import Message
 
-from etcdspec.impl.api.ports import Proposer
+from etcdspec.impl.api.ports import Proposer, ReadBarrier
 from etcdspec.impl.errors import RpcError
+from etcdspec.impl.kv.auth_store import AuthStore
+from etcdspec.impl.kv.auth_tokens import NO_USER, AuthInfo, TokenNotApplied
 from etcdspec.impl.pb import raft_internal_pb2 as internal_pb2
+
+TOKEN_METADATA = "token"  # etcd's rpctypes.TokenFieldNameGRPC
+TOKEN_METADATA_GATEWAY = "authorization"  # etcd's TokenFieldNameSwagger, read when no "token"
 
 log = logging.getLogger("etcdspec.impl.api")
 
@@ -38,6 +49,24 @@ class Context(Protocol):
     ServicerContext both have it."""
 
     async def abort(self, code: grpc.StatusCode, details: str = "") -> NoReturn: ...
+
+    def invocation_metadata(self) -> tuple[tuple[str, str], ...] | None: ...
+
+
+def caller(auth: AuthStore, context: Context) -> AuthInfo:
+    """Who the call comes from: NO_USER while auth is disabled or when the call carries
+    no token; INVALID_AUTH_TOKEN for a token nobody holds (unknown, expired, forged)."""
+    if not auth.enabled:
+        return NO_USER
+    gateway = None
+    for name, value in context.invocation_metadata() or ():
+        if name == TOKEN_METADATA:
+            return auth.auth_info(value)  # TokenNotApplied: see unary_in_context
+        if name == TOKEN_METADATA_GATEWAY:
+            gateway = value
+    if gateway is not None:
+        return auth.auth_info(gateway)
+    return NO_USER
 
 
 async def abort_with(context: Context, error: Exception) -> None:
@@ -74,10 +103,52 @@ def unary(handler: Handler[S, Req, Resp]) -> Method[S, Req, Resp]:
     return method
 
 
-async def propose(proposer: Proposer, field: str, request: Message, answer: type[Resp]) -> Resp:
-    """Propose `request` as the InternalRaftRequest field `field`; the applied answer."""
+class ReadsAt(Protocol):
+    """A servicer whose calls can wait until this member has applied what is committed."""
+
+    reads: ReadBarrier
+
+
+R = TypeVar("R", bound=ReadsAt)
+
+
+def unary_in_context(handler: Method[R, Req, Resp]) -> Method[R, Req, Resp]:
+    """As `unary`, for a handler that also reads the call's context (its token). A
+    simple token issued at an index not applied here yet (another member authenticated
+    the client) makes the call wait for this member's applied index to catch up, then
+    run again from its start, as etcd waits on the token's index."""
+
+    @functools.wraps(handler)
+    async def method(self: R, request: Req, context: Context) -> Resp:
+        try:
+            try:
+                return await handler(self, request, context)
+            except TokenNotApplied:
+                await self.reads.barrier()
+                return await handler(self, request, context)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            await abort_with(context, error)
+            raise  # abort raises; this is not reached
+
+    return method
+
+
+async def propose(
+    proposer: Proposer,
+    field: str,
+    request: Message,
+    answer: type[Resp],
+    caller: AuthInfo = NO_USER,
+) -> Resp:
+    """Propose `request` as the InternalRaftRequest field `field`, on behalf of `caller`;
+    the applied answer."""
     internal = internal_pb2.InternalRaftRequest()
     getattr(internal, field).CopyFrom(request)
+    if caller is not NO_USER:
+        internal.header.username = caller.username
+        internal.header.auth_revision = caller.revision
     response = await proposer.propose(internal)
     if not isinstance(response, answer):
         raise TypeError(f"{field} was answered with {type(response).__name__}")

@@ -7,7 +7,14 @@ import asyncio
 from collections.abc import AsyncIterator
 
 from etcdspec.impl import errors
-from etcdspec.impl.api.handlers import Context, propose, status_of, unary
+from etcdspec.impl.api.handlers import (
+    Context,
+    caller,
+    propose,
+    status_of,
+    unary,
+    unary_in_context,
+)
 from etcdspec.impl.api.ports import MemberPorts
 from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
 
@@ -17,14 +24,25 @@ class LeaseServicer(rpc_pb2_grpc.LeaseServicer):
         self.proposer = ports.proposer
         self.leases = ports.leases
         self.cluster = ports.cluster
+        self.auth = ports.state.auth
+        self.reads = ports.reads
 
-    @unary
-    async def LeaseGrant(self, request: rpc_pb2.LeaseGrantRequest) -> rpc_pb2.LeaseGrantResponse:
-        return await propose(self.proposer, "lease_grant", request, rpc_pb2.LeaseGrantResponse)
+    @unary_in_context
+    async def LeaseGrant(
+        self, request: rpc_pb2.LeaseGrantRequest, context: Context
+    ) -> rpc_pb2.LeaseGrantResponse:
+        who = caller(self.auth, context)
+        return await propose(self.proposer, "lease_grant", request, rpc_pb2.LeaseGrantResponse, who)
 
-    @unary
-    async def LeaseRevoke(self, request: rpc_pb2.LeaseRevokeRequest) -> rpc_pb2.LeaseRevokeResponse:
-        return await propose(self.proposer, "lease_revoke", request, rpc_pb2.LeaseRevokeResponse)
+    @unary_in_context
+    async def LeaseRevoke(
+        self, request: rpc_pb2.LeaseRevokeRequest, context: Context
+    ) -> rpc_pb2.LeaseRevokeResponse:
+        # The applier checks WRITE on every key attached to the lease (etcd's rule).
+        who = caller(self.auth, context)
+        return await propose(
+            self.proposer, "lease_revoke", request, rpc_pb2.LeaseRevokeResponse, who
+        )
 
     async def LeaseKeepAlive(
         self,

@@ -5,6 +5,9 @@ Snapshot streams the database as etcd does: the database file, then its sha256 (
 bytes), in SNAPSHOT_CHUNK_BYTES pieces. All that is applied is committed first and the
 copy is made in a worker thread, so the member goes on serving meanwhile (the copy may
 hold entries applied since).
+
+Auth: with auth enabled, Defragment, Hash, HashKV and Snapshot need a caller with the
+root role (etcd's authMaintenanceServer); Status, Alarm and MoveLeader need none.
 """
 
 from __future__ import annotations
@@ -13,9 +16,12 @@ import asyncio
 import hashlib
 from collections.abc import AsyncIterator
 
-from etcdspec.impl.api.handlers import Context, propose, status_of, unary
+from etcdspec.impl import errors
+from etcdspec.impl.api.handlers import Context, caller, propose, status_of, unary, unary_in_context
 from etcdspec.impl.api.ports import MemberPorts
 from etcdspec.impl.api.versions import STORAGE_VERSION
+from etcdspec.impl.errors import RpcError
+from etcdspec.impl.kv.auth_tokens import TokenNotApplied
 from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
 
 SNAPSHOT_CHUNK_BYTES = 32 * 1024
@@ -26,13 +32,32 @@ class MaintenanceServicer(rpc_pb2_grpc.MaintenanceServicer):
         self.state = ports.state
         self.proposer = ports.proposer
         self.cluster = ports.cluster
+        self.reads = ports.reads
 
     @unary
     async def Status(self, request: rpc_pb2.StatusRequest) -> rpc_pb2.StatusResponse:
         return self.cluster.status()
 
-    @unary
-    async def Defragment(self, request: rpc_pb2.DefragmentRequest) -> rpc_pb2.DefragmentResponse:
+    def _check_admin(self, context: Context) -> None:
+        """Refuse a caller without the root role, with the auth package's raw error as
+        etcd's maintenance server does (code Unknown, "auth: permission denied")."""
+        auth = self.state.auth
+        if auth.enabled:
+            try:
+                auth.check_admin(caller(auth, context))
+            except TokenNotApplied:
+                raise  # waited for by the caller, then asked again
+            except RpcError as error:
+                raw = errors.MAINTENANCE_AUTH_ERRORS.get(error.kind)
+                if raw is None:
+                    raise
+                raise RpcError(raw, error.detail) from error
+
+    @unary_in_context
+    async def Defragment(
+        self, request: rpc_pb2.DefragmentRequest, context: Context
+    ) -> rpc_pb2.DefragmentResponse:
+        self._check_admin(context)
         self.state.defragment()
         return rpc_pb2.DefragmentResponse()  # etcd 3.5 answers without a header
 
@@ -42,12 +67,16 @@ class MaintenanceServicer(rpc_pb2_grpc.MaintenanceServicer):
             return rpc_pb2.AlarmResponse(header=self.cluster.header(), alarms=self.state.alarms())
         return await propose(self.proposer, "alarm", request, rpc_pb2.AlarmResponse)
 
-    @unary
-    async def Hash(self, request: rpc_pb2.HashRequest) -> rpc_pb2.HashResponse:
+    @unary_in_context
+    async def Hash(self, request: rpc_pb2.HashRequest, context: Context) -> rpc_pb2.HashResponse:
+        self._check_admin(context)
         return rpc_pb2.HashResponse(header=self.cluster.header(), hash=self.state.hash())
 
-    @unary
-    async def HashKV(self, request: rpc_pb2.HashKVRequest) -> rpc_pb2.HashKVResponse:
+    @unary_in_context
+    async def HashKV(
+        self, request: rpc_pb2.HashKVRequest, context: Context
+    ) -> rpc_pb2.HashKVResponse:
+        self._check_admin(context)
         value, compact_revision, current_revision = self.state.hash_kv(request.revision)
         header = self.cluster.header()
         header.revision = current_revision
@@ -57,6 +86,11 @@ class MaintenanceServicer(rpc_pb2_grpc.MaintenanceServicer):
         self, request: rpc_pb2.SnapshotRequest, context: Context
     ) -> AsyncIterator[rpc_pb2.SnapshotResponse]:
         try:
+            try:
+                self._check_admin(context)
+            except TokenNotApplied:
+                await self.reads.barrier()
+                self._check_admin(context)
             chunks = await self._snapshot_chunks()
         except Exception as error:
             mapped = status_of(error)

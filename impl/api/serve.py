@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 import grpc
 
+from etcdspec.impl.api.auth import AuthServicer
 from etcdspec.impl.api.client_http import ClientHttp
 from etcdspec.impl.api.cluster import ClusterServicer
 from etcdspec.impl.api.election import ElectionServicer
@@ -76,6 +77,7 @@ def add_servicers(ports: MemberPorts, sink: GenericHandlerSink) -> None:
     rpc_pb2_grpc.add_WatchServicer_to_server(WatchServicer(ports), handlers)
     v3lock_pb2_grpc.add_LockServicer_to_server(LockServicer(ports), handlers)
     v3election_pb2_grpc.add_ElectionServicer_to_server(ElectionServicer(ports), handlers)
+    rpc_pb2_grpc.add_AuthServicer_to_server(AuthServicer(ports), handlers)
 
 
 async def start_grpc_server(

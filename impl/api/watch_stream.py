@@ -51,15 +51,20 @@ class WatchStream:
 
     # ---- requests ---------------------------------------------------------------------
 
+    def refuse(self, reason: str) -> None:
+        """Answer a create request that registers nothing, as etcd does: created and
+        canceled at once, watch_id -1, with `reason`."""
+        refused = rpc_pb2.WatchResponse(
+            watch_id=-1, created=True, canceled=True, cancel_reason=reason
+        )
+        refused.header.CopyFrom(self.header())
+        self._push(refused)
+
     def create(self, request: rpc_pb2.WatchCreateRequest) -> None:
         watch_id = request.watch_id
         if watch_id == 0 or watch_id in self.handles:
             if watch_id != 0:
-                refused = rpc_pb2.WatchResponse(
-                    watch_id=-1, created=True, canceled=True, cancel_reason=DUPLICATE_WATCH_ID
-                )
-                refused.header.CopyFrom(self.header())
-                self._push(refused)
+                self.refuse(DUPLICATE_WATCH_ID)
                 return
             while self._next_watch_id in self.handles:
                 self._next_watch_id += 1

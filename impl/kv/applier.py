@@ -39,6 +39,8 @@ from google.protobuf.message import DecodeError, Message
 
 from etcdspec.impl import errors
 from etcdspec.impl.errors import RpcError
+from etcdspec.impl.kv.auth_store import AuthStore
+from etcdspec.impl.kv.auth_tokens import AuthInfo
 from etcdspec.impl.kv.backend import Backend
 from etcdspec.impl.kv.lessor import Lessor
 from etcdspec.impl.kv.mvcc import Event, KVStore, put_run
@@ -150,8 +152,10 @@ class Applier:
         watch_hub: WatchHub,
         quota: BackendQuota,
         clock: Callable[[], float] = lambda: 0.0,
+        auth: AuthStore | None = None,
     ) -> None:
         self.backend = backend
+        self.auth = auth if auth is not None else AuthStore(backend)
         self.lessor = lessor
         self.watch_hub = watch_hub
         self.quota = quota
@@ -208,7 +212,13 @@ class Applier:
         """Apply a run of entries: two or more plain puts (not refused by a NOSPACE
         alarm) with batched SQL (mvcc.put_run), anything else one by one."""
         first = run[0][2]
-        if len(run) < 2 or first is None or not _is_put(first) or self.quota.capped(first):
+        if (
+            len(run) < 2
+            or first is None
+            or not _is_put(first)
+            or self.quota.capped(first)
+            or self.auth.enabled  # each put's permission is checked on its own
+        ):
             return [self._apply_one(index, term, req) for index, term, req in run]
         puts = [req.put for _, _, req in run if req is not None]
         outcomes = put_run(self.backend, puts, self.lessor.exists)
@@ -285,6 +295,10 @@ class Applier:
         kind = req.WhichOneof("request")
         if self.quota.capped(req):
             raise RpcError(errors.NO_SPACE)
+        if kind is not None and kind.startswith("auth"):
+            return self._auth(req, kind, index), 0, [], []
+        if self.auth.enabled and not req.header.as_member:
+            self._check_permission(req, kind)
         if kind == "range":
             return self.store.range(req.range), 0, [], []
         if kind in ("put", "delete_range", "txn"):
@@ -306,6 +320,85 @@ class Applier:
         if kind == "lease_revoke":
             return self._lease_revoke(req.lease_revoke)
         return self._alarm(req.alarm)
+
+    def _check_permission(
+        self, req: raft_internal_pb2.InternalRaftRequest, kind: str | None
+    ) -> None:
+        """Refuse a write its proposer may not make (etcd's authApplierV3), checked with the
+        user and auth revision the proposing member found for its token."""
+        auth = self.auth
+        info = AuthInfo(req.header.username, req.header.auth_revision)
+        if kind == "put":
+            put = req.put
+            auth.check_put(info, put.key)
+            # A lease already on a key the user may not write cannot be attached here.
+            for key in self._lease_keys(put.lease):
+                auth.check_put(info, key)
+            if put.prev_kv:
+                auth.check_range(info, put.key, b"")
+        elif kind == "delete_range":
+            delete = req.delete_range
+            auth.check_delete(info, delete.key, delete.range_end)
+            if delete.prev_kv:
+                auth.check_range(info, delete.key, delete.range_end)
+        elif kind == "txn":
+            auth.check_txn(info, req.txn)
+        elif kind == "range":
+            auth.check_range(info, req.range.key, req.range.range_end)
+        elif kind == "lease_revoke":
+            for key in self._lease_keys(req.lease_revoke.ID):
+                auth.check_put(info, key)
+
+    def _lease_keys(self, lease_id: int) -> list[bytes]:
+        """The keys on a lease; none for no lease or an unknown one (refused later)."""
+        return self.lessor.keys_of(lease_id) if self.lessor.exists(lease_id) else []
+
+    def _auth(self, req: raft_internal_pb2.InternalRaftRequest, kind: str, index: int) -> Message:
+        """Apply an auth request: the root check etcd makes of admin requests, then the
+        store's change or read."""
+        auth = self.auth
+        info = AuthInfo(req.header.username, req.header.auth_revision)
+        if kind == "authenticate":
+            return auth.authenticate(req.authenticate.name, req.authenticate.simple_token, index)
+        if kind == "auth_user_get":
+            # A user may read itself, and a role it holds, without root.
+            if auth.enabled and req.auth_user_get.name != info.username:
+                auth.check_admin(info)
+            return auth.user_get(req.auth_user_get)
+        if kind == "auth_role_get":
+            if auth.enabled and not auth.has_role(info.username, req.auth_role_get.role):
+                auth.check_admin(info)
+            return auth.role_get(req.auth_role_get)
+        auth.check_admin(info)
+        if kind == "auth_enable":
+            return auth.auth_enable()
+        if kind == "auth_disable":
+            return auth.auth_disable()
+        if kind == "auth_status":
+            return auth.auth_status()
+        if kind == "auth_user_add":
+            return auth.user_add(req.auth_user_add)
+        if kind == "auth_user_delete":
+            return auth.user_delete(req.auth_user_delete)
+        if kind == "auth_user_change_password":
+            return auth.user_change_password(req.auth_user_change_password)
+        if kind == "auth_user_grant_role":
+            return auth.user_grant_role(req.auth_user_grant_role)
+        if kind == "auth_user_revoke_role":
+            return auth.user_revoke_role(req.auth_user_revoke_role)
+        if kind == "auth_user_list":
+            return auth.user_list()
+        if kind == "auth_role_list":
+            return auth.role_list()
+        if kind == "auth_role_add":
+            return auth.role_add(req.auth_role_add)
+        if kind == "auth_role_delete":
+            return auth.role_delete(req.auth_role_delete)
+        if kind == "auth_role_grant_permission":
+            return auth.role_grant_permission(req.auth_role_grant_permission)
+        if kind == "auth_role_revoke_permission":
+            return auth.role_revoke_permission(req.auth_role_revoke_permission)
+        raise ApplyError(f"entry {index}: unknown auth request {kind}")
 
     def _lease_grant(self, grant: rpc_pb2.LeaseGrantRequest, index: int) -> _Apply:
         lease_id = grant.ID or self.lessor.allocate_id(index)
@@ -365,6 +458,7 @@ class Applier:
     def restore(self, snapshot: bytes) -> None:
         """Replace the state with a snapshot (from a peer or `etcdspec snapshot restore`)."""
         self.backend.restore(snapshot)
+        self.auth.reload()
         self.lessor.reload(self.backend)
         if self.lessor.primary:
             self.lessor.promote(self.clock())

@@ -13,6 +13,8 @@ Schema (version 1, `meta.schema_version`):
 - `meta`: name -> integer: schema_version, consistent_index (the last applied Raft
   index), term (its term), current_revision, compact_revision.
 - `lease`: id -> granted ttl. `alarm`: (member_id, alarm type).
+- `auth`: (kind 'user' or 'role', name) -> the encoded authpb record (etcdspec.impl.kv.
+  auth_store owns the encoding); `meta` holds auth_enabled (0/1) and auth_revision.
 
 Contract:
 - Writes happen only inside `transaction()` (BEGIN IMMEDIATE ... COMMIT, rolled back on an
@@ -97,6 +99,12 @@ _SCHEMA = (
         alarm INTEGER NOT NULL,
         PRIMARY KEY (member_id, alarm)
     )""",
+    """CREATE TABLE IF NOT EXISTS auth (
+        kind TEXT NOT NULL,
+        name BLOB NOT NULL,
+        record BLOB NOT NULL,
+        PRIMARY KEY (kind, name)
+    )""",
 )
 
 _META_DEFAULTS = {
@@ -105,6 +113,8 @@ _META_DEFAULTS = {
     "term": 0,
     "current_revision": 1,
     "compact_revision": 0,
+    "auth_enabled": 0,
+    "auth_revision": 1,  # etcd's auth store starts at revision 1
 }
 
 _KV_COLUMNS = "main, sub, key, value, create_revision, mod_revision, version, lease, tombstone"
@@ -669,6 +679,37 @@ class Backend:
             if r.lease
         ]
 
+    # ---- auth records ----
+
+    def auth_records(self, kind: str) -> list[tuple[bytes, bytes]]:
+        """(name, record) of every auth record of `kind` ('user' or 'role'), by name."""
+        with self._lock:
+            return [
+                (bytes(n), bytes(r))
+                for n, r in self._conn.execute(
+                    "SELECT name, record FROM auth WHERE kind = ? ORDER BY name", (kind,)
+                )
+            ]
+
+    def put_auth_record(self, kind: str, name: bytes, record: bytes) -> None:
+        self._require_txn()
+        self._conn.execute(
+            "INSERT OR REPLACE INTO auth (kind, name, record) VALUES (?, ?, ?)",
+            (kind, name, record),
+        )
+
+    def delete_auth_record(self, kind: str, name: bytes) -> None:
+        self._require_txn()
+        self._conn.execute("DELETE FROM auth WHERE kind = ? AND name = ?", (kind, name))
+
+    def auth_state(self) -> tuple[bool, int]:
+        """(auth enabled, auth revision)."""
+        return bool(self._meta("auth_enabled")), self._meta("auth_revision")
+
+    def set_auth_state(self, enabled: bool, revision: int) -> None:
+        self._set_meta("auth_enabled", int(enabled))
+        self._set_meta("auth_revision", revision)
+
     # ---- alarms ----
 
     def put_alarm(self, member_id: int, alarm: int) -> None:
@@ -766,6 +807,7 @@ class Backend:
                 ("kv", "main, sub"),
                 ("lease", "id"),
                 ("alarm", "member_id, alarm"),
+                ("auth", "kind, name"),
                 ("meta", "name"),
             ):
                 crc = zlib.crc32(table.encode(), crc)

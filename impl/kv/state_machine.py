@@ -27,6 +27,8 @@ from google.protobuf.message import Message as PbMessage
 from etcdspec.impl import errors
 from etcdspec.impl.errors import RpcError
 from etcdspec.impl.kv.applier import Applier
+from etcdspec.impl.kv.auth_store import AuthStore
+from etcdspec.impl.kv.auth_tokens import TokenProvider
 from etcdspec.impl.kv.backend import BackendCopy
 from etcdspec.impl.kv.etcd_export import etcd_database_from_copy
 from etcdspec.impl.kv.lessor import Lessor
@@ -81,6 +83,7 @@ class StateMachine:
         quota_bytes: int,
         on_watch_ready: Callable[[int], None] = lambda handle: None,
         clock: Callable[[], float] = time.monotonic,
+        tokens: TokenProvider | None = None,
     ) -> None:
         self.db_path = db_path
         self.member_id = member_id
@@ -88,7 +91,10 @@ class StateMachine:
         self._backend: MemberBackend | None = MemberBackend(db_path)
         self.watch_hub = WatchHub(self._backend, on_ready=on_watch_ready)
         self.quota = BackendQuota(self._backend, quota_bytes)
-        self._applier = Applier(self._backend, self.lessor, self.watch_hub, self.quota, clock=clock)
+        self.auth = AuthStore(self._backend, tokens)
+        self._applier = Applier(
+            self._backend, self.lessor, self.watch_hub, self.quota, clock=clock, auth=self.auth
+        )
 
     def close(self) -> None:
         if self._backend is not None:

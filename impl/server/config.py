@@ -13,6 +13,8 @@ import hashlib
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from etcdspec.impl.kv.auth_tokens import TokenConfigError, token_provider
+
 DEFAULT_HEARTBEAT_MS = 100
 DEFAULT_ELECTION_MS = 1000
 DEFAULT_QUOTA_BYTES = 2 * 1024 * 1024 * 1024
@@ -149,6 +151,8 @@ class MemberConfig:
     trace_file: str | None = None
     seed: int = 0
     fault_file: str | None = None  # etcdspec only: fault injection for tests (see peer.py)
+    auth_token: str = "simple"  # etcd's --auth-token: simple, or jwt,pub-key=...,...
+    auth_token_ttl_s: int = 300  # etcd's --auth-token-ttl (simple tokens), seconds
     peers: tuple[PeerInfo, ...] = field(default=())
 
     def __post_init__(self) -> None:
@@ -253,8 +257,14 @@ def build_config(
     trace_file: str | None = None,
     seed: int = 0,
     fault_file: str | None = None,
+    auth_token: str = "simple",
+    auth_token_ttl_s: int = 300,
 ) -> MemberConfig:
     """Build a MemberConfig from flag texts, defaulting as etcd does."""
+    try:
+        token_provider(auth_token, auth_token_ttl_s)
+    except TokenConfigError as error:
+        raise ConfigError(str(error)) from error
     clients = parse_urls(listen_client_urls, "--listen-client-urls")
     peers = parse_urls(listen_peer_urls, "--listen-peer-urls")
     advertised_peers = (
@@ -293,4 +303,6 @@ def build_config(
         trace_file=trace_file,
         seed=seed,
         fault_file=fault_file,
+        auth_token=auth_token,
+        auth_token_ttl_s=auth_token_ttl_s,
     )

@@ -30,6 +30,7 @@ from etcdspec.impl.api.ports import MemberPorts
 from etcdspec.impl.api.serve import start_grpc_server
 from etcdspec.impl.api.watch_stream import WatchStreams
 from etcdspec.impl.errors import RpcError
+from etcdspec.impl.kv.auth_tokens import token_provider
 from etcdspec.impl.raft import codec as raft_codec
 from etcdspec.impl.raft.core import Role
 from etcdspec.impl.raft.driver import RaftConfig, RaftDriver
@@ -113,6 +114,7 @@ class Member:
             self.member_id,
             quota_bytes=config.quota_backend_bytes,
             on_watch_ready=self._on_watch_ready,
+            tokens=token_provider(config.auth_token, config.auth_token_ttl_s),
         )
         self.data = data
         state = data.state

@@ -137,9 +137,11 @@ class Proposals:
         return response
 
     def propose_internal(self, request: internal_pb2.InternalRaftRequest) -> None:
-        """Propose a request of the member's own (no client waits for it); best effort."""
+        """Propose a request of the member's own (no client waits for it); best effort.
+        It is applied with root's rights when auth is enabled (`as_member`)."""
         request.header.ID = self.next_request_id()
         request.header.member_id = self.member_id
+        request.header.as_member = True
         with contextlib.suppress(ProposalDropped):
             self.driver.propose(request.SerializeToString())
             self.wake()

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from etcdspec.impl.kv.auth_tokens import TokenProvider
 from etcdspec.impl.kv.backend import BackendError
 from etcdspec.impl.kv.state_machine import StateMachine
 from etcdspec.impl.raft.core import PersistedState
@@ -59,6 +60,7 @@ def open_member_data(
     quota_bytes: int,
     on_watch_ready: Callable[[int], None] = lambda handle: None,
     clock: Callable[[], float] = time.monotonic,
+    tokens: TokenProvider | None = None,
 ) -> tuple[MemberData, Recovered]:
     """Open and settle a member's data directory; see the module docstring. Raises
     BackendError (or the WAL's and snapshot files' errors) when it cannot be started
@@ -72,6 +74,7 @@ def open_member_data(
             quota_bytes=quota_bytes,
             on_watch_ready=on_watch_ready,
             clock=clock,
+            tokens=tokens,
         )
     except BaseException:
         disk.close()

@@ -18,6 +18,7 @@ import grpc
 import pytest
 
 from etcdspec.impl.pb import (
+    auth_pb2,
     kv_pb2,
     raft_internal_pb2,
     rpc_pb2,
@@ -61,6 +62,28 @@ def test_generated_modules_import_each_other_through_the_package() -> None:
         (
             "Maintenance",
             ["Alarm", "Status", "Defragment", "Hash", "HashKV", "Snapshot", "MoveLeader"],
+        ),
+        (
+            "Auth",
+            [
+                "AuthEnable",
+                "AuthDisable",
+                "AuthStatus",
+                "Authenticate",
+                "UserAdd",
+                "UserGet",
+                "UserList",
+                "UserDelete",
+                "UserChangePassword",
+                "UserGrantRole",
+                "UserRevokeRole",
+                "RoleAdd",
+                "RoleGet",
+                "RoleList",
+                "RoleDelete",
+                "RoleGrantPermission",
+                "RoleRevokePermission",
+            ],
         ),
     ],
 )
@@ -157,6 +180,36 @@ FIELD_NUMBERS = [
     (v3election_pb2.ProclaimRequest, "leader", 1),
     (v3election_pb2.ProclaimRequest, "value", 2),
     (v3election_pb2.ProclaimResponse, "header", 1),
+    (auth_pb2.UserAddOptions, "no_password", 1),
+    (auth_pb2.User, "options", 4),
+    (auth_pb2.Permission, "permType", 1),
+    (auth_pb2.Permission, "range_end", 3),
+    (auth_pb2.Role, "keyPermission", 2),
+    (rpc_pb2.AuthenticateRequest, "password", 2),
+    (rpc_pb2.AuthenticateResponse, "token", 2),
+    (rpc_pb2.AuthStatusResponse, "enabled", 2),
+    (rpc_pb2.AuthStatusResponse, "authRevision", 3),
+    (rpc_pb2.AuthUserAddRequest, "options", 3),
+    (rpc_pb2.AuthUserAddRequest, "hashedPassword", 4),
+    (rpc_pb2.AuthUserChangePasswordRequest, "hashedPassword", 3),
+    (rpc_pb2.AuthUserGrantRoleRequest, "user", 1),
+    (rpc_pb2.AuthUserRevokeRoleRequest, "role", 2),
+    (rpc_pb2.AuthRoleGetRequest, "role", 1),
+    (rpc_pb2.AuthRoleGetResponse, "perm", 2),
+    (rpc_pb2.AuthUserListResponse, "users", 2),
+    (rpc_pb2.AuthRoleListResponse, "roles", 2),
+    (rpc_pb2.AuthRoleGrantPermissionRequest, "perm", 2),
+    (rpc_pb2.AuthRoleRevokePermissionRequest, "range_end", 3),
+    (raft_internal_pb2.InternalRaftRequest, "auth_enable", 1000),
+    (raft_internal_pb2.InternalRaftRequest, "auth_disable", 1011),
+    (raft_internal_pb2.InternalRaftRequest, "authenticate", 1012),
+    (raft_internal_pb2.InternalRaftRequest, "auth_status", 1013),
+    (raft_internal_pb2.InternalRaftRequest, "auth_user_add", 1100),
+    (raft_internal_pb2.InternalRaftRequest, "auth_user_revoke_role", 1105),
+    (raft_internal_pb2.InternalRaftRequest, "auth_role_list", 1107),
+    (raft_internal_pb2.InternalRaftRequest, "auth_role_add", 1200),
+    (raft_internal_pb2.InternalRaftRequest, "auth_role_revoke_permission", 1204),
+    (raft_internal_pb2.InternalAuthenticateRequest, "simple_token", 3),
 ]
 
 
@@ -291,6 +344,34 @@ def test_stubs_speak_to_real_etcd(real_etcd: str) -> None:
             rpc_pb2.LeaseGrantRequest(TTL=30), timeout=5
         )
         assert lease.ID != 0 and lease.TTL == 30
+
+
+@pytest.mark.etcd
+def test_auth_stubs_speak_to_real_etcd(real_etcd: str) -> None:
+    """Our Auth messages read and write what etcd 3.5 does: a user, a role with a
+    range permission, the root user enabling auth and authenticating, the status."""
+    with grpc.insecure_channel(real_etcd) as channel:
+        auth = rpc_pb2_grpc.AuthStub(channel)
+        auth.UserAdd(rpc_pb2.AuthUserAddRequest(name="root", password="rootpw"), timeout=5)
+        auth.UserGrantRole(rpc_pb2.AuthUserGrantRoleRequest(user="root", role="root"), timeout=5)
+        auth.RoleAdd(rpc_pb2.AuthRoleAddRequest(name="r"), timeout=5)
+        perm = auth_pb2.Permission(permType=auth_pb2.Permission.WRITE, key=b"a", range_end=b"b")
+        auth.RoleGrantPermission(rpc_pb2.AuthRoleGrantPermissionRequest(name="r", perm=perm))
+        assert list(auth.RoleGet(rpc_pb2.AuthRoleGetRequest(role="r"), timeout=5).perm) == [perm]
+        assert list(auth.UserGet(rpc_pb2.AuthUserGetRequest(name="root")).roles) == ["root"]
+        assert list(auth.UserList(rpc_pb2.AuthUserListRequest(), timeout=5).users) == ["root"]
+        before = auth.AuthStatus(rpc_pb2.AuthStatusRequest(), timeout=5)
+        # The store starts at auth revision 1 and each of the four changes bumped it.
+        assert not before.enabled and before.authRevision == 5
+        auth.AuthEnable(rpc_pb2.AuthEnableRequest(), timeout=5)
+        token = auth.Authenticate(
+            rpc_pb2.AuthenticateRequest(name="root", password="rootpw"), timeout=5
+        ).token
+        status = auth.AuthStatus(
+            rpc_pb2.AuthStatusRequest(), metadata=[("token", token)], timeout=5
+        )
+        # Enabling auth does not bump it (etcd 3.5).
+        assert status.enabled and status.authRevision == before.authRevision
 
 
 def test_protogen_command_line_writes_into_the_given_folder(

@@ -80,6 +80,8 @@ def test_member_ids_are_distinct_and_stable() -> None:
         ({"initial_cluster_state": "old"}, "--initial-cluster-state"),
         ({"election_timeout_ms": 100}, "--election-timeout"),
         ({"snapshot_count": 0}, "--snapshot-count"),
+        ({"auth_token": "opaque"}, "--auth-token 'opaque': use 'simple'"),
+        ({"auth_token": "jwt,sign-method=RS256"}, "pub-key=PATH and priv-key=PATH"),
     ],
 )
 def test_bad_member_config_is_rejected(overrides: dict[str, object], fragment: str) -> None:
