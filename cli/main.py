@@ -27,6 +27,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "prove": ("prove", "Prove the specs' invariants with Z3; bounded model checking."),
     "check": ("check", "Check a recorded history: linearizability and watch guarantees."),
     "check-trace": ("check_trace", "Replay an implementation trace on the model."),
+    "diagram": ("diagram", "Draw a counterexample (ITF or Raft traces) as a sequence diagram."),
     "conform": ("conform", "Run a workload with faults against a target and check it."),
     "serve": ("serve", "Run one member of the reference server."),
     "cluster": ("cluster", "Start, inspect or stop a local cluster of the reference server."),
