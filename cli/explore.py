@@ -9,11 +9,13 @@ ran out of budget before covering its space (never 0 then), 255 the model crashe
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
+from click.core import ParameterSource
 
 from etcdspec.cli.errors import CliError
 from etcdspec.exitcodes import ExitCode
@@ -169,13 +171,22 @@ def explore(
         noop_on_leader=not no_noop,
         refine=refine,
     )
-    progress = None if quiet else _ThrottledProgress()
+    # Progress only for a person at a terminal; the banner and the summary line always
+    # (unless --quiet), the report (the counterexample) once, on stdout.
+    progress = None if quiet or not sys.stderr.isatty() else _ThrottledProgress()
+    ctx = click.get_current_context()
+    asked = {
+        name: value
+        for name, value in (("max_examples", max_examples), ("steps", steps))
+        if ctx.get_parameter_source(name) is not ParameterSource.DEFAULT
+    }
     use_finder = len(bugs) == 1 and not exhaustive and not plain and not refine
     if not quiet:
         if use_finder:
-            from etcdspec.model.explore import FINDERS
+            from etcdspec.model.explore import FINDERS, with_budget
 
-            what = f"the finder of {bugs[0]}: {FINDERS[bugs[0]].describe()}"
+            finder = with_budget(FINDERS[bugs[0]], asked.get("max_examples"), asked.get("steps"))
+            what = f"the finder of {bugs[0]}: {finder.describe(bugs[0])}"
         else:
             mode = "exhaustive" if exhaustive else "hypothesis"
             what = f"{mode} exploration of the {options.describe()}"
@@ -183,7 +194,7 @@ def explore(
     if use_finder:
         from etcdspec.model.explore import find_bug
 
-        result = find_bug(bugs[0], seed=seed, progress=progress)
+        result = find_bug(bugs[0], seed, progress, asked.get("max_examples"), asked.get("steps"))
     elif exhaustive:
         from etcdspec.model.explore import run_exhaustive
 
