@@ -28,6 +28,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "check": ("check", "Check a recorded history: linearizability and watch guarantees."),
     "check-trace": ("check_trace", "Replay an implementation trace on the model."),
     "diagram": ("diagram", "Draw a counterexample (ITF or Raft traces) as a sequence diagram."),
+    "replay": ("replay", "Replay a model counterexample (ITF) on the server's Raft core."),
     "tour": ("tour", "The guided tour (docs/tour.md), run step by step."),
     "conform": ("conform", "Run a workload with faults against a target and check it."),
     "serve": ("serve", "Run one member of the reference server."),
