@@ -32,7 +32,8 @@
     var longest = 1;
     steps.forEach(function (s) { if (s.nodes[n]) { longest = Math.max(longest, s.nodes[n].log.length); } });
     logX[n] = x;
-    x += Math.max(64, longest * (BOX + 2) + 16);
+    var textual = steps.some(function (s) { return s.nodes[n] && s.nodes[n].log.length && !/^\d/.test(s.nodes[n].log[0]); });
+    x += textual ? 330 : Math.max(64, longest * (BOX + 2) + 16);
   });
   var width = Math.max(x + 10, 700), height = TOP + (last + 2) * ROW + 20;
 
@@ -123,7 +124,10 @@
       var dir = m.to !== null && laneX[m.to] !== undefined && laneX[m.to] < x1 ? -1 : 1;
       x2 = x1 + dir * STUB; y2 = y1 + 7; marker = "arrow-flight";
     } else if (m.fate === "delivered") {
-      x2 = laneX[m.to]; y2 = rowY(m.ended) + (same ? 6 : 0);
+      x2 = laneX[m.to]; y2 = rowY(m.ended);
+      if (same) {  // a request and its answer in one step: above and below the row's middle
+        var lift = x2 > x1 ? -5 : 6; y1 += lift; y2 += lift;
+      }
     } else if (m.fate === "dropped") {
       x2 = (x1 + laneX[m.to]) / 2; y2 = rowY(m.ended); marker = "arrow-drop";
     }
@@ -133,7 +137,7 @@
       el("text", { x: x2, y: y2 + 5, "class": "drop-x", "text-anchor": "middle" }, g, "✕");
     }
     var text = m.label.replace(/^\S+→\S+ /, "");
-    var lx = (x1 + x2) / 2, ly = (y1 + y2) / 2 - 3;
+    var lx = (x1 + x2) / 2, ly = same && x2 < x1 ? y2 + 11 : (y1 + y2) / 2 - 3;
     if (!stub) { el("text", { x: lx, y: ly, "class": "msg-label", "text-anchor": "middle" }, g, shorten(text, 22)); }
     el("title", {}, g, m.from + " → " + (m.to === null ? "all" : m.to) + ": " + m.label + " (" + m.fate + (m.ended === null ? "" : " at step " + m.ended) + ", sent at step " + m.sent + ")");
     drawn += 1;
@@ -148,6 +152,10 @@
       var before = s.number ? steps[s.number - 1].nodes[n] : null;
       var changed = before && before.log.join("|") !== st.log.join("|");
       var g = el("g", { "class": "log" + (changed ? " changed" : "") + (st.up ? "" : " down"), id: "log-" + n + "-" + s.number }, logsG);
+      if (st.log.length && !/^\d/.test(st.log[0])) {  // not Raft entries (the store's keys): as text
+        el("text", { x: logX[n], y: rowY(s.number) + 4, "class": "log-text" }, g, shorten(st.log.join("  "), 60));
+        return;
+      }
       st.log.forEach(function (entry, k) {
         var term = entryTerm(entry);
         var committed = st.commit !== null && k < st.commit;
