@@ -9,14 +9,20 @@ ran out of budget before covering its space (never 0 then), 255 the model crashe
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
+from click.core import ParameterSource
 
 from etcdspec.cli.errors import CliError
 from etcdspec.exitcodes import ExitCode
 from etcdspec.verdict import Verdict
+
+if TYPE_CHECKING:
+    from etcdspec.model.counterexample import Counterexample
 
 
 class _ThrottledProgress:
@@ -63,6 +69,13 @@ class _ThrottledProgress:
     help="Write the counterexample as ITF JSON to this file.",
 )
 @click.option(
+    "--diagram",
+    "diagram_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Draw the counterexample as a message-sequence diagram (HTML) in this file.",
+)
+@click.option(
     "--timeouts",
     type=click.Choice(["free", "ticks"]),
     default="free",
@@ -107,6 +120,7 @@ def explore(
     max_depth: int | None,
     time_budget: float | None,
     itf_path: Path | None,
+    diagram_path: Path | None,
     timeouts: str,
     persist: str,
     no_prevote: bool,
@@ -157,13 +171,22 @@ def explore(
         noop_on_leader=not no_noop,
         refine=refine,
     )
-    progress = None if quiet else _ThrottledProgress()
+    # Progress only for a person at a terminal; the banner and the summary line always
+    # (unless --quiet), the report (the counterexample) once, on stdout.
+    progress = None if quiet or not sys.stderr.isatty() else _ThrottledProgress()
+    ctx = click.get_current_context()
+    asked = {
+        name: value
+        for name, value in (("max_examples", max_examples), ("steps", steps))
+        if ctx.get_parameter_source(name) is not ParameterSource.DEFAULT
+    }
     use_finder = len(bugs) == 1 and not exhaustive and not plain and not refine
     if not quiet:
         if use_finder:
-            from etcdspec.model.explore import FINDERS
+            from etcdspec.model.explore import FINDERS, with_budget
 
-            what = f"the finder of {bugs[0]}: {FINDERS[bugs[0]].describe()}"
+            finder = with_budget(FINDERS[bugs[0]], asked.get("max_examples"), asked.get("steps"))
+            what = f"the finder of {bugs[0]}: {finder.describe(bugs[0])}"
         else:
             mode = "exhaustive" if exhaustive else "hypothesis"
             what = f"{mode} exploration of the {options.describe()}"
@@ -171,7 +194,7 @@ def explore(
     if use_finder:
         from etcdspec.model.explore import find_bug
 
-        result = find_bug(bugs[0], seed=seed, progress=progress)
+        result = find_bug(bugs[0], seed, progress, asked.get("max_examples"), asked.get("steps"))
     elif exhaustive:
         from etcdspec.model.explore import run_exhaustive
 
@@ -191,6 +214,8 @@ def explore(
 
     if itf_path is not None and result.counterexample is not None:
         result.counterexample.to_itf().write(itf_path)
+    if diagram_path is not None and result.counterexample is not None:
+        _write_diagram(result.counterexample, diagram_path)
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
     elif result.counterexample is not None:
@@ -204,9 +229,21 @@ def explore(
                 else "not written (no counterexample)"
             )
             click.echo(f"[explore] ITF trace {itf_path}: {written}", err=True)
+        if diagram_path is not None:
+            drawn = "written" if result.counterexample is not None else "not written"
+            click.echo(f"[explore] diagram {diagram_path}: {drawn}", err=True)
     if result.crashed:
         raise CliError(f"the model crashed: {result.crashed}", ExitCode.INTERNAL_ERROR)
     return int(result.verdict.exit_code())
+
+
+def _write_diagram(counterexample: Counterexample, path: Path) -> None:
+    """The counterexample's ITF, drawn (the same page as `etcdspec diagram FILE.itf.json`)."""
+    from etcdspec.checker.diagram_itf import diagram_from_itf
+    from etcdspec.checker.diagram_page import write_diagram
+
+    document = counterexample.to_itf().to_json()
+    write_diagram(diagram_from_itf(document, counterexample.invariant), path)
 
 
 def _check_usage(nodes: int, max_examples: int, steps: int, exhaustive: bool, machine: str) -> None:

@@ -9,6 +9,7 @@ counterexamples go to stderr/stdout as text, or one JSON document on stdout with
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,11 @@ from etcdspec.verdict import Verdict
     ),
 )
 @click.option(
+    "--quiet",
+    is_flag=True,
+    help="No progress on stderr (progress is shown only when stderr is a terminal).",
+)
+@click.option(
     "--write-hints",
     is_flag=True,
     help="Compute the SPECs' proof hints (unsat cores), write their .hints sidecars, and exit.",
@@ -93,6 +99,7 @@ def prove(
     list_mutations: bool,
     jobs: int | None,
     use_hints: bool,
+    quiet: bool,
     write_hints: bool,
 ) -> int:
     """Prove every invariant of the SPECs inductive (default: raft, mvcc, lease).
@@ -157,6 +164,9 @@ def prove(
     verdicts: list[Verdict] = []
     documents: list[dict[str, Any]] = []
     first_cex = None
+    # One report per stream: the report goes to stdout once; the per-query progress
+    # (which repeats the report's lines as they come) only to a terminal's stderr.
+    progress = show_progress(as_json, quiet)
     for loaded in targets:
         try:
             if bmc_depth is not None:
@@ -166,7 +176,7 @@ def prove(
                     sizes,
                     int(timeout * 1000),
                     on_depth=None
-                    if as_json
+                    if not progress
                     else lambda k, s: click.echo(
                         f"  depth {k}: no violation ({s:.2f} s)", err=True
                     ),
@@ -185,7 +195,9 @@ def prove(
                 loaded,
                 int(timeout * 1000),
                 wanted,
-                on_result=None if as_json else lambda r: click.echo("  " + r.describe(), err=True),
+                on_result=None
+                if not progress
+                else lambda r: click.echo("  " + r.describe(), err=True),
                 actions=actions,
                 fail_fast=fail_fast,
                 jobs=jobs,
@@ -201,7 +213,7 @@ def prove(
     overall = Verdict.merge_all(verdicts)
     if itf_path is not None and first_cex is not None:
         first_cex.to_itf(source=", ".join(t.describe() for t in targets)).write(itf_path)
-        if not as_json:
+        if not as_json and not quiet:
             click.echo(f"counterexample written to {itf_path} (ITF)", err=True)
     if as_json:
         key = "bmc" if bmc_depth is not None else "specs"
@@ -216,3 +228,8 @@ def prove(
 def _path_of(filename: str, name: str) -> str:
     path = Path(filename)
     return str(path) if path.is_file() else name
+
+
+def show_progress(as_json: bool, quiet: bool) -> bool:
+    """Progress on stderr: only for a person at a terminal, never with --json or --quiet."""
+    return not as_json and not quiet and sys.stderr.isatty()

@@ -11,7 +11,9 @@ Contract:
   made (path: before → after), then the invariant's own detail text.
 - `Counterexample.to_itf()` gives an `etcdspec.itf.ItfTrace` (ITF JSON, Apalache and
   Quint read it): one state per step, each after the first labelled in `#meta.action`.
-- The changes shown per step are capped (`MAX_CHANGES_PER_STEP`); the ITF keeps all.
+- The initial state is shown whole, one line per record (a node's fields on its line).
+- The changes shown per step are capped (`MAX_CHANGES_PER_STEP`) with a line saying how
+  many more there are and that the ITF trace (`--itf`) keeps all.
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ class Counterexample:
             f"{len(self.steps)} step(s) of the {self.machine} model{context}",
             "  0. initial state",
         ]
-        lines += [f"       {line}" for line in summarize(self.initial)[:MAX_CHANGES_PER_STEP]]
+        lines += [f"       {line}" for line in summarize(self.initial)]
         lines += [step.describe() for step in self.steps]
         lines.append(f"Violated: {self.invariant}")
         lines += [f"  {line}" for line in self.detail.splitlines()]
@@ -149,9 +151,19 @@ def _became_container(path: str, leaf: str, other: Mapping[str, str]) -> bool:
 
 
 def summarize(state: Mapping[str, Any]) -> list[str]:
-    """Every non-empty leaf of a state as `path = value` (for the initial state)."""
+    """Every leaf of a state (the initial state: nothing left out), one line per record:
+    `nodes.n1: applied_index = 0, commit_index = 0, …`; a top-level leaf as `path = value`."""
+    groups: dict[str, list[str]] = {}
+    for path, value in flatten(state).items():
+        owner, dot, leaf = path.rpartition(".")
+        if not dot or "[" in leaf:
+            owner, leaf = path, ""
+        groups.setdefault(owner, []).append(f"{leaf} = {value}" if leaf else value)
     return [
-        f"{path} = {value}" for path, value in flatten(state).items() if value not in ("", "[]")
+        f"{owner}: {', '.join(items)}"
+        if len(items) > 1 or "=" in items[0]
+        else f"{owner} = {items[0]}"
+        for owner, items in groups.items()
     ]
 
 

@@ -21,6 +21,7 @@ This module measures wall time for reports; the model it drives does no I/O.
 from __future__ import annotations
 
 import importlib
+import sys
 import time
 import traceback
 from collections import Counter
@@ -183,7 +184,7 @@ class ExploreResult:
         if self.mode == "exhaustive":
             size = f"{self.distinct_states} distinct states, depth {self.depth}"
         else:
-            size = f"{self.examples} examples, {self.steps} steps ({self.steps_per_second:,.0f}/s)"
+            size = f"{self.examples_text()}, {self.steps} steps ({self.steps_per_second:,.0f}/s)"
         outcome = {
             Verdict.TRUE: "no violation found",
             Verdict.FALSE: "violation found",
@@ -195,6 +196,16 @@ class ExploreResult:
         return (
             f"{self.mode} exploration of the {self.options.describe()}: {outcome} — "
             f"{size}, {self.seconds:.1f} s{note}"
+        )
+
+    def examples_text(self) -> str:
+        """The examples run, against the number asked (--max-examples, per seed)."""
+        asked = self.options.max_examples
+        if self.examples <= asked:
+            return f"{self.examples} examples (of at most {asked})"
+        return (
+            f"{self.examples} examples ({asked} asked; Hypothesis also ran "
+            f"{self.examples - asked} it did not count, e.g. discarded or overrun draws)"
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -237,6 +248,7 @@ class RunRecorder:
         self.progress = progress
         self.started = time.monotonic()
         self.examples = 0
+        self.found_at: int | None = None  # the example that first broke an invariant
         self.steps = 0
         self.witnesses: Counter[str] = Counter()
         self.initial: Any = None
@@ -273,6 +285,11 @@ class RunRecorder:
 
     def finish(self) -> None:
         self.examples += 1
+        # Called from the machine's teardown; a failing example tears down while its
+        # violation propagates. The examples after the first failing one are
+        # Hypothesis shrinking it, not exploration: they are not counted as examples.
+        if self.found_at is None and isinstance(sys.exc_info()[1], InvariantViolation):
+            self.found_at = self.examples
         if self.progress is not None:
             self.progress(Progress(self.examples, self.steps, 0, time.monotonic() - self.started))
 
@@ -376,11 +393,14 @@ def _result(
     crashed: str = "",
     note: str = "",
 ) -> ExploreResult:
+    shrink_runs = recorder.examples - recorder.found_at if recorder.found_at is not None else 0
+    if shrink_runs:
+        note = (note + "; " if note else "") + f"{shrink_runs} more runs while shrinking"
     return ExploreResult(
         verdict=verdict,
         mode="hypothesis",
         options=options,
-        examples=recorder.examples,
+        examples=recorder.found_at if recorder.found_at is not None else recorder.examples,
         steps=recorder.steps,
         distinct_states=0,
         depth=0,
@@ -465,18 +485,30 @@ class Finder:
     bounds: ExhaustiveBounds = ExhaustiveBounds()
     attempts: int = 1
 
-    def describe(self) -> str:
+    def describe(self, bug: str = "") -> str:
+        """The finder's search; with `bug`, its options as they run (that bug switched on)."""
         if self.mode == "exhaustive":
             return f"exhaustive search, {self.bounds.describe()}"
-        rules = self.options.rules
+        options = replace(self.options, bugs=BugSet.of(bug)) if bug else self.options
+        rules = options.rules
         only = f", rules {', '.join(sorted(rules))}" if rules is not None else ""
-        return f"hypothesis, {self.options.describe()}{only}, up to {self.attempts} seeds"
+        return (
+            f"hypothesis, {options.describe()}{only}, {options.max_examples} examples "
+            f"of {options.steps} steps per seed, up to {self.attempts} seeds"
+        )
 
 
-def find_bug(name: str, seed: int = 0, progress: ProgressCallback | None = None) -> ExploreResult:
+def find_bug(
+    name: str,
+    seed: int = 0,
+    progress: ProgressCallback | None = None,
+    max_examples: int | None = None,
+    steps: int | None = None,
+) -> ExploreResult:
     """Explore the model with bug `name` on, as FINDERS says; the first result with a
-    counterexample, or the last one (nothing found) when every attempt came up empty."""
-    finder = FINDERS[name]
+    counterexample, or the last one (nothing found) when every attempt came up empty.
+    `max_examples` and `steps`, when given, replace the finder's own (per seed)."""
+    finder = with_budget(FINDERS[name], max_examples, steps)
     bugs = BugSet.of(name)
     if finder.mode == "exhaustive":
         return run_exhaustive(
@@ -500,6 +532,16 @@ def find_bug(name: str, seed: int = 0, progress: ProgressCallback | None = None)
         seconds=time.monotonic() - started,
         note=(result.note + "; " if result.note else "") + f"{attempt + 1} seed(s) tried",
     )
+
+
+def with_budget(finder: Finder, max_examples: int | None, steps: int | None) -> Finder:
+    """The finder with the examples per seed and steps per example asked instead of its own."""
+    options = finder.options
+    if max_examples is not None:
+        options = replace(options, max_examples=max_examples)
+    if steps is not None:
+        options = replace(options, steps=steps)
+    return replace(finder, options=options)
 
 
 # The rules a split-brain schedule needs: the leader cut off with a write of its own

@@ -10,15 +10,11 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import struct
-import subprocess
-import zlib
-from collections import Counter
 from dataclasses import dataclass, replace
-from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from chromium import ARTEFACTS, CHROMIUM, Elements, chromium, colour_counts, png_pixels
 
 from etcdspec.checker.check import CheckOptions, CheckReport, check_history, load_history
 from etcdspec.checker.history import HistoryEvent, write_history
@@ -26,8 +22,6 @@ from etcdspec.checker.report import render_timeline, write_report
 from etcdspec.checker.report_data import timeline_data
 from etcdspec.checker.simulate import simulate_etcd
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-ARTEFACTS = Path(__file__).resolve().parents[2] / "reports" / "tests"
 WINDOW = (1400, 1500)
 SCALE_NS = 40_000  # the simulator's clock ticks, stretched to a run of about 14 s
 
@@ -162,108 +156,6 @@ def test_page_is_self_contained(run: Run, tmp_path: Path) -> None:
 # ------------------------------------------------------------------------- in Chromium
 
 
-class _Elements(HTMLParser):
-    """Every element's tag and attributes, and those with an id by id."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.all: list[tuple[str, dict[str, str]]] = []
-        self.by_id: dict[str, dict[str, str]] = {}
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        found = {k: v or "" for k, v in attrs}
-        self.all.append((tag, found))
-        if "id" in found:
-            self.by_id[found["id"]] = found
-
-    def classed(self, name: str) -> list[dict[str, str]]:
-        return [a for _, a in self.all if name in a.get("class", "").split()]
-
-
-def _chromium(page: Path, profile: Path, *mode: str) -> subprocess.CompletedProcess[str]:
-    assert CHROMIUM is not None
-    command = [
-        CHROMIUM,
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--hide-scrollbars",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        f"--user-data-dir={profile}",
-        "--enable-logging=stderr",
-        "--v=0",
-        "--force-device-scale-factor=1",
-        f"--window-size={WINDOW[0]},{WINDOW[1]}",
-        "--virtual-time-budget=5000",
-        *mode,
-        page.as_uri(),
-    ]
-    return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
-
-
-def _png_pixels(path: Path) -> tuple[int, int, list[bytes]]:
-    """Width, height and rows of RGB(A) bytes of an 8-bit RGB or RGBA PNG (the
-    standard library's zlib; the five PNG filters undone)."""
-    blob = path.read_bytes()
-    assert blob[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
-    pos, idat, header = 8, b"", b""
-    while pos < len(blob):
-        (length,) = struct.unpack(">I", blob[pos : pos + 4])
-        kind, body = blob[pos + 4 : pos + 8], blob[pos + 8 : pos + 8 + length]
-        if kind == b"IHDR":
-            header = body
-        elif kind == b"IDAT":
-            idat += body
-        pos += 12 + length
-    width, height, depth, colour = struct.unpack(">IIBB", header[:10])
-    assert depth == 8 and colour in (2, 6), f"unexpected PNG format {depth}/{colour}"
-    step = 3 if colour == 2 else 4
-    raw = zlib.decompress(idat)
-    stride = width * step
-    rows: list[bytes] = []
-    previous = bytes(stride)
-    for y in range(height):
-        start = y * (stride + 1)
-        kind, line = raw[start], raw[start + 1 : start + 1 + stride]
-        previous = _unfilter(kind, line, previous, step)
-        rows.append(
-            previous if step == 3 else bytes(v for i, v in enumerate(previous) if i % 4 != 3)
-        )
-    return width, height, rows
-
-
-def _unfilter(kind: int, line: bytes, up: bytes, step: int) -> bytes:
-    """One scanline with its PNG filter (0 none, 1 sub, 2 up, 3 average, 4 Paeth) undone."""
-    if kind == 0:
-        return line
-    if kind == 2:
-        return bytes((a + b) & 0xFF for a, b in zip(line, up, strict=True))
-    out = bytearray(line)
-    for x in range(len(out)):
-        left = out[x - step] if x >= step else 0
-        if kind == 1:
-            out[x] = (out[x] + left) & 0xFF
-        elif kind == 3:
-            out[x] = (out[x] + ((left + up[x]) >> 1)) & 0xFF
-        else:
-            above, corner = up[x], up[x - step] if x >= step else 0
-            p = left + above - corner
-            pa, pb, pc = abs(p - left), abs(p - above), abs(p - corner)
-            best = left if pa <= pb and pa <= pc else above if pb <= pc else corner
-            out[x] = (out[x] + best) & 0xFF
-    return bytes(out)
-
-
-def _colour_counts(rows: list[bytes]) -> Counter[bytes]:
-    counts: Counter[bytes] = Counter()
-    for row in rows:
-        counts.update(row[x : x + 3] for x in range(0, len(row), 3))
-    return counts
-
-
 def test_report_page_in_headless_chromium(run: Run, tmp_path: Path) -> None:
     if CHROMIUM is None:
         pytest.fail("this test needs Debian's chromium: apt-get install -y chromium (.ci/run does)")
@@ -271,14 +163,14 @@ def test_report_page_in_headless_chromium(run: Run, tmp_path: Path) -> None:
     assert failure is not None
     # As `etcdspec check run/history.jsonl --report DIR` does: the faults are found beside.
     page = write_report(run.report, tmp_path / "report", run.options)["timeline"]
-    done = _chromium(page, tmp_path / "profile", "--dump-dom")
+    done = chromium(page, tmp_path / "profile", "--dump-dom")
     errors = [
         line
         for line in done.stderr.splitlines()
         if "CONSOLE" in line and ("Error" in line or "ERROR" in line)
     ]
     assert not errors, errors
-    dom = _Elements()
+    dom = Elements()
     dom.feed(done.stdout)
     body = next(attrs for tag, attrs in dom.all if tag == "body")
     assert body.get("data-ready") == "1", "the page's script did not run to its end"
@@ -313,13 +205,13 @@ def test_report_page_in_headless_chromium(run: Run, tmp_path: Path) -> None:
     assert "cannot be linearized" in done.stdout and "faults around it" in done.stdout
 
     shot = tmp_path / "timeline.png"
-    _chromium(page, tmp_path / "profile", f"--screenshot={shot}")
+    chromium(page, tmp_path / "profile", f"--screenshot={shot}")
     assert shot.is_file(), "Chromium wrote no screenshot"
     ARTEFACTS.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(shot, ARTEFACTS / "checker_report_timeline.png")
-    width, height, pixels = _png_pixels(shot)
+    width, height, pixels = png_pixels(shot)
     assert (width, height) == WINDOW
-    counts = _colour_counts(pixels)
+    counts = colour_counts(pixels)
     assert len(counts) > 50, "the screenshot is nearly one colour"
     assert max(counts.values()) < 0.9 * width * height
     # The failing bar's red and the kill fault's purple (CSS --failing, --kill) are seen.

@@ -104,3 +104,21 @@ def test_to_json_lists_labels_and_changes() -> None:
     document = _example().to_json()
     assert [s["label"] for s in document["steps"]] == ["timeout(n1)", "propose(n1, put a=1)"]
     assert document["invariant"] == "ElectionSafety"
+
+
+def test_the_initial_state_is_shown_whole_one_line_per_record() -> None:
+    """Every leaf of the initial state is printed (it was cut at 14 lines with no marker),
+    each node's fields on one line."""
+    nodes = {
+        f"n{i}": {"role": "follower", "term": 0, "voted_for": None, "log": [], "up": True}
+        for i in range(1, 6)
+    }
+    initial = {"nodes": nodes, "messages": {}, "partition": []}
+    after = {**initial, "nodes": {**nodes, "n1": {**nodes["n1"], "role": "candidate"}}}
+    rendered = build("cluster", "X", "", initial, [("timeout(n1)", after)]).describe()
+    head = rendered.split("  1. timeout(n1)")[0]
+    for name in nodes:
+        line = next(line for line in head.splitlines() if line.strip().startswith(f"nodes.{name}:"))
+        for field in ("role = follower", "term = 0", "voted_for = none", "log = []", "up = True"):
+            assert field in line, line
+    assert "messages = {}" in head and "partition = []" in head

@@ -141,3 +141,22 @@ def test_write_hints_writes_a_sidecar_that_prove_then_uses(
     assert run(["prove", str(spec), "--json"]) == 0
     results = json.loads(capsys.readouterr().out)["specs"][0]["results"]
     assert "hint" in {r.get("route") for r in results}
+
+
+def test_prove_reports_once_per_stream(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The report on stdout; the per-depth progress (which repeats it) on stderr only
+    when stderr is a terminal, and never with --quiet."""
+    import sys
+
+    argv = ["prove", "mvcc", "--bmc", "2"]
+    assert run(argv) == 0
+    out, err = capsys.readouterr()
+    assert "bmc mvcc" in out and "depth" not in err
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    assert run(argv) == 0
+    out_tty, err_tty = capsys.readouterr()
+    assert out_tty.split(" — ")[0] == out.split(" — ")[0] and "depth 0: no violation" in err_tty
+    assert run([*argv, "--quiet"]) == 0
+    assert capsys.readouterr().err == ""
