@@ -70,7 +70,8 @@ def _run(tmp_path: Path, target: str) -> ConformResult:
 
 def _assert_holds_under_both(result: ConformResult) -> None:
     assert result.verdict is Verdict.TRUE, result.describe()
-    assert result.disk is not None and result.disk.verdict is Verdict.TRUE, result.describe()
+    disk = result.more_check("DiskFaults")
+    assert disk is not None and disk.verdict is Verdict.TRUE, result.describe()
     assert any("power cut of every member" in fault for fault in result.faults), result.faults
     assert any("fsync-eio" in fault and "stopped" in fault for fault in result.faults)
     assert not result.skipped_faults
