@@ -18,8 +18,11 @@ grpc-gateway maps the code to (`HTTP_STATUS`); a stream's error after its first 
 as one `{"error": {"grpc_code", "http_code", "message", "http_status"}}` line. A body that
 is not JSON of the message is InvalidArgument (our message is json_format's, not Go's).
 
+Auth: the Authorization header (or Grpc-Metadata-Token) is passed to the call as
+metadata, as grpc-gateway does, so a token from /v3/auth/authenticate works as on etcd.
+Lock and Election are served under /v3/lock/ and /v3/election/ as etcd serves them.
 Not served, as etcd 3.5.1 does not: /v3/maintenance/hashkv (404). Not served because
-the gRPC method is not: the Auth service and member add/remove/update/promote.
+the gRPC method is not: member add/remove/update/promote.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import grpc
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
-from etcdspec.impl.pb import rpc_pb2
+from etcdspec.impl.pb import rpc_pb2, v3election_pb2, v3lock_pb2
 from etcdspec.impl.rpc.http1 import HttpRequest, HttpResponse
 
 JSON_HEADERS = (("Content-Type", "application/json"),)
@@ -94,6 +97,7 @@ class Route:
 
 
 R = rpc_pb2
+E = v3election_pb2
 ROUTES: dict[str, Route] = {
     "/v3/kv/range": Route("/etcdserverpb.KV/Range", R.RangeRequest),
     "/v3/kv/put": Route("/etcdserverpb.KV/Put", R.PutRequest),
@@ -126,6 +130,37 @@ ROUTES: dict[str, Route] = {
     "/v3/maintenance/transfer-leadership": Route(
         "/etcdserverpb.Maintenance/MoveLeader", R.MoveLeaderRequest
     ),
+    **{
+        f"/v3/auth/{path}": Route(f"/etcdserverpb.Auth/{method}", getattr(R, f"{kind}Request"))
+        for path, method, kind in (
+            ("enable", "AuthEnable", "AuthEnable"),
+            ("disable", "AuthDisable", "AuthDisable"),
+            ("status", "AuthStatus", "AuthStatus"),
+            ("authenticate", "Authenticate", "Authenticate"),
+            ("user/add", "UserAdd", "AuthUserAdd"),
+            ("user/get", "UserGet", "AuthUserGet"),
+            ("user/list", "UserList", "AuthUserList"),
+            ("user/delete", "UserDelete", "AuthUserDelete"),
+            ("user/changepw", "UserChangePassword", "AuthUserChangePassword"),
+            ("user/grant", "UserGrantRole", "AuthUserGrantRole"),
+            ("user/revoke", "UserRevokeRole", "AuthUserRevokeRole"),
+            ("role/add", "RoleAdd", "AuthRoleAdd"),
+            ("role/get", "RoleGet", "AuthRoleGet"),
+            ("role/list", "RoleList", "AuthRoleList"),
+            ("role/delete", "RoleDelete", "AuthRoleDelete"),
+            ("role/grant", "RoleGrantPermission", "AuthRoleGrantPermission"),
+            ("role/revoke", "RoleRevokePermission", "AuthRoleRevokePermission"),
+        )
+    },
+    "/v3/lock/lock": Route("/v3lockpb.Lock/Lock", v3lock_pb2.LockRequest),
+    "/v3/lock/unlock": Route("/v3lockpb.Lock/Unlock", v3lock_pb2.UnlockRequest),
+    "/v3/election/campaign": Route("/v3electionpb.Election/Campaign", E.CampaignRequest),
+    "/v3/election/proclaim": Route("/v3electionpb.Election/Proclaim", E.ProclaimRequest),
+    "/v3/election/leader": Route("/v3electionpb.Election/Leader", E.LeaderRequest),
+    "/v3/election/observe": Route(
+        "/v3electionpb.Election/Observe", E.LeaderRequest, streaming_response=True
+    ),
+    "/v3/election/resign": Route("/v3electionpb.Election/Resign", E.ResignRequest),
 }
 
 MethodLookup = Callable[[str], "grpc.RpcMethodHandler | None"]
@@ -143,8 +178,9 @@ class GatewayStatus(Exception):
 class GatewayContext:
     """A handler's context for a gateway call: what our servicers use of grpc's."""
 
-    def __init__(self, peer: str = "") -> None:
+    def __init__(self, peer: str = "", metadata: tuple[tuple[str, str], ...] = ()) -> None:
         self._peer = peer
+        self._metadata = metadata
         self._code: grpc.StatusCode | None = None
         self._details = ""
 
@@ -161,13 +197,27 @@ class GatewayContext:
         return None
 
     def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
-        return ()
+        return self._metadata
 
     def cancelled(self) -> bool:
         return False
 
     def peer(self) -> str:
         return self._peer
+
+
+def forwarded_metadata(request: HttpRequest) -> tuple[tuple[str, str], ...]:
+    """The request's headers a gRPC call sees as metadata, as grpc-gateway forwards them:
+    Authorization as "authorization" (where etcd looks for a token when the call has no
+    "token"), and any Grpc-Metadata-NAME header as NAME ("Grpc-Metadata-Token: ...")."""
+    out = []
+    for name, value in request.headers:
+        key = name.decode("latin-1").lower()
+        if key == "authorization":
+            out.append(("authorization", value.decode("latin-1")))
+        elif key.startswith("grpc-metadata-"):
+            out.append((key.removeprefix("grpc-metadata-"), value.decode("latin-1")))
+    return tuple(out)
 
 
 def to_json(message: Message) -> dict[str, Any]:
@@ -273,7 +323,7 @@ class Gateway:
             if not route.streaming_request:
                 return error_response(status.code, status.details)
             # grpc-gateway stops sending at a bad message; the call goes on
-        context = GatewayContext()
+        context = GatewayContext(metadata=forwarded_metadata(request))
         if route.streaming_response:
             return await self._stream(handler, route, messages, context)
         return await self._unary(handler, messages, route, context)

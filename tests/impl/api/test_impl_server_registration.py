@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Sequence
+from types import SimpleNamespace
 from typing import Any
 
 import grpc
@@ -44,6 +45,7 @@ SERVED = (
         rpc_pb2_grpc.MaintenanceServicer,
         rpc_pb2,
     ),
+    ("Auth", rpc_pb2_grpc.add_AuthServicer_to_server, rpc_pb2_grpc.AuthServicer, rpc_pb2),
     ("Lock", v3lock_pb2_grpc.add_LockServicer_to_server, v3lock_pb2_grpc.LockServicer, v3lock_pb2),
     (
         "Election",
@@ -95,7 +97,8 @@ def test_add_servicers_serves_every_method_of_every_service() -> None:
     """The member's registration (add_servicers) covers each method of SERVED."""
     recording = RecordingServer()
     nothing: Any = None  # the servicers only keep the ports' parts until called
-    add_servicers(MemberPorts(*[nothing] * 7), recording)
+    state: Any = SimpleNamespace(auth=None)  # (the auth store they keep is the state's)
+    add_servicers(MemberPorts(state, *[nothing] * 6), recording)
     assert recording.registered == []
     for service, _add, _servicer, module in SERVED:
         descriptor = module.DESCRIPTOR.services_by_name[service]
