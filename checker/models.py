@@ -20,7 +20,8 @@ Contract:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+import bisect
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from etcdspec.checker.history import Operation
@@ -147,6 +148,13 @@ class CheckModel:
         ruling out every order before it; so it must be sound."""
         return []
 
+    def overwritten(self, ops: Sequence[PreparedOp]) -> list[tuple[int, str]]:
+        """Like `impossible`, for ok reads of a value that something could have left but
+        that was surely overwritten before the read (`overwritten_reads`). The search
+        tries one turn first, for the report its deepest configuration gives; if that
+        does not decide, the first of these refutes the partition. Must be sound."""
+        return []
+
 
 def reads_and_writes_before(
     ops: Sequence[PreparedOp], is_read: Callable[[PreparedOp], bool]
@@ -165,6 +173,61 @@ def reads_and_writes_before(
         while taken < len(writes) and ops[writes[taken]].op.call < ret:
             taken += 1
         yield read, writes[start:taken]
+
+
+def overwritten_reads(
+    ops: Sequence[PreparedOp],
+    reads: Sequence[int],
+    writes: Sequence[int],
+    read_value: Callable[[PreparedOp], Any],
+    writers_of: Callable[[Any], Iterable[int]],
+    initial: Any,
+) -> list[tuple[int, int | None, int]]:
+    """The ok reads in `reads` (indices in `ops`) that no linearization can give their
+    value because whatever could have left it was surely overwritten first: for each,
+    (read, the latest-returning write that could have left the value or None for the
+    initial state, an ok write that ran entirely between that write and the read).
+
+    `writes` are every operation that may change the state (ok and info); `writers_of(v)`
+    the indices of those whose effect can leave the state equal to v (e.g. a put of v).
+    Sound: in a linearization, the last write placed before the read leaves the value the
+    read returns, so it is one of `writers_of(v)` invoked before the read returned (or
+    none, and v is `initial`); an ok write that was invoked after it returned and returned
+    before the read was invoked is placed between them, so it cannot be the last. An info
+    write has no return, so it is never overwritten for sure."""
+    ok_writes = sorted((ops[w].op.call, ops[w].op.ret, w) for w in writes if ops[w].op.type == "ok")
+    calls = [call for call, _, _ in ok_writes]
+    # From position k on (in call order): the earliest return and whose it is.
+    suffix: list[tuple[int, int]] = [(1 << 62, -1)] * (len(ok_writes) + 1)
+    for k in range(len(ok_writes) - 1, -1, -1):
+        _, ret, w = ok_writes[k]
+        suffix[k] = min(suffix[k + 1], (ret or 0, w))
+    found = []
+    for read in reads:
+        op = ops[read].op
+        value = read_value(ops[read])
+        last: tuple[int, int | None, int] | None = None  # (ret, writer, overwriter)
+        possible = False
+        candidates: list[tuple[int, int | None]] = [
+            (ret if (ret := ops[w].op.ret) is not None else -1, w)
+            for w in writers_of(value)
+            if ops[w].op.call < (op.ret or 0)
+        ]
+        if value == initial:
+            candidates.append((-1, None))  # no write at all: overwritten by any before
+        for ret, writer in candidates:
+            if writer is not None and ops[writer].op.ret is None:
+                possible = True  # an info write may take effect right before the read
+                break
+            first, overwriter = suffix[bisect.bisect_right(calls, ret)]
+            if first >= op.call:
+                possible = True
+                break
+            if last is None or ret > last[0]:
+                last = (ret, writer, overwriter)
+        if not possible and last is not None:
+            found.append((read, last[1], last[2]))
+    return found
 
 
 def model_names() -> tuple[str, ...]:
