@@ -72,7 +72,7 @@ def entry_list(calls: Sequence[int], rets: Sequence[int | None]) -> list[int]:
 def entry_search(
     items: Sequence[PreparedOp],
     init: Hashable,
-    step: Callable[[Any, PreparedOp], list[Any]],
+    steppers: Sequence[Callable[[Any], Sequence[Any]]],
     is_ok: Sequence[bool],
     returns: Sequence[bool],
     zobrist: Sequence[int],
@@ -83,8 +83,9 @@ def entry_search(
     check_every: int,
     info_state_possible: Callable[[PreparedOp, Any], bool] | None,
 ) -> Generator[None, None, EntryOutcome]:
-    """Search one partition (see the module docstring). `returns[i]`: op i has a return
-    entry (it bounds the candidates and must be placed); `entry_list` gives the order."""
+    """Search one partition (see the module docstring). `steppers[i](state)`: op i's next
+    states from `state` (CheckModel.stepper); `returns[i]`: op i has a return entry (it
+    bounds the candidates and must be placed); `entry_list` gives the order."""
     n = len(items)
     order = entry_list(
         [p.op.call for p in items], [p.op.ret if returns[i] else None for i, p in enumerate(items)]
@@ -131,7 +132,7 @@ def entry_search(
                 progress.steps, progress.placed = steps, len(stack)
                 clock.check()
             prepared = items[i]
-            states = step(state, prepared)
+            states = steppers[i](state)
             if not states:
                 entry = nxt[entry]
                 continue

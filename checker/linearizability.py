@@ -658,7 +658,7 @@ class _Search:
             outcome = yield from entry_search(
                 self.items,
                 model.init(),
-                model.step,
+                [model.stepper(p) for p in self.items],
                 self.is_ok,
                 [p.op.ret is not None for p in self.items],
                 self.zob,

@@ -13,7 +13,7 @@ Contract:
 from __future__ import annotations
 
 import json
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 from etcdspec.checker.history import Operation
@@ -57,6 +57,15 @@ class KvModel(CheckModel):
         if f == "put":
             return [arg]
         return [(state or "") + arg]
+
+    def stepper(self, prepared: PreparedOp) -> Callable[[Any], Sequence[Any]]:
+        _, f, arg = prepared.payload
+        hit = [arg]
+        if f == "get":
+            return lambda state: hit if state == arg else ()
+        if f == "put":
+            return lambda state: hit
+        return lambda state: [(state or "") + arg]
 
     def impossible(self, ops: Sequence[PreparedOp]) -> list[tuple[int, str]]:
         """Gets of a value no write invoked before the get returned can leave: it is

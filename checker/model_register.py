@@ -13,7 +13,7 @@ Contract (Jepsen's register workloads):
 from __future__ import annotations
 
 import json
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 from etcdspec.checker.history import Operation
@@ -59,6 +59,18 @@ class RegisterModel(CheckModel):
             return [arg]
         old, new = arg
         return [new] if state == old else []
+
+    def stepper(self, prepared: PreparedOp) -> Callable[[Any], Sequence[Any]]:
+        _, f, arg = prepared.payload
+        if f == "read":
+            hit = [arg]
+            return lambda state: hit if state == arg else ()
+        if f == "write":
+            written = [arg]
+            return lambda state: written
+        old, new = arg
+        swapped = [new]
+        return lambda state: swapped if state == old else ()
 
     def impossible(self, ops: Sequence[PreparedOp]) -> list[tuple[int, str]]:
         """Reads of a value no write or cas invoked before the read returned writes."""

@@ -86,6 +86,13 @@ class CheckModel:
     def step(self, state: Any, prepared: PreparedOp) -> list[Any]:
         raise TypeError(f"{type(self).__name__} must define step()")
 
+    def stepper(self, prepared: PreparedOp) -> Callable[[Any], Sequence[Any]]:
+        """`step` for one operation, as a function of the state: what the search's hot
+        loop calls. Models override it with a closure over the decoded payload (no
+        unpacking per call); the lists it returns are never changed by the caller."""
+        step = self.step
+        return lambda state: step(state, prepared)
+
     def describe_op(self, prepared: PreparedOp) -> str:
         return prepared.op.describe()
 
@@ -202,31 +209,42 @@ def overwritten_reads(
     for k in range(len(ok_writes) - 1, -1, -1):
         _, ret, w = ok_writes[k]
         suffix[k] = min(suffix[k + 1], (ret or 0, w))
+    # Per value read: its ok writers' calls in order with the latest return so far (the
+    # latest-returning writer is the hardest to overwrite: whatever overwrites it
+    # overwrites every earlier one), and the earliest call of an info writer.
+    by_value: dict[Any, tuple[list[int], list[tuple[int, int]], int]] = {}
     found = []
     for read in reads:
         op = ops[read].op
         value = read_value(ops[read])
-        last: tuple[int, int | None, int] | None = None  # (ret, writer, overwriter)
-        possible = False
-        candidates: list[tuple[int, int | None]] = [
-            (ret if (ret := ops[w].op.ret) is not None else -1, w)
-            for w in writers_of(value)
-            if ops[w].op.call < (op.ret or 0)
-        ]
-        if value == initial:
-            candidates.append((-1, None))  # no write at all: overwritten by any before
-        for ret, writer in candidates:
-            if writer is not None and ops[writer].op.ret is None:
-                possible = True  # an info write may take effect right before the read
-                break
-            first, overwriter = suffix[bisect.bisect_right(calls, ret)]
-            if first >= op.call:
-                possible = True
-                break
-            if last is None or ret > last[0]:
-                last = (ret, writer, overwriter)
-        if not possible and last is not None:
-            found.append((read, last[1], last[2]))
+        index = by_value.get(value)
+        if index is None:
+            writers = sorted((ops[w].op.call, w) for w in writers_of(value))
+            ok_calls: list[int] = []
+            latest: list[tuple[int, int]] = []
+            info_call = 1 << 62
+            for call, w in writers:
+                ret = ops[w].op.ret
+                if ret is None:
+                    info_call = min(info_call, call)
+                    continue
+                ok_calls.append(call)
+                latest.append(max(latest[-1], (ret, w)) if latest else (ret, w))
+            index = by_value[value] = (ok_calls, latest, info_call)
+        ok_calls, latest, info_call = index
+        if info_call < (op.ret or 0):
+            continue  # an info write may take effect right before the read
+        invoked = bisect.bisect_left(ok_calls, op.ret or 0)  # writers invoked before it returned
+        if invoked:
+            ret, writer = latest[invoked - 1]
+            last: tuple[int, int | None] = (ret, writer)
+        elif value == initial:
+            last = (-1, None)  # no write at all: overwritten by any ok write before
+        else:
+            continue  # nothing could leave it: `impossible`'s phantom read
+        first, overwriter = suffix[bisect.bisect_right(calls, last[0])]
+        if first < op.call:
+            found.append((read, last[1], overwriter))
     return found
 
 

@@ -168,11 +168,12 @@ def test_fewer_info_operations_placed_are_not_dominated_by_more() -> None:
 
 
 def test_an_info_write_is_never_surely_overwritten() -> None:
-    """An info put may take effect right before the read, whatever returned before."""
+    """An info put may take effect right before the read, whatever returned before (an
+    ok put of the same value, overwritten, too)."""
     operations = _ops(
         [
-            (0, "invoke", "put", {"key": "k", "value": "1"}),
-            (0, "ok", "put", {"key": "k", "value": "1"}),
+            (0, "invoke", "put", {"key": "k", "value": "2"}),
+            (0, "ok", "put", {"key": "k", "value": "2"}),
             (1, "invoke", "put", {"key": "k", "value": "2"}),
             (1, "info", "put", {"key": "k", "value": "2"}),
             (2, "invoke", "put", {"key": "k", "value": "3"}),
@@ -185,3 +186,15 @@ def test_an_info_write_is_never_surely_overwritten() -> None:
     (items,) = _partitions(model, operations)
     assert model.overwritten(items) == []
     assert check_linearizable(model, operations).verdict is Verdict.TRUE
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from(["kv", "register"]), st.data())
+def test_a_models_stepper_gives_what_its_step_gives(name: str, data: st.DataObject) -> None:
+    """The hot loop calls `stepper(op)(state)`; the frame loop and reports call `step`."""
+    model = get_model(name)
+    operations = data.draw(histories(name))
+    states = KV_VALUES if name == "kv" else REGISTER_VALUES
+    for prepared in filter(None, map(model.prepare, operations)):
+        for state in states:
+            assert list(model.stepper(prepared)(state)) == model.step(state, prepared)
