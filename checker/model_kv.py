@@ -8,6 +8,9 @@ Contract:
   partition's state is just that key's value.
 - fail operations and info gets are dropped; an info put or append may have taken
   effect at any time after its invoke, or never.
+- Cuts for the search (sound): `impossible` names gets of a value no put or append
+  invoked before they returned can leave; `overwritten` gets whose every possible writer
+  was surely overwritten first (models.overwritten_reads); `stepper` is `step` per op.
 """
 
 from __future__ import annotations

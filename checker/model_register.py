@@ -8,6 +8,9 @@ Contract (Jepsen's register workloads):
 - read ok: the register holds the value read. write: sets it. cas ok: the register
   held `old` and now holds `new`. fail operations and info reads are dropped: they
   cannot have changed the register. An info write or cas may have taken effect or not.
+- Cuts for the search (sound): `impossible` names reads of a value no write or cas
+  invoked before they returned writes; `overwritten` reads whose every possible writer
+  was surely overwritten first (models.overwritten_reads); `stepper` is `step` per op.
 """
 
 from __future__ import annotations
