@@ -8,16 +8,25 @@ Contract:
   partition's state is just that key's value.
 - fail operations and info gets are dropped; an info put or append may have taken
   effect at any time after its invoke, or never.
+- Cuts for the search (sound): `impossible` names gets of a value no put or append
+  invoked before they returned can leave; `overwritten` gets whose every possible writer
+  was surely overwritten first (models.overwritten_reads); `stepper` is `step` per op.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 from etcdspec.checker.history import Operation
-from etcdspec.checker.models import CheckModel, ModelInputError, PreparedOp, reads_and_writes_before
+from etcdspec.checker.models import (
+    CheckModel,
+    ModelInputError,
+    PreparedOp,
+    overwritten_reads,
+    reads_and_writes_before,
+)
 
 
 class KvModel(CheckModel):
@@ -52,6 +61,15 @@ class KvModel(CheckModel):
             return [arg]
         return [(state or "") + arg]
 
+    def stepper(self, prepared: PreparedOp) -> Callable[[Any], Sequence[Any]]:
+        _, f, arg = prepared.payload
+        hit = [arg]
+        if f == "get":
+            return lambda state: hit if state == arg else ()
+        if f == "put":
+            return lambda state: hit
+        return lambda state: [(state or "") + arg]
+
     def impossible(self, ops: Sequence[PreparedOp]) -> list[tuple[int, str]]:
         """Gets of a value no write invoked before the get returned can leave: it is
         neither a put's value nor ends with an appended one."""
@@ -80,6 +98,47 @@ class KvModel(CheckModel):
             )
         return found
 
+    def overwritten(self, ops: Sequence[PreparedOp]) -> list[tuple[int, str]]:
+        """Reads of a value whose every possible writer was surely overwritten first
+        (`overwritten_reads`), with why, in the order they returned."""
+        found = [
+            (read, _overwritten_reason(ops, read, writer, overwriter))
+            for read, writer, overwriter in self._overwritten(ops)
+        ]
+        found.sort(key=lambda item: ops[item[0]].op.ret or 0)
+        return found
+
+    def _overwritten(self, ops: Sequence[PreparedOp]) -> list[tuple[int, int | None, int]]:
+        """Gets whose value every put or append that could leave it was surely
+        overwritten before (`overwritten_reads`)."""
+        puts: dict[str, list[int]] = {}
+        appends: dict[int, dict[str, list[int]]] = {}  # length -> value -> indices
+        reads, writes = [], []
+        for i, prepared in enumerate(ops):
+            _, f, arg = prepared.payload
+            if f == "get":
+                if prepared.op.type == "ok":
+                    reads.append(i)
+            else:
+                writes.append(i)
+                if f == "put":
+                    puts.setdefault(arg, []).append(i)
+                else:
+                    appends.setdefault(len(arg), {}).setdefault(arg, []).append(i)
+
+        def writers_of(value: str | None) -> list[int]:
+            if value is None:
+                return []
+            found = list(puts.get(value, ()))
+            for n, by_value in appends.items():
+                if n <= len(value):
+                    found.extend(by_value.get(value[len(value) - n :], ()))
+            return found
+
+        return overwritten_reads(
+            ops, reads, writes, lambda p: p.payload[2], writers_of, initial=None
+        )
+
     def mismatch(self, state: Any, prepared: PreparedOp) -> str:
         key, _, arg = prepared.payload
         return f"get {key} returned {json.dumps(arg)} but the key holds {json.dumps(state)}"
@@ -95,6 +154,18 @@ class KvModel(CheckModel):
 
     def state_json(self, state: Any) -> Any:
         return {"value": state}
+
+
+def _overwritten_reason(
+    ops: Sequence[PreparedOp], read: int, writer: int | None, overwriter: int
+) -> str:
+    key, _, value = ops[read].payload
+    source = "the initial state" if writer is None else ops[writer].op.describe()
+    return (
+        f"get {key} returned {json.dumps(value)}, but the last write that could leave it "
+        f"({source}) was surely overwritten before the get was invoked: "
+        f"{ops[overwriter].op.describe()} ran entirely between them"
+    )
 
 
 def _text(op: Operation, value: Any, allow_null: bool) -> str | None:

@@ -8,16 +8,25 @@ Contract (Jepsen's register workloads):
 - read ok: the register holds the value read. write: sets it. cas ok: the register
   held `old` and now holds `new`. fail operations and info reads are dropped: they
   cannot have changed the register. An info write or cas may have taken effect or not.
+- Cuts for the search (sound): `impossible` names reads of a value no write or cas
+  invoked before they returned writes; `overwritten` reads whose every possible writer
+  was surely overwritten first (models.overwritten_reads); `stepper` is `step` per op.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 from etcdspec.checker.history import Operation
-from etcdspec.checker.models import CheckModel, ModelInputError, PreparedOp, reads_and_writes_before
+from etcdspec.checker.models import (
+    CheckModel,
+    ModelInputError,
+    PreparedOp,
+    overwritten_reads,
+    reads_and_writes_before,
+)
 
 _NO_KEY = ""
 
@@ -54,6 +63,18 @@ class RegisterModel(CheckModel):
         old, new = arg
         return [new] if state == old else []
 
+    def stepper(self, prepared: PreparedOp) -> Callable[[Any], Sequence[Any]]:
+        _, f, arg = prepared.payload
+        if f == "read":
+            hit = [arg]
+            return lambda state: hit if state == arg else ()
+        if f == "write":
+            written = [arg]
+            return lambda state: written
+        old, new = arg
+        swapped = [new]
+        return lambda state: swapped if state == old else ()
+
     def impossible(self, ops: Sequence[PreparedOp]) -> list[tuple[int, str]]:
         """Reads of a value no write or cas invoked before the read returned writes."""
         written: set[Any] = set()
@@ -72,6 +93,38 @@ class RegisterModel(CheckModel):
                     )
                 )
         return found
+
+    def overwritten(self, ops: Sequence[PreparedOp]) -> list[tuple[int, str]]:
+        """Reads of a value whose every possible writer was surely overwritten first
+        (`overwritten_reads`), with why, in the order they returned."""
+        found = [
+            (read, _overwritten_reason(ops, read, writer, overwriter))
+            for read, writer, overwriter in self._overwritten(ops)
+        ]
+        found.sort(key=lambda item: ops[item[0]].op.ret or 0)
+        return found
+
+    def _overwritten(self, ops: Sequence[PreparedOp]) -> list[tuple[int, int | None, int]]:
+        """Reads whose value every write or cas that could leave it was surely
+        overwritten before (`overwritten_reads`)."""
+        by_value: dict[Any, list[int]] = {}
+        reads, writes = [], []
+        for i, prepared in enumerate(ops):
+            _, f, arg = prepared.payload
+            if f == "read":
+                if prepared.op.type == "ok":
+                    reads.append(i)
+                continue
+            writes.append(i)
+            by_value.setdefault(arg if f == "write" else arg[1], []).append(i)
+        return overwritten_reads(
+            ops,
+            reads,
+            writes,
+            lambda p: p.payload[2],
+            lambda value: by_value.get(value, ()),
+            initial=None,
+        )
 
     def mismatch(self, state: Any, prepared: PreparedOp) -> str:
         _, f, arg = prepared.payload
@@ -94,6 +147,18 @@ class RegisterModel(CheckModel):
 
     def state_json(self, state: Any) -> Any:
         return {"register": state}
+
+
+def _overwritten_reason(
+    ops: Sequence[PreparedOp], read: int, writer: int | None, overwriter: int
+) -> str:
+    value = ops[read].payload[2]
+    source = "the initial state" if writer is None else ops[writer].op.describe()
+    return (
+        f"read {json.dumps(value)}, but the last write that could leave it ({source}) was "
+        f"surely overwritten before the read was invoked: {ops[overwriter].op.describe()} "
+        "ran entirely between them"
+    )
 
 
 def _split_key(op: Operation, value: Any) -> tuple[str, Any]:

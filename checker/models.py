@@ -20,7 +20,8 @@ Contract:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+import bisect
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from etcdspec.checker.history import Operation
@@ -85,6 +86,13 @@ class CheckModel:
     def step(self, state: Any, prepared: PreparedOp) -> list[Any]:
         raise TypeError(f"{type(self).__name__} must define step()")
 
+    def stepper(self, prepared: PreparedOp) -> Callable[[Any], Sequence[Any]]:
+        """`step` for one operation, as a function of the state: what the search's hot
+        loop calls. Models override it with a closure over the decoded payload (no
+        unpacking per call); the lists it returns are never changed by the caller."""
+        step = self.step
+        return lambda state: step(state, prepared)
+
     def describe_op(self, prepared: PreparedOp) -> str:
         return prepared.op.describe()
 
@@ -147,6 +155,13 @@ class CheckModel:
         ruling out every order before it; so it must be sound."""
         return []
 
+    def overwritten(self, ops: Sequence[PreparedOp]) -> list[tuple[int, str]]:
+        """Like `impossible`, for ok reads of a value that something could have left but
+        that was surely overwritten before the read (`overwritten_reads`). The search
+        tries one turn first, for the report its deepest configuration gives; if that
+        does not decide, the first of these refutes the partition. Must be sound."""
+        return []
+
 
 def reads_and_writes_before(
     ops: Sequence[PreparedOp], is_read: Callable[[PreparedOp], bool]
@@ -165,6 +180,72 @@ def reads_and_writes_before(
         while taken < len(writes) and ops[writes[taken]].op.call < ret:
             taken += 1
         yield read, writes[start:taken]
+
+
+def overwritten_reads(
+    ops: Sequence[PreparedOp],
+    reads: Sequence[int],
+    writes: Sequence[int],
+    read_value: Callable[[PreparedOp], Any],
+    writers_of: Callable[[Any], Iterable[int]],
+    initial: Any,
+) -> list[tuple[int, int | None, int]]:
+    """The ok reads in `reads` (indices in `ops`) that no linearization can give their
+    value because whatever could have left it was surely overwritten first: for each,
+    (read, the latest-returning write that could have left the value or None for the
+    initial state, an ok write that ran entirely between that write and the read).
+
+    `writes` are every operation that may change the state (ok and info); `writers_of(v)`
+    the indices of those whose effect can leave the state equal to v (e.g. a put of v).
+    Sound: in a linearization, the last write placed before the read leaves the value the
+    read returns, so it is one of `writers_of(v)` invoked before the read returned (or
+    none, and v is `initial`); an ok write that was invoked after it returned and returned
+    before the read was invoked is placed between them, so it cannot be the last. An info
+    write has no return, so it is never overwritten for sure."""
+    ok_writes = sorted((ops[w].op.call, ops[w].op.ret, w) for w in writes if ops[w].op.type == "ok")
+    calls = [call for call, _, _ in ok_writes]
+    # From position k on (in call order): the earliest return and whose it is.
+    suffix: list[tuple[int, int]] = [(1 << 62, -1)] * (len(ok_writes) + 1)
+    for k in range(len(ok_writes) - 1, -1, -1):
+        _, ret, w = ok_writes[k]
+        suffix[k] = min(suffix[k + 1], (ret or 0, w))
+    # Per value read: its ok writers' calls in order with the latest return so far (the
+    # latest-returning writer is the hardest to overwrite: whatever overwrites it
+    # overwrites every earlier one), and the earliest call of an info writer.
+    by_value: dict[Any, tuple[list[int], list[tuple[int, int]], int]] = {}
+    found = []
+    for read in reads:
+        op = ops[read].op
+        value = read_value(ops[read])
+        index = by_value.get(value)
+        if index is None:
+            writers = sorted((ops[w].op.call, w) for w in writers_of(value))
+            ok_calls: list[int] = []
+            latest: list[tuple[int, int]] = []
+            info_call = 1 << 62
+            for call, w in writers:
+                ret = ops[w].op.ret
+                if ret is None:
+                    info_call = min(info_call, call)
+                    continue
+                ok_calls.append(call)
+                latest.append(max(latest[-1], (ret, w)) if latest else (ret, w))
+            index = by_value[value] = (ok_calls, latest, info_call)
+        ok_calls, latest, info_call = index
+        if info_call < (op.ret or 0):
+            continue  # an info write may take effect right before the read
+        invoked = bisect.bisect_left(ok_calls, op.ret or 0)  # writers invoked before it returned
+        if invoked:
+            ret, writer = latest[invoked - 1]
+            last: tuple[int, int | None] = (ret, writer)
+        elif value == initial:
+            last = (-1, None)  # no write at all: overwritten by any ok write before
+        else:
+            continue  # nothing could leave it: `impossible`'s phantom read
+        first, overwriter = suffix[bisect.bisect_right(calls, last[0])]
+        if first < op.call:
+            found.append((read, last[1], overwriter))
+    return found
 
 
 def model_names() -> tuple[str, ...]:
