@@ -10,7 +10,8 @@ z3.substitute, so unrolling a step costs one substitution, not a Python re-encod
 A step may stutter (no action), but only after the run's real steps, so one query —
 some property (invariant or safety) fails in s_K — covers every run of up to K steps;
 it is bit-blasted and answered by Z3's SAT solver, much faster on these propositional
-problems than its SMT core (docs/benchmarks.md). A violating run is read back in the
+problems than its SMT core (docs/benchmarks.md). Runs that differ only by a renaming of
+the elements of a symmetric sort (nodes, quorums, values) are searched once. A violating run is read back in the
 spec's vocabulary without its trailing stutters (it has at most K steps, not
 necessarily the fewest) and its last state judged again by the finite evaluator. No
 violation up to K is TRUE for that bound only; a Z3 timeout is UNKNOWN.
@@ -35,6 +36,7 @@ from etcdspec.spec.ground import GroundEncoder
 from etcdspec.spec.loader import LoadedSpec
 from etcdspec.spec.prove import select_properties
 from etcdspec.spec.solving import Budget, configure
+from etcdspec.spec.typecheck import SpecInfo
 from etcdspec.spec.z3backend import State, Vocabulary
 from etcdspec.verdict import Verdict
 
@@ -160,6 +162,7 @@ def bmc(
         steps.append(options)
         states.append(nxt)
     assertions.append(z3.substitute(violated_template, *encoder.renaming("pre", states[-1].name)))
+    assertions += symmetry_breaking(encoder, steps)
     solver = configure(_bit_blasting_solver(), Budget(timeout_ms))
     solver.add(*assertions)
     answer = solver.check()
@@ -227,6 +230,49 @@ def bmc(
         violated,
         run,
     )
+
+
+def symmetric_sorts(info: SpecInfo) -> list[str]:
+    """The sorts whose elements nothing tells apart: not ordered, and no rigid symbol
+    names an element of them (a rigid constant or function of that sort would). The
+    spec language has no element literals, so init, axioms and properties cannot
+    either; a rigid relation over such a sort is chosen by the solver like the rest."""
+    named = {sym.result for sym in info.rigid_symbols() if sym.result is not None}
+    return [s for s in info.sorts if not info.is_ordered(s) and s not in named]
+
+
+def symmetry_breaking(
+    encoder: GroundEncoder,
+    steps: Sequence[Sequence[tuple[ast.ActionDecl, Mapping[str, z3.ExprRef], z3.BoolRef]]],
+) -> list[z3.BoolRef]:
+    """Constraints that keep one run of each class of runs equal up to renaming the
+    elements of a symmetric sort: elements are first used (as a parameter of a step's
+    action) in the order of their names — element j appears at step k only if element
+    j-1 appeared at step k or before. Sound: renaming a run's elements in the order of
+    their first use gives a run (the sort is symmetric) that violates the same
+    properties and satisfies these constraints."""
+    constraints: list[z3.BoolRef] = []
+    for sort in symmetric_sorts(encoder.info):
+        elements = encoder.vocab.elements[sort]
+        appears: list[list[z3.BoolRef]] = []
+        for options in steps:
+            uses = [
+                (taken, params[p.name])
+                for action, params, taken in options
+                for p in action.params
+                if p.sort == sort
+            ]
+            appears.append(
+                [
+                    z3.Or(z3.BoolVal(False), *[z3.And(taken, arg == e) for taken, arg in uses])
+                    for e in elements
+                ]
+            )
+        for k in range(len(appears)):
+            for j in range(1, len(elements)):
+                earlier = z3.Or(*[appears[s][j - 1] for s in range(k + 1)])
+                constraints.append(z3.Implies(appears[k][j], earlier))
+    return constraints
 
 
 def _any_taken(
