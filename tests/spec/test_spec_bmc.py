@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from etcdspec.spec.bmc import bmc, parse_sizes
+from etcdspec.spec.bmc import bmc, parse_sizes, symmetric_sorts
 from etcdspec.spec.errors import SpecLookupError
 from etcdspec.spec.loader import load_spec
 from etcdspec.spec.mutations import SEEDED_BUGS
@@ -146,3 +146,17 @@ def test_bad_sizes_are_rejected_with_advice(text: str) -> None:
 def test_unknown_sort_in_sizes_is_a_lookup_error() -> None:
     with pytest.raises(SpecLookupError, match=r"unknown sort nodes"):
         bmc(load_spec("raft"), 1, {"nodes": 2})
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ("raft", ["node", "quorum", "value"]),
+        # raft_steps names nodes (nobody) and roles (follower, ...) by rigid constants
+        ("raft_steps", ["quorum"]),
+    ],
+)
+def test_only_sorts_nothing_tells_apart_have_their_symmetry_broken(
+    spec: str, expected: list[str]
+) -> None:
+    assert symmetric_sorts(load_spec(spec).info) == expected
