@@ -17,12 +17,13 @@ from etcdspec.spec.parser import parse_spec
 from etcdspec.spec.typecheck import SpecInfo, apply_mutation, check
 
 SPEC_DIR = Path(__file__).parent
-# Every shipped spec has a built-in name, and the default set (`etcdspec prove`, the
-# `verify` stage) is all of them: raft_steps.spec, the step-level Raft the model
-# refines, proves in about the CPU time of raft.spec (its proof hints are derived by
-# `etcdspec prove raft_steps --write-hints` and checked current by
-# tests/spec/test_spec_hints.py).
-BUILTIN_SPECS = ("raft", "raft_steps", "mvcc", "lease")
+# Every shipped spec has a built-in name; the default set (`etcdspec prove`, the `verify`
+# stage) is raft, mvcc and lease. raft_steps.spec (the step-level Raft the model refines)
+# proves in about raft's CPU time alone, but its seeded bugs' counterexamples depend on
+# Z3's search luck (vote_not_persisted behind a forged hint: 5-46 s), so it is not in
+# the default set yet (docs/benchmarks.md, issue 23).
+SPEC_NAMES = ("raft", "raft_steps", "mvcc", "lease")
+BUILTIN_SPECS = ("raft", "mvcc", "lease")
 
 
 @dataclass(frozen=True)
@@ -39,12 +40,12 @@ class LoadedSpec:
 
 def resolve(name: str) -> Path:
     """The file a spec name refers to: a built-in name or a path."""
-    if name in BUILTIN_SPECS:
+    if name in SPEC_NAMES:
         return SPEC_DIR / f"{name}.spec"
     path = Path(name)
     if path.is_file():
         return path
-    known = ", ".join(BUILTIN_SPECS)
+    known = ", ".join(SPEC_NAMES)
     raise SpecLookupError(f"unknown spec '{name}': not a file, nor a built-in spec ({known})")
 
 
