@@ -8,7 +8,11 @@ left: propositional logic over enumerations and the rigid symbols, which Z3's SA
 decides quickly and incrementally, however many steps are unrolled. Arguments that are
 elements select a table entry directly; arguments that are not (action parameters)
 select it by a case split over the elements. Comparisons of elements are evaluated on
-the spot. The encoder does no I/O.
+the spot; an order comparison with a non-element is a disjunction over the elements'
+ranks. The rigid symbols are tables too (`rigid`, one constant per argument tuple,
+shared by every state), so no uninterpreted function is left: every term is a Boolean
+or an enumeration constant, which Z3 can bit-blast to a pure SAT problem (what
+etcdspec.spec.bmc asks). The encoder does no I/O.
 """
 
 from __future__ import annotations
@@ -39,6 +43,12 @@ class GroundEncoder(Encoder):
             for sort, elements in vocab.elements.items()
             for rank, element in enumerate(elements)
         }
+        rigid_tables = {}
+        for sym in self.info.rigid_symbols():
+            table = self._table(sym, "rigid")
+            rigid_tables[sym.name] = self._table_interp(table, sym.arg_sorts)
+        # the rigid symbols, read like a state (they are the same in every state)
+        self.rigid = State("rigid", rigid_tables, {})
 
     def rank(self, term: z3.ExprRef) -> int | None:
         """The rank of `term` if it is an element of its sort, else None."""
@@ -46,6 +56,12 @@ class GroundEncoder(Encoder):
         return None if found is None else found[1]
 
     # ------------------------------------------------------------ formulas
+
+    def apply(self, name: str, args: list[z3.ExprRef], state: State | None) -> z3.ExprRef:
+        table = self.rigid.interps.get(name)
+        if table is not None:
+            return table(args)
+        return super().apply(name, args, state)
 
     def quantifier(
         self, expr: ast.Quant, state: State | None, env: Mapping[str, z3.ExprRef]
@@ -66,8 +82,12 @@ class GroundEncoder(Encoder):
         left = self.expr(expr.left, state, env)
         right = self.expr(expr.right, state, env)
         a, b = self.rank(left), self.rank(right)
-        if a is None or b is None or z3.is_bool(left):
+        if z3.is_bool(left) or (
+            expr.op in (ast.CmpOp.EQ, ast.CmpOp.NE) and (a is None or b is None)
+        ):
             return super().compare(expr, state, env)
+        if a is None or b is None:
+            return self._order(expr.op, left, right)
         return z3.BoolVal(
             {
                 ast.CmpOp.EQ: a == b,
@@ -78,6 +98,29 @@ class GroundEncoder(Encoder):
                 ast.CmpOp.GT: a > b,
             }[expr.op]
         )
+
+    def _order(self, op: ast.CmpOp, left: z3.ExprRef, right: z3.ExprRef) -> z3.BoolRef:
+        """`left op right` for an order comparison, one side not an element: some rank
+        pair in that order, each side equal to its element."""
+        if op in (ast.CmpOp.GE, ast.CmpOp.GT):
+            left, right = right, left
+            op = ast.CmpOp.LE if op is ast.CmpOp.GE else ast.CmpOp.LT
+        sort = next(s for s, elems in self.vocab.elements.items() if elems[0].sort() == left.sort())
+        elements = self.vocab.elements[sort]
+
+        def is_rank(term: z3.ExprRef, k: int) -> z3.BoolRef:
+            rank = self.rank(term)
+            return z3.BoolVal(rank == k) if rank is not None else term == elements[k]
+
+        parts = []
+        for i in range(len(elements)):
+            above = range(i, len(elements)) if op is ast.CmpOp.LE else range(i + 1, len(elements))
+            parts.append(
+                z3.And(
+                    is_rank(left, i), z3.Or(z3.BoolVal(False), *[is_rank(right, j) for j in above])
+                )
+            )
+        return z3.Or(*parts)
 
     # ------------------------------------------------------------ states
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from etcdspec.spec.bmc import bmc, parse_sizes
+from etcdspec.spec.bmc import bmc, parse_sizes, symmetric_sorts
 from etcdspec.spec.errors import SpecLookupError
 from etcdspec.spec.loader import load_spec
+from etcdspec.spec.mutations import SEEDED_BUGS
 from etcdspec.verdict import Verdict
 
 SMALL_RAFT = {"node": 3, "term": 2, "index": 1, "value": 1, "quorum": 2}
@@ -78,11 +79,54 @@ def test_bmc_finds_nothing_in_correct_specs(spec: str, depth: int, sizes: dict[s
     assert result.reached == depth
 
 
-def test_bmc_reports_a_violated_auxiliary_invariant_at_the_shallowest_depth() -> None:
+# The deep seeded bugs, each on its catalogue property (spec/mutations.py): the
+# shortest violating runs take 10-11 steps (no_truncation: two leaders of successive
+# terms append different entries at index 1 to the same follower; stale_append: a
+# leader that committed an entry of its term takes an older leader's conflicting entry
+# and drops its own). One bit-blasted query covers every run up to the bound; the
+# tests assert that the run is found, not how fast (docs/benchmarks.md has times).
+DEEP_RUNS = [
+    ("no_truncation", 11, {"node": 3, "term": 3, "index": 2, "value": 1, "quorum": 1}),
+    ("stale_append", 10, {"node": 2, "term": 3, "index": 2, "value": 1, "quorum": 1}),
+]
+
+
+@pytest.mark.parametrize(("mutation", "depth", "sizes"), DEEP_RUNS)
+def test_bmc_finds_a_deep_seeded_bug_on_its_catalogue_property(
+    mutation: str, depth: int, sizes: dict[str, int]
+) -> None:
+    bug = next(b for b in SEEDED_BUGS if b.spec == "raft" and b.mutation == mutation)
+    result = bmc(load_spec("raft", mutation), depth, sizes, timeout_ms=600_000, only=[bug.prop])
+    assert result.verdict is Verdict.FALSE, result.describe()
+    assert result.violated == (bug.prop,)
+    run = result.counterexample
+    assert run is not None and len(run.steps) == result.reached <= depth
+    assert bug.action in {step.split("(")[0] for step in run.steps}, run.describe()
+    trace = run.to_itf(source=f"raft --mutation {mutation}").to_json()
+    assert len(trace["states"]) == result.reached + 1
+
+
+def test_a_deep_seeded_bug_is_out_of_reach_of_a_shorter_bound() -> None:
+    # the same instance as no_truncation's run, 3 steps short of it: no violation
+    result = bmc(load_spec("raft", "no_truncation"), 8, DEEP_RUNS[0][2], only=["log_matching"])
+    assert result.verdict is Verdict.TRUE, result.describe()
+
+
+def test_bmc_reports_a_violated_auxiliary_invariant_within_the_bound() -> None:
+    # a second vote needs two candidates' requests and two votes of one node: 3 steps at
+    # least; one query covers every run of up to 4 steps (stutters after the real ones)
     result = bmc(load_spec("raft", "two_votes"), 4, SMALL_RAFT)
     assert result.verdict is Verdict.FALSE
-    assert result.violated == ("one_vote_per_term",)
-    assert result.reached == 3
+    assert "one_vote_per_term" in result.violated
+    assert 3 <= result.reached <= 4
+    run = result.counterexample
+    assert run is not None and len(run.steps) == result.reached
+
+
+def test_bmc_finds_no_run_longer_than_the_bound() -> None:
+    result = bmc(load_spec("raft", "two_votes"), 2, SMALL_RAFT)
+    assert result.verdict is Verdict.TRUE, result.describe()
+    assert result.reached == 2
 
 
 @pytest.mark.parametrize(
@@ -102,3 +146,17 @@ def test_bad_sizes_are_rejected_with_advice(text: str) -> None:
 def test_unknown_sort_in_sizes_is_a_lookup_error() -> None:
     with pytest.raises(SpecLookupError, match=r"unknown sort nodes"):
         bmc(load_spec("raft"), 1, {"nodes": 2})
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ("raft", ["node", "quorum", "value"]),
+        # raft_steps names nodes (nobody) and roles (follower, ...) by rigid constants
+        ("raft_steps", ["quorum"]),
+    ],
+)
+def test_only_sorts_nothing_tells_apart_have_their_symmetry_broken(
+    spec: str, expected: list[str]
+) -> None:
+    assert symmetric_sorts(load_spec(spec).info) == expected
