@@ -83,6 +83,13 @@ def parse_duration(text: str) -> float:
 @click.option("--rate", type=float, default=40.0, show_default=True, help="Operations/s in all.")
 @click.option("--keys", type=int, default=6, show_default=True)
 @click.option("--fault-interval", type=float, default=3.0, show_default=True, help="Seconds.")
+@click.option(
+    "--fault-hold",
+    type=float,
+    default=1.5,
+    show_default=True,
+    help="Seconds a kill, pause or network fault lasts before it is healed.",
+)
 @click.option("--check-timeout", type=float, default=120.0, show_default=True, help="Seconds.")
 @click.option(
     "--hashkv-across",
@@ -106,6 +113,7 @@ def conform(
     rate: float,
     keys: int,
     fault_interval: float,
+    fault_hold: float,
     check_timeout: float,
     hashkv_across: bool,
     as_json: bool,
@@ -145,6 +153,7 @@ def conform(
         rate=rate,
         keys=keys,
         fault_interval_s=fault_interval,
+        fault_hold_s=fault_hold,
         check_timeout_s=check_timeout,
         failpoints=failpoint_names,
         hashkv_across=hashkv_across,
