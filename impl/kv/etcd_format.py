@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import google_crc32c
+from google.protobuf.message import DecodeError
 
 from etcdspec.impl.pb import kv_pb2
 
@@ -85,7 +86,7 @@ def decode_bucket_entry(key: bytes, value: bytes) -> BucketRevision:
     kv = kv_pb2.KeyValue()
     try:
         kv.ParseFromString(value)
-    except Exception as error:  # protobuf's DecodeError
+    except DecodeError as error:
         raise EtcdFormatError(
             f"key bucket entry {key.hex()}: value is not an mvccpb.KeyValue ({error})"
         ) from error
