@@ -32,6 +32,10 @@ Contract:
   interval, down to MIN_GAP_S), so two faults never overlap (a slow restart under
   load would otherwise leave the next fault's member and the restarting one both out,
   and the run without a quorum).
+- replace-member and learner change the cluster's members through etcd's Cluster API
+  (conform/member_faults.py); the changes, and what could not be decided (a target that
+  does not serve MemberAdd), are kept in `members` for the run's Membership check. The
+  removed member's clients move to the new one through `retarget`, set by the run.
 - Faults a target cannot take are skipped and listed in `skipped`.
 """
 
@@ -41,7 +45,7 @@ import asyncio
 import contextlib
 import json
 import random
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,8 +62,9 @@ from etcdspec.conform.disk_faults import (
     disk_fault_result,
     last_log_line,
 )
+from etcdspec.conform.member_faults import MemberFaults
 from etcdspec.conform.recorder import Process, Recorder, RecordingClient
-from etcdspec.conform.targets import LocalCluster, Target
+from etcdspec.conform.targets import MEMBER_FAULTS, LocalCluster, Target
 from etcdspec.impl.pb import rpc_pb2
 from etcdspec.model.requests import CompactionRequest, PutRequest, RangeRequest, Request
 
@@ -75,6 +80,8 @@ FAULTS = (
     "corrupt-wal",
     "power-cut",
     "fsync-eio",
+    "replace-member",
+    "learner",
 )
 FSYNC_EIO_DEADLINE_S = 10.0  # how long a member whose fsync fails may take to stop
 POWER_CUT_KEY = b"disk-fault/power-cut"  # written before a cut, read after it
@@ -135,6 +142,8 @@ class FaultInjector:
     _paused: set[str] = field(default_factory=set)
     _process: Process | None = None
     _owed_s: float = 0.0  # time spent waiting for members to serve, off the next interval
+    retarget: Callable[[str, str], Awaitable[None]] | None = None  # move clients (the run)
+    members: MemberFaults | None = None  # the membership faults, when asked for
 
     def __post_init__(self) -> None:
         usable = []
@@ -144,6 +153,18 @@ class FaultInjector:
             else:
                 self.skipped.append(name)
         self.faults = tuple(usable)
+        if isinstance(self.target, LocalCluster) and MEMBER_FAULTS & set(self.faults):
+            self.members = MemberFaults(
+                self.target,
+                self.recorder,
+                self.rng,
+                self._retarget,
+                catch_up_timeout_s=max(30.0, self.ready_timeout_s),
+            )
+
+    async def _retarget(self, old_url: str, new_url: str) -> None:
+        if self.retarget is not None and old_url:
+            await self.retarget(old_url, new_url)
 
     async def run(self, stop: asyncio.Event) -> None:
         if not self.faults:
@@ -247,6 +268,14 @@ class FaultInjector:
         elif fault == "fsync-eio":
             target, detail = await self._fsync_eio()
             self.progress(f"fault: fsync-eio {target}: {detail}")
+        elif fault in MEMBER_FAULTS:
+            assert self.members is not None
+            if fault == "replace-member":
+                victim, role = await self._pick_member()
+                target, detail = await self.members.replace(victim, role)
+            else:
+                target, detail = await self.members.learner()
+            self.progress(f"fault: {fault} {target}: {detail}")
         elif fault == "defrag":
             target = self.rng.choice(self.target.member_names() or [""]) or self.target.endpoints[0]
             detail = await self._defrag(target)

@@ -200,6 +200,14 @@ class RecordingClient:
             await self._channel.close()
             self._channel = None
 
+    async def move_to(self, endpoint: str) -> None:
+        """Send later calls to `endpoint` (a removed member's clients move to the member
+        that replaced it); a call in flight on the old channel may end as it will."""
+        old, self._channel = self._channel, None
+        self.endpoint = endpoint
+        if old is not None:
+            await old.close(grace=self.timeout_s)
+
     async def call(self, process: Process, request: Request) -> Outcome:
         f, value = request_to_json(request)
         self.recorder.add(process.id, "invoke", f, value)

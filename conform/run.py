@@ -13,7 +13,10 @@ Contract:
   checks (`more_checks`): when a disk fault ran, DiskFaults (conform/disk_faults.py);
   with `hashkv_across`, "HashKV across targets" (conform/hash_across.py: after the run,
   the same seeded writes on a fresh member of ours and of real etcd, HashKV compared
-  after each). A timeout or a member that never catches up is UNKNOWN, never a pass.
+  after each); with a membership fault (replace-member, learner), Membership
+  (checker/membership.py: each member's Status polled through the run by
+  conform/leader_watch.py, no two leaders in one term, the final member list the one the
+  changes left; the observations and changes in membership.jsonl). A timeout or a member that never catches up is UNKNOWN, never a pass.
 - A target that already holds data is read once before the workload and its state
   recorded as the history's first operations (conform/initial.py); the run
   then reads and watches nothing from before that revision. Nobody else may write to
@@ -41,12 +44,14 @@ import grpc.aio
 
 from etcdspec.checker.check import CheckOptions, CheckReport, check_history
 from etcdspec.checker.history import build_history
+from etcdspec.checker.membership import MemberChange, check_membership
 from etcdspec.checker.report import write_report
 from etcdspec.checker.results import CheckResult
 from etcdspec.conform.consistency import hashkv_agreement
 from etcdspec.conform.faults import FaultInjector
 from etcdspec.conform.hash_across import hashkv_across
 from etcdspec.conform.initial import InitialRecord, InitialStateError, capture
+from etcdspec.conform.leader_watch import LeaderWatch, final_member_lists
 from etcdspec.conform.recorder import (
     Process,
     Recorder,
@@ -185,8 +190,22 @@ async def _run(options: ConformOptions) -> ConformResult:
             notes.append(
                 f"faults skipped, the target cannot take them: {', '.join(injector.skipped)}"
             )
-        await _drive(options, target, recorder, injector, initial.revision)
+        watch = LeaderWatch(target, recorder) if injector.members is not None else None
+        await _drive(options, target, recorder, injector, initial.revision, watch)
         hashkv = await hashkv_agreement(_client_urls(target))
+        membership = None
+        if injector.members is not None and watch is not None:
+            urls = {name: target.client_url(name) for name in target.member_names()}
+            final = await final_member_lists(urls)
+            members = injector.members
+            membership = check_membership(
+                watch.observations,
+                members.changes,
+                members.expected(),
+                final,
+                tuple(members.undecided),
+            )
+            _write_membership(run_dir / "membership.jsonl", watch, members.changes)
     except BaseException:
         with contextlib.suppress(Exception):
             recorder.write(run_dir / "history.jsonl")
@@ -208,6 +227,8 @@ async def _run(options: ConformOptions) -> ConformResult:
     disk = injector.disk_result()
     if disk is not None:
         more_checks = (disk, *more_checks)
+    if membership is not None:
+        more_checks = (membership, *more_checks)
     write_report(
         report,
         run_dir,
@@ -222,6 +243,11 @@ async def _run(options: ConformOptions) -> ConformResult:
             "faults skipped": list(injector.skipped),
             "failpoints": list(options.failpoints),
             "initial state": initial.describe(),
+            **(
+                {"member changes": [c.describe() for c in injector.members.changes]}
+                if injector.members is not None
+                else {}
+            ),
         },
         more_checks=(hashkv, *more_checks),
     )
@@ -243,9 +269,9 @@ async def _run(options: ConformOptions) -> ConformResult:
     )
     _augment_result(run_dir / "result.json", options, result, target)
     if isinstance(target, LocalCluster) and verdict is Verdict.TRUE:
-        for member in target.member_names():
-            shutil.rmtree(run_dir / "cluster" / f"{member}.data", ignore_errors=True)
-            shutil.rmtree(run_dir / "cluster" / f"{member}.disk", ignore_errors=True)
+        cluster_dir = run_dir / "cluster"
+        for data in [*cluster_dir.glob("m*.data"), *cluster_dir.glob("m*.disk")]:
+            shutil.rmtree(data, ignore_errors=True)
     return result
 
 
@@ -273,6 +299,7 @@ async def _drive(
     recorder: Recorder,
     injector: FaultInjector,
     floor_revision: int = 1,
+    leader_watch: LeaderWatch | None = None,
 ) -> None:
     """Run the workload and faults for the run's duration. Nothing reads below
     `floor_revision` (the initial state's revision) or watches from before it."""
@@ -353,9 +380,18 @@ async def _drive(
             )
             last, last_ops = now, ops
 
+    async def retarget(old_url: str, new_url: str) -> None:
+        """A removed member's clients go on through the member that replaced it."""
+        for client in clients:
+            if client.endpoint == old_url:
+                await client.move_to(new_url)
+
+    injector.retarget = retarget
     worker_tasks = [asyncio.create_task(work(w)) for w in workers]
     fault_task = asyncio.create_task(injector.run(stop))
     progress_task = asyncio.create_task(report_progress())
+    if leader_watch is not None:
+        tasks.append(asyncio.create_task(leader_watch.run(stop)))
     try:
         await asyncio.sleep(options.duration_s)
     finally:
@@ -370,6 +406,16 @@ async def _drive(
         error = task.exception() if task.done() and not task.cancelled() else None
         if error is not None:
             raise error
+
+
+def _write_membership(path: Path, watch: LeaderWatch, changes: list[MemberChange]) -> None:
+    """membership.jsonl: every leader observation and member change, in time order."""
+    rows = [{"kind": "status", **o.to_json()} for o in watch.observations]
+    rows += [{"kind": "member-change", **c.to_json()} for c in changes]
+    rows.sort(key=lambda row: int(row["time"]))
+    with path.open("w", encoding="utf-8") as handle:
+        for row in rows:
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
 def _client_urls(target: Target) -> list[str]:

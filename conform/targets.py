@@ -16,6 +16,13 @@ Contract:
   before the member first starts and unmounted at `close()`, always; `faultfs(name)`
   is that member's mount, for the FUSE faults (power-cut, fsync-eio). Without it those
   faults are not supported. make_target turns it on when a FUSE fault is asked for.
+- The cluster grows and shrinks (the membership faults, conform/member_faults.py):
+  `plan_member()` names a fresh member (next free mN, new ports, an empty data dir) and
+  gives it its own peer proxy; once the cluster has accepted it (MemberAdd) `join(plan)`
+  starts it with `--initial-cluster-state existing` and an --initial-cluster listing every
+  member's proxy; `leave(name)` stops a removed member (its own exit, else SIGTERM) and
+  its proxy and forgets it. The member list is then the plan's; `ids` and the network's
+  id -> name map follow it. Ours and etcd are started the same way (etcd's flags).
 - `EndpointsTarget` only knows client URLs: process and network faults are not
   possible there (`supports(fault)` says which are) and the report says so.
 - `make_target(..., failpoints=...)` starts our members with ETCDSPEC_FAILPOINTS set to
@@ -26,6 +33,7 @@ Contract:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import shutil
 import sys
@@ -46,6 +54,7 @@ PROCESS_FAULTS = frozenset({"kill", "pause"})
 NETWORK_FAULTS = frozenset({"partition", "delay", "drop"})
 DISK_FAULTS = frozenset({"corrupt-wal"})  # files of a member while it is down
 FUSE_FAULTS = frozenset({"power-cut", "fsync-eio"})  # a member's data dir on faultfs
+MEMBER_FAULTS = frozenset({"replace-member", "learner"})  # the cluster's members change
 
 
 class TargetError(RuntimeError):
@@ -178,11 +187,12 @@ class LocalCluster(Target):
         self.network = None
         self.endpoints = []
         self.ids: dict[str, int] = {}
+        self.departed: list[launcher.RunningMember] = []  # removed members, stopped
 
     def supports(self, fault: str) -> bool:
         if fault in FUSE_FAULTS:
             return self.use_faultfs
-        return fault in PROCESS_FAULTS or fault in NETWORK_FAULTS or fault in DISK_FAULTS
+        return fault in PROCESS_FAULTS | NETWORK_FAULTS | DISK_FAULTS | MEMBER_FAULTS
 
     def member_names(self) -> list[str]:
         return [m.name for m in self._plan().members]
@@ -288,6 +298,61 @@ class LocalCluster(Target):
             self.network.names[member_id] = member.name
             self.ids[member.name] = member_id
 
+    def plan_member(self) -> launcher.MemberPlan:
+        """A fresh member (not yet in the cluster): the next unused name mN, free ports,
+        an empty data dir, and its peer proxy listening; its URLs are for MemberAdd."""
+        plan = self._plan()
+        used = {m.name for m in plan.members} | set(self.members) | set(self.proxy_ports)
+        number = 1
+        while f"m{number}" in used:
+            number += 1
+        name = f"m{number}"
+        client, peer, metrics, proxy_port = launcher.free_ports(4)
+        data_dir = self.directory.resolve() / f"{name}.data"
+        member = launcher.MemberPlan(name, client, peer, metrics, str(data_dir))
+        self.proxy_ports[name] = proxy_port
+        return member
+
+    def proxied_peer_url(self, name: str) -> str:
+        """The peer URL a member advertises (its proxy's)."""
+        return f"http://127.0.0.1:{self.proxy_ports[name]}"
+
+    async def join(self, member: launcher.MemberPlan, member_id: int) -> None:
+        """Start a member the cluster has accepted (MemberAdd answered `member_id`) on an
+        empty data dir with `--initial-cluster-state existing`, behind its own proxy."""
+        assert self.network is not None
+        plan = self._plan()
+        proxy = PeerProxy(
+            member.name, self.proxy_ports[member.name], member.peer_port, self.network
+        )
+        await proxy.start()
+        self.proxies[member.name] = proxy
+        self.network.names[member_id] = member.name
+        self.ids[member.name] = member_id
+        self.plan = dataclasses.replace(plan, members=(*plan.members, member))
+        self.endpoints = self.plan.endpoints
+        self.members[member.name] = self._spawn(member, "existing")
+
+    async def leave(self, name: str, exit_wait_s: float = 5.0) -> None:
+        """Stop a member the cluster has removed (it may stop itself; after `exit_wait_s`
+        it is sent SIGTERM) and its proxy; the cluster forgets it (its log stays)."""
+        plan = self._plan()
+        running = self.members.pop(name, None)
+        if running is not None:
+            deadline = time.monotonic() + exit_wait_s
+            while running.alive() and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
+            await asyncio.to_thread(launcher.stop_member, running)
+            self.departed.append(running)
+        proxy = self.proxies.pop(name, None)
+        if proxy is not None:
+            await proxy.close()
+        self.ids.pop(name, None)
+        self.plan = dataclasses.replace(
+            plan, members=tuple(m for m in plan.members if m.name != name)
+        )
+        self.endpoints = self.plan.endpoints
+
     async def kill(self, name: str) -> None:
         await asyncio.to_thread(launcher.kill_member, self.members[name])
 
@@ -314,7 +379,8 @@ class LocalCluster(Target):
 
     async def close(self) -> None:
         try:
-            await asyncio.to_thread(launcher.stop_members, list(self.members.values()))
+            running = [*self.members.values(), *self.departed]
+            await asyncio.to_thread(launcher.stop_members, running)
             for proxy in self.proxies.values():
                 await proxy.close()
         finally:
