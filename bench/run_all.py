@@ -19,6 +19,7 @@ HARNESSES = (
     "bench.checker_bench",
     "bench.server_bench",
     "bench.conform_bench",
+    "bench.member_catchup",
 )
 
 

@@ -60,7 +60,9 @@ def parse_duration(text: str) -> float:
     "start), power-cut (kill -9 of one member or all, and every write their disks had not "
     "fsynced dropped), fsync-eio (a member's fsyncs fail: it must stop), or none. "
     "power-cut and fsync-eio put each member's data dir on a FUSE filesystem (faultfs: "
-    "needs /dev/fuse, fusermount3 and the mfusepy package).",
+    "needs /dev/fuse, fusermount3 and the mfusepy package), replace-member (one member "
+    "removed under load, a fresh one added, started and caught up), learner (a learner "
+    "added, caught up and promoted).",
 )
 @click.option(
     "--failpoints",
