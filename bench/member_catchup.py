@@ -6,9 +6,13 @@ a 3-member local cluster behind the conformance peer proxies (conform/targets.py
 --keys keys of --value-size bytes in Txns of --batch puts from --writers concurrent
 clients, then times the membership change the replace-member fault makes: MemberAdd of a
 fresh member, started on an empty data dir with `--initial-cluster-state existing`
-(LocalCluster.join), until it names a leader and has applied the commit index the
-cluster reported when it joined (conform/member_faults.py's wait_caught_up); and then
-until a serializable count on it shows every key. Nothing writes during the catch-up.
+(LocalCluster.join), until its process first answers Status (start-up), until it names
+a leader and has applied the commit index the cluster reported then
+(conform/member_faults.py's wait_caught_up), and until a serializable count on it shows
+every key; all three from MemberAdd's answer. Nothing writes during the catch-up. At
+the default --keys and --batch the store is about 1,000 log entries, under the members'
+--snapshot-count of 10,000 (launcher's default), so the leader sends them as log entries,
+not a snapshot.
 
 A target that refuses MemberAdd (our server, until it serves the Cluster changes) gets
 no figure: the script says "target does not serve MemberAdd" and exits 3 (unknown); a
@@ -51,6 +55,7 @@ class CatchUpFigure:
     fill_s: float = 0.0
     db_size: int = 0
     index: int = 0  # the commit index the new member had to reach
+    up_s: float = 0.0  # MemberAdd answered -> the new process first answers Status
     applied_s: float = 0.0  # MemberAdd answered -> that index applied
     all_keys_s: float = 0.0  # MemberAdd answered -> a serializable count shows every key
     refused: str = ""
@@ -60,8 +65,9 @@ class CatchUpFigure:
             return f"{self.target}: no figure, {self.refused}"
         return (
             f"{self.target}: {self.keys} keys ({self.db_size / 1e6:.1f} MB db) filled in "
-            f"{self.fill_s:.1f} s; new member applied index {self.index} after "
-            f"{self.applied_s:.2f} s, served all keys after {self.all_keys_s:.2f} s"
+            f"{self.fill_s:.1f} s; new member answered Status after {self.up_s:.2f} s, "
+            f"applied index {self.index} after {self.applied_s:.2f} s, served all keys "
+            f"after {self.all_keys_s:.2f} s"
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -71,6 +77,7 @@ class CatchUpFigure:
             "fill_s": round(self.fill_s, 3),
             "db_size": self.db_size,
             "index": self.index,
+            "up_s": round(self.up_s, 3),
             "applied_s": round(self.applied_s, 3),
             "all_keys_s": round(self.all_keys_s, 3),
             "refused": self.refused or None,
@@ -106,6 +113,17 @@ async def count_keys(url: str) -> int:
             timeout=5.0,
         )
     return int(answer.count)
+
+
+async def first_answer(url: str, since: float, timeout_s: float) -> float:
+    """Seconds from `since` until the member at `url` first answers Status."""
+    while time.monotonic() - since < timeout_s:
+        try:
+            await status_of(url, 0.5)
+            return time.monotonic() - since
+        except grpc.aio.AioRpcError:
+            await asyncio.sleep(0.02)
+    return timeout_s
 
 
 async def add_member(url: str, peer_url: str, tries: int = 30) -> ListedMember:
@@ -149,6 +167,7 @@ async def measure(
             return CatchUpFigure(kind, args.keys, fill_s, db_size, refused=f"refused: {error}")
         added_at = time.monotonic()
         await cluster.join(new, added.member_id)
+        up_s = await first_answer(new.client_url, added_at, args.timeout)
         try:
             caught = await wait_caught_up(new.client_url, urls, args.timeout, time.monotonic)
         except FaultUndecided as error:
@@ -171,6 +190,7 @@ async def measure(
             fill_s,
             db_size,
             caught.index,
+            up_s,
             applied_s,
             time.monotonic() - added_at,
         )

@@ -381,10 +381,14 @@ async def _drive(
             last, last_ops = now, ops
 
     async def retarget(old_url: str, new_url: str) -> None:
-        """A removed member's clients go on through the member that replaced it."""
+        """A removed member's clients go on through the member that replaced it, and its
+        watches resume there (from the revision after the last event they delivered)."""
         for client in clients:
             if client.endpoint == old_url:
                 await client.move_to(new_url)
+        for watcher in watchers:
+            if watcher.endpoint == old_url:
+                watcher.endpoint = new_url
 
     injector.retarget = retarget
     worker_tasks = [asyncio.create_task(work(w)) for w in workers]

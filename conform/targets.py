@@ -20,7 +20,7 @@ Contract:
   `plan_member()` names a fresh member (next free mN, new ports, an empty data dir) and
   gives it its own peer proxy; once the cluster has accepted it (MemberAdd) `join(plan)`
   starts it with `--initial-cluster-state existing` and an --initial-cluster listing every
-  member's proxy; `leave(name)` stops a removed member (its own exit, else SIGTERM) and
+  member's proxy (its data dir on its own faultfs mount when the cluster uses faultfs); `leave(name)` stops a removed member (its own exit, else SIGTERM) and
   its proxy and forgets it. The member list is then the plan's; `ids` and the network's
   id -> name map follow it. Ours and etcd are started the same way (etcd's flags).
 - `EndpointsTarget` only knows client URLs: process and network faults are not
@@ -271,15 +271,18 @@ class LocalCluster(Target):
         except FaultFsError as error:
             raise TargetError(str(error), ExitCode.USAGE) from error
         for member in self._plan().members:
-            data_dir = Path(member.data_dir)
-            try:
-                self.mounts[member.name] = FaultFsMount.mount(
-                    data_dir.with_suffix(".disk"),
-                    data_dir,
-                    self.directory / f"{member.name}.faultfs.log",
-                )
-            except FaultFsError as error:
-                raise TargetError(str(error), ExitCode.INTERNAL_ERROR) from error
+            self._mount(member)
+
+    def _mount(self, member: launcher.MemberPlan) -> None:
+        data_dir = Path(member.data_dir)
+        try:
+            self.mounts[member.name] = FaultFsMount.mount(
+                data_dir.with_suffix(".disk"),
+                data_dir,
+                self.directory / f"{member.name}.faultfs.log",
+            )
+        except FaultFsError as error:
+            raise TargetError(str(error), ExitCode.INTERNAL_ERROR) from error
 
     def faultfs(self, name: str) -> FaultFsMount:
         if name not in self.mounts:
@@ -331,6 +334,8 @@ class LocalCluster(Target):
         self.ids[member.name] = member_id
         self.plan = dataclasses.replace(plan, members=(*plan.members, member))
         self.endpoints = self.plan.endpoints
+        if self.use_faultfs:  # the FUSE faults may pick it too
+            await asyncio.to_thread(self._mount, member)
         self.members[member.name] = self._spawn(member, "existing")
 
     async def leave(self, name: str, exit_wait_s: float = 5.0) -> None:
