@@ -15,8 +15,9 @@ Contract:
   the same seeded writes on a fresh member of ours and of real etcd, HashKV compared
   after each); with a membership fault (replace-member, learner), Membership
   (checker/membership.py: each member's Status polled through the run by
-  conform/leader_watch.py, no two leaders in one term, the final member list the one the
-  changes left; the observations and changes in membership.jsonl). A timeout or a member that never catches up is UNKNOWN, never a pass.
+  conform/leader_watch.py, no two leaders in one term, the final member list the one
+  the changes left; the observations and changes in membership.jsonl). A timeout or a
+  member that never catches up is UNKNOWN, never a pass.
 - A target that already holds data is read once before the workload and its state
   recorded as the history's first operations (conform/initial.py); the run
   then reads and watches nothing from before that revision. Nobody else may write to

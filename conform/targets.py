@@ -17,12 +17,15 @@ Contract:
   is that member's mount, for the FUSE faults (power-cut, fsync-eio). Without it those
   faults are not supported. make_target turns it on when a FUSE fault is asked for.
 - The cluster grows and shrinks (the membership faults, conform/member_faults.py):
-  `plan_member()` names a fresh member (next free mN, new ports, an empty data dir) and
-  gives it its own peer proxy; once the cluster has accepted it (MemberAdd) `join(plan)`
-  starts it with `--initial-cluster-state existing` and an --initial-cluster listing every
-  member's proxy (its data dir on its own faultfs mount when the cluster uses faultfs); `leave(name)` stops a removed member (its own exit, else SIGTERM) and
-  its proxy and forgets it. The member list is then the plan's; `ids` and the network's
-  id -> name map follow it. Ours and etcd are started the same way (etcd's flags).
+  `plan_member()` names a fresh member (a name never used in this cluster, new ports, an
+  empty data dir) and a port for its peer proxy; once the cluster has accepted it
+  (MemberAdd answered its id) `join(member, member_id)` starts the proxy and the member
+  with `--initial-cluster-state existing` and an --initial-cluster listing every
+  member's proxy (its data dir on its own faultfs mount when the cluster uses faultfs);
+  `leave(name)` stops a removed member (its own exit, else SIGTERM) and its proxy and
+  forgets it. The member list is then the plan's; `ids` and the network's id -> name
+  map follow it. Ours and etcd are started the same way (etcd's flags), so this one
+  path serves both targets.
 - `EndpointsTarget` only knows client URLs: process and network faults are not
   possible there (`supports(fault)` says which are) and the report says so.
 - `make_target(..., failpoints=...)` starts our members with ETCDSPEC_FAILPOINTS set to
