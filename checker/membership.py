@@ -15,8 +15,9 @@ Contract:
 - The final member list: every member must list the same members (ids, names, learner
   flags) and that list must be the expected one; else violated. Lists that could not be
   read are unknown.
-- Verdicts: violated > unknown > holds. No leader observed at all, no final list, or any
-  undecided change: unknown with the reason; never a pass on no evidence.
+- Verdicts: violated > unknown > holds. No leader observed at all, none observed after
+  some change, no final list, or any undecided change: unknown with the reason; never a
+  pass on no evidence.
 - `check_membership` does no I/O; `describe()` of each value is its report line.
 """
 
@@ -168,6 +169,10 @@ def check_membership(
     else:
         terms = len({t.term for t in found})
         summary.append(f"one leader per term ({terms} terms, {len(observations)} observations)")
+        unseen = [c for c in changes if not any(t.last >= c.time for t in found)]
+        if unseen:
+            verdict = verdict.merge(Verdict.UNKNOWN)
+            summary.append(f"no leader observed after {unseen[0].describe()}")
     want = frozenset(expected)
     if final is None or not final:
         verdict = verdict.merge(Verdict.UNKNOWN)

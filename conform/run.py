@@ -395,8 +395,8 @@ async def _drive(
     worker_tasks = [asyncio.create_task(work(w)) for w in workers]
     fault_task = asyncio.create_task(injector.run(stop))
     progress_task = asyncio.create_task(report_progress())
-    if leader_watch is not None:
-        tasks.append(asyncio.create_task(leader_watch.run(stop)))
+    if leader_watch is not None:  # until the last fault's changes are done, and after
+        tasks.append(asyncio.create_task(leader_watch.run(watch_stop)))
     try:
         await asyncio.sleep(options.duration_s)
     finally:

@@ -88,12 +88,23 @@ def test_the_final_member_list_must_be_the_one_the_changes_left(
     assert words in result.summary
 
 
+def test_no_leader_observed_after_a_change_is_unknown() -> None:
+    late = MemberChange(int(5e9), "remove", MemberRecord(C, "m3"), MEMBERS[:2])
+    result = check_membership(STEADY, [late], MEMBERS[:2], {"m1": MEMBERS[:2]})
+    assert result.verdict is Verdict.UNKNOWN
+    assert "no leader observed after 5.00s remove m3" in result.summary
+    after = [*STEADY, seen(6.0, A, 2, A)]
+    assert check_membership(after, [late], MEMBERS[:2], {"m1": MEMBERS[:2]}).verdict is (
+        Verdict.TRUE
+    )
+
+
 def test_an_undecided_change_makes_the_run_unknown_and_changes_are_listed() -> None:
-    change = MemberChange(int(2e9), "remove", MemberRecord(C, "m3"), MEMBERS[:2])
+    change = MemberChange(0, "remove", MemberRecord(C, "m3"), MEMBERS[:2])
     refused = "not done: target does not serve MemberAdd (UNIMPLEMENTED)"
     result = check_membership(STEADY, [change], MEMBERS[:2], {"m1": MEMBERS[:2]}, (refused,))
     assert result.verdict is Verdict.UNKNOWN
     assert "target does not serve MemberAdd" in result.summary
-    assert "2.00s remove m3 c3 -> [m1 a1, m2 b2]" in result.details
+    assert "0.00s remove m3 c3 -> [m1 a1, m2 b2]" in result.details
     violated = check_membership(STEADY, [change], MEMBERS, {"m1": MEMBERS[:2]}, (refused,))
     assert violated.verdict is Verdict.FALSE  # violated outranks unknown
