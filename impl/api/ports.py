@@ -70,3 +70,4 @@ class MemberPorts:
     cluster: ClusterService
     watches: WatchStreams
     max_request_bytes: int
+    client_cert_auth: bool = False  # etcd's --client-cert-auth: a certificate's CN is a user

@@ -50,6 +50,7 @@ from etcdspec.impl.server.reads import ReadIndexQueue
 from etcdspec.impl.server.recovery import MemberData, open_member_data
 from etcdspec.impl.server.snapshots import Snapshots
 from etcdspec.impl.server.ticker import Ticker
+from etcdspec.impl.server.tls import listener_contexts
 from etcdspec.impl.server.trace import MemberTrace, TraceWriter
 
 log = logging.getLogger("etcdspec.impl.server.member")
@@ -208,10 +209,12 @@ class Member:
             cluster=cluster,
             watches=self.watches,
             max_request_bytes=config.max_request_bytes,
+            client_cert_auth=config.client_tls.client_cert_auth,
         )
         targets = [e.target for e in config.listen_client_urls]
+        tls = listener_contexts(config.listen_client_urls, config.client_tls)
         try:
-            self.grpc_server = await start_grpc_server(ports, targets, self._metrics_text)
+            self.grpc_server = await start_grpc_server(ports, targets, self._metrics_text, tls)
         except RuntimeError as error:
             raise MemberStartError(
                 f"cannot listen for clients on {', '.join(targets)} ({error}); "
