@@ -50,7 +50,7 @@ from etcdspec.impl.server.reads import ReadIndexQueue
 from etcdspec.impl.server.recovery import MemberData, open_member_data
 from etcdspec.impl.server.snapshots import Snapshots
 from etcdspec.impl.server.ticker import Ticker
-from etcdspec.impl.server.tls import listener_contexts
+from etcdspec.impl.server.tls import leader_credentials, listener_contexts, peer_contexts
 from etcdspec.impl.server.trace import MemberTrace, TraceWriter
 
 log = logging.getLogger("etcdspec.impl.server.member")
@@ -161,10 +161,12 @@ class Member:
             leader_client_urls=cluster.client_urls,
             header=cluster.header,
             barrier=reads.barrier,
+            leader_credentials=leader_credentials(config.client_tls),
         )
         self.watches = WatchStreams(state.watch_hub, cluster.header)
         listen = config.listen_peer_urls[0]
         peers = {peer.member_id: (peer.peer.host, peer.peer.port) for peer in config.peers}
+        peer_tls = peer_contexts(config.listen_peer_urls, config.peers, config.peer_tls)
         transport = self.transport = PeerTransport(
             self.member_id,
             listen.host,
@@ -173,6 +175,8 @@ class Member:
             self._on_peer_frame,
             attributes=own_attributes(config),
             on_attributes=cluster.on_peer_attributes,
+            server_ssl=peer_tls.server,
+            client_ssl=peer_tls.client,
         )
         snapshots = self.snapshots = Snapshots(
             data,

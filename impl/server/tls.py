@@ -30,10 +30,12 @@ contexts never see another host.
 from __future__ import annotations
 
 import ssl
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
+
+import grpc
 
 # In the server's order of preference (OpenSSL picks the first one the client offers):
 # gRPC clients offer h2 only and get it; a client that offers both (curl, a browser) gets
@@ -167,3 +169,35 @@ def listener_contexts(endpoints: Iterable[_Listener], files: TlsFiles) -> dict[s
         return {}
     context = files.server_context()
     return {target: context for target in secure}
+
+
+class _Peer(Protocol):
+    @property
+    def peer(self) -> _Listener: ...
+
+
+@dataclass(frozen=True)
+class PeerContexts:
+    """The peer transport's contexts: `server` when this member listens on an https peer
+    URL, `client` when some peer's URL is https (None: plain TCP)."""
+
+    server: ssl.SSLContext | None
+    client: ssl.SSLContext | None
+
+
+def peer_contexts(
+    listen: Sequence[_Listener], peers: Iterable[_Peer], files: TlsFiles
+) -> PeerContexts:
+    """The peer transport's contexts for these URLs and the `--peer-*` files."""
+    server = files.server_context() if listen and listen[0].scheme == "https" else None
+    secure = any(peer.peer.scheme == "https" for peer in peers)
+    return PeerContexts(server, files.client_context() if secure else None)
+
+
+def leader_credentials(files: TlsFiles) -> grpc.ChannelCredentials | None:
+    """The credentials a follower calls the leader's https client URL with (forwarded
+    lease calls): the trusted CA, and this member's certificate when it has one."""
+    if not files.has_cert:
+        return None
+    roots, key, chain = files.channel_credentials_bytes()
+    return grpc.ssl_channel_credentials(roots, key, chain)
