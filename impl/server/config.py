@@ -335,7 +335,11 @@ def check_tls(config: MemberConfig) -> None:
             config.client_tls.require_for(endpoint.url, "client")
         for endpoint in config.listen_peer_urls:
             config.peer_tls.require_for(endpoint.url, "peer")
-        config.client_tls.check()
-        config.peer_tls.check()
+        # As etcd, files given for http URLs only are not used, so not loaded either.
+        if any(e.scheme == "https" for e in config.listen_client_urls):
+            config.client_tls.check()
+        dialled = tuple(peer.peer for peer in config.peers)
+        if any(e.scheme == "https" for e in config.listen_peer_urls + dialled):
+            config.peer_tls.check()
     except TlsError as error:
         raise ConfigError(str(error)) from error
