@@ -44,6 +44,12 @@ from etcdspec.exitcodes import ExitCode
     help="simple, or jwt,pub-key=PATH,priv-key=PATH,sign-method=RS256|ES256|...[,ttl=5m].",
 )
 @click.option("--auth-token-ttl", default=300, show_default=True, help="Simple tokens' TTL, s.")
+@click.option(
+    "--bcrypt-cost",
+    default=10,
+    show_default=True,
+    help="bcrypt cost of password hashes (4..31; else 10, as etcd).",
+)
 @click.option("--cert-file", default="", help="Client port TLS: certificate (PEM).")
 @click.option("--key-file", default="", help="Client port TLS: the certificate's key (PEM).")
 @click.option("--trusted-ca-file", default="", help="Client certificates must be signed by it.")
@@ -74,6 +80,7 @@ def serve(
     fault_file: str | None,
     auth_token: str,
     auth_token_ttl: int,
+    bcrypt_cost: int,
     cert_file: str,
     key_file: str,
     trusted_ca_file: str,
@@ -111,6 +118,7 @@ def serve(
             fault_file=fault_file,
             auth_token=auth_token,
             auth_token_ttl_s=auth_token_ttl,
+            bcrypt_cost=bcrypt_cost,
             client_tls=TlsFiles(cert_file, key_file, trusted_ca_file, client_cert_auth),
             peer_tls=TlsFiles(
                 peer_cert_file,

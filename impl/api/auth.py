@@ -27,6 +27,7 @@ from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
 class AuthServicer(rpc_pb2_grpc.AuthServicer):
     def __init__(self, ports: MemberPorts) -> None:
         self.auth = ports.state.auth
+        self.bcrypt_cost = ports.bcrypt_cost  # etcd's --bcrypt-cost
         self.cert_auth = ports.client_cert_auth  # a certificate's CN as the caller
         self.proposer = ports.proposer
         self.reads = ports.reads
@@ -78,7 +79,9 @@ class AuthServicer(rpc_pb2_grpc.AuthServicer):
     ) -> rpc_pb2.AuthUserAddResponse:
         who = caller(self.auth, context, self.cert_auth)
         if not request.options.no_password and not request.hashedPassword:
-            request.hashedPassword = await asyncio.to_thread(hash_password, request.password)
+            request.hashedPassword = await asyncio.to_thread(
+                hash_password, request.password, self.bcrypt_cost
+            )
         request.password = ""
         return await propose(
             self.proposer, "auth_user_add", request, rpc_pb2.AuthUserAddResponse, who
@@ -117,7 +120,9 @@ class AuthServicer(rpc_pb2_grpc.AuthServicer):
     ) -> rpc_pb2.AuthUserChangePasswordResponse:
         who = caller(self.auth, context, self.cert_auth)
         if not request.hashedPassword:
-            request.hashedPassword = await asyncio.to_thread(hash_password, request.password)
+            request.hashedPassword = await asyncio.to_thread(
+                hash_password, request.password, self.bcrypt_cost
+            )
         request.password = ""
         return await propose(
             self.proposer,

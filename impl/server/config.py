@@ -23,6 +23,22 @@ DEFAULT_SNAPSHOT_COUNT = 100_000
 DEFAULT_MAX_REQUEST_BYTES = 1_572_864  # etcd's --max-request-bytes: 1.5 MiB
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 NO_CLIENT_TLS = TlsFiles()
+DEFAULT_BCRYPT_COST = 10  # etcd's --bcrypt-cost default (bcrypt.DefaultCost)
+BCRYPT_COSTS = range(4, 32)  # bcrypt's MinCost..MaxCost
+
+
+def effective_bcrypt_cost(given: int) -> tuple[int, str | None]:
+    """The cost passwords are hashed with, and a warning: etcd 3.5 does not refuse a
+    cost outside 4..31, it logs "use default bcrypt cost instead of the invalid given
+    cost" and uses 10; so do we."""
+    if given in BCRYPT_COSTS:
+        return given, None
+    return DEFAULT_BCRYPT_COST, (
+        f"use default bcrypt cost instead of the invalid given cost (given {given}, "
+        f"min {BCRYPT_COSTS.start}, max {BCRYPT_COSTS.stop - 1}, default {DEFAULT_BCRYPT_COST})"
+    )
+
+
 NO_PEER_TLS = TlsFiles(prefix="peer-")
 
 
@@ -163,6 +179,7 @@ class MemberConfig:
     auth_token: str = "simple"  # etcd's --auth-token: simple, or jwt,pub-key=...,...
     auth_token_ttl_s: int = 300  # etcd's --auth-token-ttl (simple tokens), seconds
     peers: tuple[PeerInfo, ...] = field(default=())
+    bcrypt_cost: int = DEFAULT_BCRYPT_COST  # etcd's --bcrypt-cost, as given
     client_tls: TlsFiles = NO_CLIENT_TLS  # --cert-file, --key-file, --trusted-ca-file, ...
     peer_tls: TlsFiles = NO_PEER_TLS  # the --peer-* set
 
@@ -272,6 +289,7 @@ def build_config(
     auth_token_ttl_s: int = 300,
     client_tls: TlsFiles | None = None,
     peer_tls: TlsFiles | None = None,
+    bcrypt_cost: int = DEFAULT_BCRYPT_COST,
 ) -> MemberConfig:
     """Build a MemberConfig from flag texts, defaulting as etcd does."""
     try:
@@ -322,6 +340,7 @@ def build_config(
         auth_token_ttl_s=auth_token_ttl_s,
         client_tls=client_tls,
         peer_tls=peer_tls,
+        bcrypt_cost=bcrypt_cost,
     )
     check_tls(config)
     return config

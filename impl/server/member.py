@@ -39,7 +39,7 @@ from etcdspec.impl.rpc.grpc_h2 import GrpcH2Server
 from etcdspec.impl.rpc.http1 import Http1Hooks
 from etcdspec.impl.server.apply import ApplyQueue
 from etcdspec.impl.server.cluster import ClusterView, own_attributes
-from etcdspec.impl.server.config import MemberConfig
+from etcdspec.impl.server.config import MemberConfig, effective_bcrypt_cost
 from etcdspec.impl.server.leases import LeaseKeeper
 from etcdspec.impl.server.metrics import Metrics, MetricsServer
 from etcdspec.impl.server.peer import PeerTransport
@@ -54,6 +54,14 @@ from etcdspec.impl.server.tls import leader_credentials, listener_contexts, peer
 from etcdspec.impl.server.trace import MemberTrace, TraceWriter
 
 log = logging.getLogger("etcdspec.impl.server.member")
+
+
+def bcrypt_cost(config: MemberConfig) -> int:
+    """--bcrypt-cost as used, with etcd's warning for one out of range."""
+    cost, warning = effective_bcrypt_cost(config.bcrypt_cost)
+    if warning is not None:
+        log.warning(warning, extra={"given_cost": config.bcrypt_cost, "cost": cost})
+    return cost
 
 
 class MemberStartError(Exception):
@@ -214,6 +222,7 @@ class Member:
             watches=self.watches,
             max_request_bytes=config.max_request_bytes,
             client_cert_auth=config.client_tls.client_cert_auth,
+            bcrypt_cost=bcrypt_cost(config),
         )
         targets = [e.target for e in config.listen_client_urls]
         tls = listener_contexts(config.listen_client_urls, config.client_tls)
