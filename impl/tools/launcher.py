@@ -83,7 +83,8 @@ class MemberPlan:
     peer_port: int
     metrics_port: int
     data_dir: str
-    scheme: str = "http"  # "https" in a secured cluster: client and peer URLs over TLS
+    scheme: str = "http"  # "https" in a secured cluster: client URLs over TLS
+    peer_scheme: str = "http"  # "https": peer URLs over TLS
 
     @property
     def client_url(self) -> str:
@@ -91,7 +92,7 @@ class MemberPlan:
 
     @property
     def peer_url(self) -> str:
-        return f"{self.scheme}://127.0.0.1:{self.peer_port}"
+        return f"{self.peer_scheme}://127.0.0.1:{self.peer_port}"
 
     @property
     def metrics_url(self) -> str:
@@ -108,6 +109,7 @@ class MemberPlan:
             "metrics_port": self.metrics_port,
             "data_dir": self.data_dir,
             "scheme": self.scheme,
+            "peer_scheme": self.peer_scheme,
         }
 
     @staticmethod
@@ -119,6 +121,7 @@ class MemberPlan:
             metrics_port=int(data["metrics_port"]),
             data_dir=str(data["data_dir"]),
             scheme=str(data.get("scheme", "http")),
+            peer_scheme=str(data.get("peer_scheme", "http")),
         )
 
 
@@ -128,31 +131,40 @@ class SecurityPlan:
 
     certs: ClusterCerts
     client_cert_auth: bool = True  # a client certificate's CN is its user (etcd's rule)
+    peer_tls: bool = True  # peers over TLS too (the conformance proxies need them plain)
 
     def member_flags(self) -> list[str]:
         certs = self.certs
+        peer = [
+            f"--peer-cert-file={certs.server.cert}",
+            f"--peer-key-file={certs.server.key}",
+            f"--peer-trusted-ca-file={certs.ca_file}",
+            "--peer-client-cert-auth",
+        ]
         return [
             f"--cert-file={certs.server.cert}",
             f"--key-file={certs.server.key}",
             f"--trusted-ca-file={certs.ca_file}",
             *(["--client-cert-auth"] if self.client_cert_auth else []),
-            f"--peer-cert-file={certs.server.cert}",
-            f"--peer-key-file={certs.server.key}",
-            f"--peer-trusted-ca-file={certs.ca_file}",
-            "--peer-client-cert-auth",
+            *(peer if self.peer_tls else []),
         ]
 
     def describe(self) -> str:
         return f"TLS ({self.certs.describe()}), client-cert-auth {self.client_cert_auth}"
 
     def to_json(self) -> dict[str, Any]:
-        return {"certs": self.certs.to_json(), "client_cert_auth": self.client_cert_auth}
+        return {
+            "certs": self.certs.to_json(),
+            "client_cert_auth": self.client_cert_auth,
+            "peer_tls": self.peer_tls,
+        }
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> SecurityPlan:
         return SecurityPlan(
             certs=ClusterCerts.from_json(data["certs"]),
             client_cert_auth=bool(data.get("client_cert_auth", True)),
+            peer_tls=bool(data.get("peer_tls", True)),
         )
 
 
@@ -259,6 +271,7 @@ def plan_cluster(
             metrics_port=ports[3 * index + 2],
             data_dir=str(directory / f"m{index + 1}.data"),
             scheme="https" if security is not None else "http",
+            peer_scheme="https" if security is not None and security.peer_tls else "http",
         )
         for index in range(size)
     )
