@@ -294,10 +294,16 @@ class RecordingClient:
     async def maintenance(self, name: str, message: Any, timeout_s: float = 10.0) -> Any:
         """An unrecorded Maintenance call (HashKV, Defragment, Status, MemberList...)."""
         channel = self.channel()
-        if name == "MemberList":
-            return await rpc_pb2_grpc.ClusterStub(channel).MemberList(message, timeout=timeout_s)
-        method = getattr(rpc_pb2_grpc.MaintenanceStub(channel), name)
-        return await method(message, timeout=timeout_s)
+        try:
+            if name == "MemberList":
+                stub = rpc_pb2_grpc.ClusterStub(channel)
+                return await stub.MemberList(message, timeout=timeout_s)
+            method = getattr(rpc_pb2_grpc.MaintenanceStub(channel), name)
+            return await method(message, timeout=timeout_s)
+        except grpc.aio.AioRpcError as error:
+            if "invalid auth token" in (error.details() or ""):
+                token_refused(self.endpoint)  # a restarted member: log in again next time
+            raise
 
 
 @dataclass
