@@ -258,3 +258,26 @@ def test_peer_tls_cluster_serves_writes_and_a_member_from_another_ca_never_joins
         assert members.count("https://127.0.0.1") >= 3, members
     finally:
         launcher.stop_members(running)
+
+
+def _peer_tls_transcript(kind: str, tmp_path: Path, certs: ClusterCerts) -> list[str]:
+    security = launcher.SecurityPlan(certs, client_cert_auth=False)
+    with etcd_procs.cluster(kind, tmp_path / kind, size=3, security=security) as running:
+        assert running.plan.initial_cluster.count("=https://") == 3
+        root = _tls(certs, "root")
+        first, last = running.endpoints[:1], running.endpoints[2:]
+        lines = [_run(first, *root, "put", f"w{index}", str(index)) for index in range(5)]
+        lines.append(_run(last, *root, "get", "w", "--prefix", "--print-value-only"))
+        members = _run(first, *root, "member", "list", "-w", "simple")
+        lines.append(f"peer URLs https: {members.count(', https://127.0.0.1:') // 2}")
+        return lines
+
+
+def test_peer_tls_cluster_serves_writes_as_etcd(tmp_path: Path) -> None:
+    """Three members over https peer URLs (peer certificates required): writes through one
+    member are read on another, and MemberList shows the https peer URLs, on both."""
+    certs = trustme_certs(tmp_path)
+    ours = _peer_tls_transcript("ours", tmp_path, certs)
+    assert ours == _peer_tls_transcript("etcd", tmp_path, certs)
+    assert ours[-2] == "rc=0 out='0\\n1\\n2\\n3\\n4' err=''"
+    assert ours[-1] == "peer URLs https: 3"
