@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import logging
 import random
+from collections.abc import Callable
 from pathlib import Path
 
 from etcdspec.impl import errors, failpoints
@@ -174,7 +175,9 @@ class Member:
         self.watches = WatchStreams(state.watch_hub, cluster.header)
         listen = config.listen_peer_urls[0]
         peers = {peer.member_id: (peer.peer.host, peer.peer.port) for peer in config.peers}
-        peer_tls = peer_contexts(config.listen_peer_urls, config.peers, config.peer_tls)
+        peer_tls = peer_contexts(
+            config.listen_peer_urls, config.peers, config.peer_tls, self._rejected("peer")
+        )
         transport = self.transport = PeerTransport(
             self.member_id,
             listen.host,
@@ -225,7 +228,9 @@ class Member:
             bcrypt_cost=bcrypt_cost(config),
         )
         targets = [e.target for e in config.listen_client_urls]
-        tls = listener_contexts(config.listen_client_urls, config.client_tls)
+        tls = listener_contexts(
+            config.listen_client_urls, config.client_tls, self._rejected("client")
+        )
         try:
             self.grpc_server = await start_grpc_server(ports, targets, self._metrics_text, tls)
         except RuntimeError as error:
@@ -342,6 +347,16 @@ class Member:
     def _on_watch_ready(self, handle: int) -> None:
         if self.watches is not None:
             self.watches.on_ready(handle)
+
+    def _rejected(self, port: str) -> Callable[[str], None]:
+        """Count and log a connection whose TLS handshake failed on `port` (as etcd logs
+        "rejected connection")."""
+
+        def rejected(reason: str) -> None:
+            self.metrics.tls_rejected_connections += 1
+            log.warning("rejected connection", extra={"port": port, "error": reason})
+
+        return rejected
 
     def _metrics_text(self) -> str:
         """The metrics as Prometheus text, sizes current (the client port's /metrics)."""

@@ -148,6 +148,7 @@ class _PeerSender:
         client_ssl: ssl.SSLContext | None = None,
     ) -> None:
         self.client_ssl = client_ssl
+        self.tls_failure = ""  # the last TLS handshake error logged (said once)
         self.self_id = self_id
         self.attributes = attributes
         self.peer_id = peer_id
@@ -212,6 +213,16 @@ class _PeerSender:
                 # The peer never writes on this connection: reading ends when it closes.
                 while await reader.read(4096):
                     pass
+            except ssl.SSLError as error:
+                # A peer whose certificate this member does not trust (or that refuses
+                # this member's): said once per kind of error, then retried quietly.
+                reason = error.reason or str(error)
+                if reason != self.tls_failure:
+                    self.tls_failure = reason
+                    log.warning(
+                        "TLS handshake with peer failed",
+                        extra={"peer": f"{self.peer_id:x}", "error": str(error)},
+                    )
             except (OSError, ConnectionError, asyncio.IncompleteReadError) as error:
                 log.debug("peer %x unreachable: %s", self.peer_id, error)
             finally:

@@ -21,6 +21,11 @@ tests/impl/server/test_impl_tls.py):
 With `--client-cert-auth`, a caller that sends no token is the user its verified
 certificate's common name names (etcd's AuthInfoFromTLS; see etcdspec.impl.api.handlers).
 
+Rejected connections are counted and logged, as etcd logs them ("rejected connection"
+with the error): `server_context(on_reject)` makes every connection's SSLObject report
+a handshake that fails (a certificate from another CA, none when one is required,
+plaintext on the TLS port) to `on_reject(reason)` before asyncio closes it.
+
 Loading happens once, at start: `check()` loads every file and raises TlsError naming
 the flag and the file, so a wrong path or a key that does not match its certificate
 stops the member before it listens. Only loopback URLs are served (config.py), so these
@@ -30,7 +35,7 @@ contexts never see another host.
 from __future__ import annotations
 
 import ssl
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -42,6 +47,26 @@ import grpc
 # HTTP/1.1, which the port's HTTP/1.1 side serves (/health, /version, the JSON gateway),
 # as our HTTP/2 side serves gRPC only. The first bytes still decide (port_sharing).
 ALPN_PROTOCOLS = ("http/1.1", "h2")
+
+
+OnReject = Callable[[str], None]
+
+
+def _reporting_sslobject(on_reject: OnReject) -> type[ssl.SSLObject]:
+    """An SSLObject class whose failed server handshake is reported to `on_reject`
+    (SSLContext.sslobject_class: what asyncio's TLS transport wraps each connection in)."""
+
+    class ReportingSSLObject(ssl.SSLObject):
+        def do_handshake(self) -> None:
+            try:
+                super().do_handshake()
+            except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                raise  # not done yet: more bytes to come
+            except ssl.SSLError as error:
+                on_reject(error.reason or error.strerror or str(error))
+                raise
+
+    return ReportingSSLObject
 
 
 class TlsError(ValueError):
@@ -125,9 +150,11 @@ class TlsFiles:
                 "give the CA's certificates as PEM"
             ) from error
 
-    def server_context(self) -> ssl.SSLContext:
+    def server_context(self, on_reject: OnReject | None = None) -> ssl.SSLContext:
         """The listening side's context (see the module docstring)."""
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        if on_reject is not None:
+            context.sslobject_class = _reporting_sslobject(on_reject)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
         context.set_alpn_protocols(list(ALPN_PROTOCOLS))
         self._load_chain(context)
@@ -161,13 +188,15 @@ class _Listener(Protocol):
     def target(self) -> str: ...
 
 
-def listener_contexts(endpoints: Iterable[_Listener], files: TlsFiles) -> dict[str, ssl.SSLContext]:
+def listener_contexts(
+    endpoints: Iterable[_Listener], files: TlsFiles, on_reject: OnReject | None = None
+) -> dict[str, ssl.SSLContext]:
     """The server context of each https endpoint, by its "host:port" target (one context
     shared by them all); http endpoints are not named, so they are served in the clear."""
     secure = [endpoint.target for endpoint in endpoints if endpoint.scheme == "https"]
     if not secure:
         return {}
-    context = files.server_context()
+    context = files.server_context(on_reject)
     return {target: context for target in secure}
 
 
@@ -186,10 +215,14 @@ class PeerContexts:
 
 
 def peer_contexts(
-    listen: Sequence[_Listener], peers: Iterable[_Peer], files: TlsFiles
+    listen: Sequence[_Listener],
+    peers: Iterable[_Peer],
+    files: TlsFiles,
+    on_reject: OnReject | None = None,
 ) -> PeerContexts:
     """The peer transport's contexts for these URLs and the `--peer-*` files."""
-    server = files.server_context() if listen and listen[0].scheme == "https" else None
+    secure_listen = bool(listen) and listen[0].scheme == "https"
+    server = files.server_context(on_reject) if secure_listen else None
     secure = any(peer.peer.scheme == "https" for peer in peers)
     return PeerContexts(server, files.client_context() if secure else None)
 

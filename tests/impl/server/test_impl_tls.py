@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 
 import grpc
 import pytest
 
 from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
+from etcdspec.impl.server.metrics import parse_prometheus
 from etcdspec.impl.tools import launcher
 from etcdspec.impl.tools.certs import ClusterCerts
 from tests.support import etcd_procs
@@ -111,7 +113,14 @@ def secured_transcript(kind: str, tmp_path: Path, certs: ClusterCerts) -> list[s
             ("k as written", https, [*root, "get", "k", "--print-value-only"]),
             ("auth disable", https, [*root, "auth", "disable"]),
         ]
-        return [f"{name}: {_run(endpoints, *args)}" for name, endpoints, args in steps]
+        transcript = [f"{name}: {_run(endpoints, *args)}" for name, endpoints, args in steps]
+        if kind == "ours":  # each refused handshake counted and logged, as etcd logs it
+            metrics_url = f"{running.plan.members[0].metrics_url}/metrics"
+            with urllib.request.urlopen(metrics_url, timeout=5) as page:
+                samples = parse_prometheus(page.read().decode())
+            assert samples["etcdspec_tls_rejected_connections_total"] >= 3, samples
+            assert '"msg": "rejected connection"' in Path(running.members[0].log_path).read_text()
+        return transcript
 
 
 def test_etcdctl_over_tls_with_cert_users_matches_etcd(tmp_path: Path) -> None:
@@ -254,6 +263,9 @@ def test_peer_tls_cluster_serves_writes_and_a_member_from_another_ca_never_joins
         time.sleep(2.0)
         status = launcher.probe_status(plan.endpoints[2], credentials=credentials)
         assert status["leader"] == 0 and status["revision"] == 1, status
+        m1_log = Path(running[0].log_path).read_text()
+        assert '"msg": "TLS handshake with peer failed"' in m1_log  # the intruder's
+        assert "CERTIFICATE_VERIFY_FAILED" in m1_log
         members = _run(two, *_tls(certs, "root"), "member", "list")
         assert members.count("https://127.0.0.1") >= 3, members
     finally:
