@@ -15,6 +15,8 @@ joins (the others refuse its handshake, it refuses theirs).
 
 from __future__ import annotations
 
+import json
+import ssl
 import subprocess
 import time
 import urllib.request
@@ -293,3 +295,30 @@ def test_peer_tls_cluster_serves_writes_as_etcd(tmp_path: Path) -> None:
     assert ours == _peer_tls_transcript("etcd", tmp_path, certs)
     assert ours[-2] == "rc=0 out='0\\n1\\n2\\n3\\n4' err=''"
     assert ours[-1] == "peer URLs https: 3"
+
+
+def _http_over_tls(kind: str, tmp_path: Path, certs: ClusterCerts) -> list[str]:
+    security = launcher.SecurityPlan(certs, client_cert_auth=True)
+    context = ssl.create_default_context(cafile=certs.ca_file)
+    root = certs.client("root")
+    context.load_cert_chain(root.cert, root.key)
+    answers = []
+    with etcd_procs.cluster(kind, tmp_path / kind, size=1, security=security) as running:
+        base = running.endpoints[0]
+        with urllib.request.urlopen(f"{base}/health", context=context, timeout=5) as page:
+            answers.append(f"/health {page.status} {page.read().decode()}")
+        put = urllib.request.Request(
+            f"{base}/v3/kv/put", data=b'{"key":"aA==","value":"dg=="}', method="POST"
+        )
+        with urllib.request.urlopen(put, context=context, timeout=5) as page:
+            answers.append(f"/v3/kv/put {page.status} {sorted(json.loads(page.read()))}")
+    return answers
+
+
+def test_http_gateway_over_tls_matches_etcd(tmp_path: Path) -> None:
+    """HTTP/1.1 on the TLS client port (ALPN http/1.1 offered beside h2): /health and the
+    JSON gateway answer as etcd's do."""
+    certs = trustme_certs(tmp_path)
+    ours = _http_over_tls("ours", tmp_path, certs)
+    assert ours == _http_over_tls("etcd", tmp_path, certs)
+    assert ours == ['/health 200 {"health":"true","reason":""}', "/v3/kv/put 200 ['header']"]
