@@ -81,18 +81,29 @@ def test_cluster_up_tls_auth_prints_what_a_client_needs(
             launcher.stop_cluster(directory)
 
 
+@pytest.mark.parametrize("flag", ["--tls", "--auth"])
 def test_cluster_up_prints_the_etcdctl_line_in_text(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    flag: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """--tls alone (the certificate's CN is root, no password) or --auth alone (plain
+    http, root's password): the printed etcdctl line works as printed."""
     directory = tmp_path / "one"
     args = ["--dir", str(directory)]
-    assert run(["cluster", "up", "--size", "1", "--tls", *args]) == 0
+    assert run(["cluster", "up", "--size", "1", flag, *args]) == 0
     try:
         out = capsys.readouterr().out
-        assert f"CA file: {directory.resolve() / 'tls' / 'ca.pem'}" in out
-        assert "client certificate (CN root)" in out and "auth enabled" not in out
+        if flag == "--tls":
+            assert f"CA file: {directory.resolve() / 'tls' / 'ca.pem'}" in out
+            assert "client certificate (CN root)" in out and "auth enabled" not in out
+        else:
+            assert "auth enabled: user root, password" in out and "CA file" not in out
         line = next(line for line in out.splitlines() if line.startswith("try: "))
-        assert _etcdctl(shlex.split(line.removeprefix("try: "))) == (0, "OK")
+        printed = shlex.split(line.removeprefix("try: "))
+        assert _etcdctl(printed) == (0, "OK")
+        if flag == "--auth":  # without the password, auth refuses
+            anonymous = [arg for arg in printed if not arg.startswith("--user=")]
+            code, text = _etcdctl(anonymous)
+            assert code == 1 and "user name is empty" in text, text
     finally:
         with contextlib.suppress(launcher.LauncherError):
             launcher.stop_cluster(directory)
