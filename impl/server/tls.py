@@ -9,14 +9,15 @@ tests/impl/server/test_impl_tls.py):
   (`require_for`, etcd's message "TLS key/cert (--cert-file, --key-file) must be provided
   for client url ... with HTTPS scheme");
 - `server_context()`: TLS 1.2 or later, ALPN http/1.1 and h2 (gRPC and the HTTP/1.1
-  gateway share the port; ALPN_PROTOCOLS says why in that order); with a trusted CA file (or `--client-cert-auth`) a client
-  must present a certificate that CA signed, or the handshake fails ("bad certificate";
-  etcd requires and verifies one as soon as a trusted CA file is given);
+  gateway share the port; ALPN_PROTOCOLS says why in that order); with a trusted CA
+  file (or `--client-cert-auth`) a client must present a certificate that CA signed, or
+  the handshake fails (etcd 3.5.1 too requires and verifies one as soon as a trusted CA
+  file is given, with or without `--client-cert-auth`);
 - `client_context()`: how a member dials another one (peer traffic): the server's
   certificate verified against the trusted CA file, its address checked, and this
   member's certificate presented;
-- `channel_credentials()`: the same as grpc credentials, for a follower's calls to the
-  leader's client port (lease keep-alives forwarded).
+- `leader_credentials(files)`: the same as grpc credentials, for a follower's calls to
+  the leader's client port (lease keep-alives forwarded).
 
 With `--client-cert-auth`, a caller that sends no token is the user its verified
 certificate's common name names (etcd's AuthInfoFromTLS; see etcdspec.impl.api.handlers).
