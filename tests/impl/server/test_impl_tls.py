@@ -40,6 +40,7 @@ pytestmark = [
 
 USERS = ("root", "alice", "bob")
 FAST_FAIL = ("--command-timeout=2s", "--dial-timeout=1s")
+BINARY = etcd_procs.ETCDCTL_35
 
 
 def _run(endpoints: list[str], *args: str) -> str:
@@ -284,6 +285,13 @@ def _peer_tls_transcript(kind: str, tmp_path: Path, certs: ClusterCerts) -> list
         lines.append(_run(last, *root, "get", "w", "--prefix", "--print-value-only"))
         members = _run(first, *root, "member", "list", "-w", "simple")
         lines.append(f"peer URLs https: {members.count(', https://127.0.0.1:') // 2}")
+        # Keep-alives through every member: a follower forwards them to the leader's
+        # https client URL, presenting its own certificate.
+        granted = etcd_procs.etcdctl(first, *root, "lease", "grant", "60", binary=BINARY)
+        lease = granted.stdout.split()[1]
+        for endpoint in running.endpoints:
+            kept = _run([endpoint], *root, "lease", "keep-alive", "--once", lease)
+            lines.append(kept.replace(lease, "ID"))
         return lines
 
 
@@ -293,8 +301,9 @@ def test_peer_tls_cluster_serves_writes_as_etcd(tmp_path: Path) -> None:
     certs = trustme_certs(tmp_path)
     ours = _peer_tls_transcript("ours", tmp_path, certs)
     assert ours == _peer_tls_transcript("etcd", tmp_path, certs)
-    assert ours[-2] == "rc=0 out='0\\n1\\n2\\n3\\n4' err=''"
-    assert ours[-1] == "peer URLs https: 3"
+    assert ours[5] == "rc=0 out='0\\n1\\n2\\n3\\n4' err=''"
+    assert ours[6] == "peer URLs https: 3"
+    assert ours[7:] == ["rc=0 out='lease ID keepalived with TTL(60)' err=''"] * 3
 
 
 def _http_over_tls(kind: str, tmp_path: Path, certs: ClusterCerts) -> list[str]:
