@@ -33,9 +33,17 @@ cell's ratios ours / etcd over the rounds (median, min-max), and the goals of
 bench.server_goals judged at the median over the rounds. One run's p99 ratio is too
 noisy to judge a goal by: `--slices 0.5 --rounds 10` is the run the goals are judged by.
 
+With --security MODES (comma-separated: plain, tls, auth, tls-auth), the whole run is
+made once per mode, both targets side by side in each, and a last table gives each
+cell's ratio ours / etcd per mode and against the plain one. tls: client and peer ports
+over TLS (a CA, the members' certificate and a client certificate made at start with
+etcdspec.impl.tools.certs), client certificates required; auth: auth enabled, and every
+client authenticates once as user "bench" (role readwrite over the prefix bench/, not
+root, so each request's permission is checked) and sends its token with each request.
+
 Usage: python -m bench.server_bench [--duration 3] [--clients 1,16,64] [--json FILE]
        [--workloads put,range-linearizable,range-serializable] [--loop asyncio|uvloop]
-       [--via leader|follower] [--slices SECONDS] [--rounds N]
+       [--via leader|follower] [--slices SECONDS] [--rounds N] [--security plain,tls,auth]
        python -m bench.server_bench --memory [--memory-keys 100000]
 """
 
@@ -47,6 +55,7 @@ import contextlib
 import json
 import os
 import random
+import secrets
 import shutil
 import statistics
 import sys
@@ -61,11 +70,39 @@ from typing import Any
 import grpc
 
 from bench.server_goals import format_ratios, format_verdicts, judge
-from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
+from etcdspec.impl.pb import auth_pb2, rpc_pb2, rpc_pb2_grpc
 from etcdspec.impl.server.event_loop import EVENT_LOOP_ENV
 from etcdspec.impl.tools import launcher
+from etcdspec.impl.tools.certs import make_cluster_certs
 
 WORKLOADS = ("put", "range-linearizable", "range-serializable")
+SECURITY_MODES = ("plain", "tls", "auth", "tls-auth")
+BENCH_USER = ("bench", "bench-password")
+
+
+@dataclass
+class Access:
+    """How a client reaches a bench cluster: TLS credentials, and a user to log in as."""
+
+    credentials: grpc.ChannelCredentials | None = None
+    user: tuple[str, str] | None = None
+
+    def channel(self, endpoint: str) -> grpc.aio.Channel:
+        if self.credentials is None:
+            return grpc.aio.insecure_channel(endpoint.removeprefix("http://"))
+        return grpc.aio.secure_channel(endpoint.removeprefix("https://"), self.credentials)
+
+    async def metadata(self, channel: grpc.aio.Channel) -> tuple[tuple[str, str], ...]:
+        """The token metadata of `user`, authenticated once on `channel` (none without)."""
+        if self.user is None:
+            return ()
+        answer = await rpc_pb2_grpc.AuthStub(channel).Authenticate(
+            rpc_pb2.AuthenticateRequest(name=self.user[0], password=self.user[1]), timeout=10
+        )
+        return (("token", answer.token),)
+
+
+PLAIN = Access()
 KEYSPACE = 1000
 VALUE_BYTES = 256
 MEMORY_TXN_PUTS = 100  # below etcd's default --max-txn-ops (128)
@@ -114,17 +151,21 @@ async def _client(
     latencies: list[float],
     errors: list[int],
     starts: list[float],
+    metadata: tuple[tuple[str, str], ...] = (),
 ) -> None:
     while time.perf_counter() < deadline:
         key = f"bench/{rng.randrange(KEYSPACE):06d}".encode()
         started = time.perf_counter()
         try:
             if workload == "put":
-                await stub.Put(rpc_pb2.PutRequest(key=key, value=value), timeout=10)
+                await stub.Put(
+                    rpc_pb2.PutRequest(key=key, value=value), timeout=10, metadata=metadata
+                )
             else:
                 await stub.Range(
                     rpc_pb2.RangeRequest(key=key, serializable=workload == "range-serializable"),
                     timeout=10,
+                    metadata=metadata,
                 )
         except grpc.aio.AioRpcError:
             errors[0] += 1
@@ -137,11 +178,14 @@ class _Load:
     """One cell's clients against one cluster: its channels (kept open from one slice of
     the cell to the next), and the latencies, errors and seconds run so far."""
 
-    def __init__(self, endpoints: list[str], clients: int, seed: int) -> None:
+    def __init__(
+        self, endpoints: list[str], clients: int, seed: int, access: Access = PLAIN
+    ) -> None:
+        self.access = access
         self.channels = [
-            grpc.aio.insecure_channel(endpoints[i % len(endpoints)].removeprefix("http://"))
-            for i in range(min(clients, 3 * 4))
+            access.channel(endpoints[i % len(endpoints)]) for i in range(min(clients, 3 * 4))
         ]
+        self.metadata: list[tuple[tuple[str, str], ...]] | None = None  # per channel
         self.stubs = [rpc_pb2_grpc.KVStub(channel) for channel in self.channels]
         self.rngs = [random.Random(seed * 1000 + i) for i in range(clients)]
         self.value = bytes(random.Random(seed).randbytes(256))
@@ -150,7 +194,15 @@ class _Load:
         self.errors = [0]
         self.seconds = 0.0
 
+    async def login(self) -> None:
+        """Log in once per channel (auth), outside the cell's clock and CPU count."""
+        if self.metadata is None:
+            self.metadata = [await self.access.metadata(c) for c in self.channels]
+
     async def run(self, workload: str, seconds: float) -> None:
+        await self.login()
+        assert self.metadata is not None
+        metadata = self.metadata
         started = time.perf_counter()
         deadline = started + seconds
         await asyncio.gather(
@@ -164,6 +216,7 @@ class _Load:
                     self.latencies,
                     self.errors,
                     self.starts,
+                    metadata[i % len(metadata)],
                 )
                 for i, rng in enumerate(self.rngs)
             )
@@ -201,7 +254,7 @@ async def _run_cell(
 
 
 async def _run_cell_in_slices(
-    clusters: dict[str, tuple[list[str], list[launcher.RunningMember]]],
+    clusters: dict[str, tuple[list[str], list[launcher.RunningMember], Access]],
     workload: str,
     clients: int,
     duration: float,
@@ -211,9 +264,14 @@ async def _run_cell_in_slices(
     """One cell against every cluster at once, in turns of `slice_s` seconds (ours, then
     etcd, then ours again...) until each has run `duration` seconds: whatever else the
     machine does meanwhile falls on both alike."""
-    loads = {target: _Load(endpoints, clients, seed) for target, (endpoints, _) in clusters.items()}
+    loads = {
+        target: _Load(endpoints, clients, seed, access)
+        for target, (endpoints, _, access) in clusters.items()
+    }
     cpu = dict.fromkeys(clusters, 0.0)
     try:
+        for load in loads.values():
+            await load.login()  # its bcrypt checks are not the cell's CPU
         while any(load.seconds < duration for load in loads.values()):
             for target, load in loads.items():
                 remaining = duration - load.seconds
@@ -241,14 +299,18 @@ def order_endpoints(statuses: list[dict[str, Any]], via: str = "leader") -> list
     ]
 
 
-async def _populate(endpoints: list[str]) -> None:
-    async with grpc.aio.insecure_channel(endpoints[0].removeprefix("http://")) as channel:
+async def _populate(endpoints: list[str], access: Access = PLAIN) -> None:
+    async with access.channel(endpoints[0]) as channel:
         stub = rpc_pb2_grpc.KVStub(channel)
         value = bytes(256)
+        metadata = await access.metadata(channel)
         for start in range(0, KEYSPACE, 50):
             await asyncio.gather(
                 *(
-                    stub.Put(rpc_pb2.PutRequest(key=f"bench/{i:06d}".encode(), value=value))
+                    stub.Put(
+                        rpc_pb2.PutRequest(key=f"bench/{i:06d}".encode(), value=value),
+                        metadata=metadata,
+                    )
                     for i in range(start, min(KEYSPACE, start + 50))
                 )
             )
@@ -394,16 +456,54 @@ def program_for(target: str) -> list[str]:
     return [found]
 
 
+def bench_access(plan: launcher.ClusterPlan, mode: str) -> Access:
+    """Set the cluster up for `mode` (auth: the bench user and its role, auth enabled);
+    how its clients reach it."""
+    credentials = launcher.channel_credentials(plan.security) if plan.security is not None else None
+    if "auth" not in mode:
+        return Access(credentials)
+    password = secrets.token_hex(8)
+    launcher.enable_auth(plan.endpoints, password, credentials)
+    with launcher.open_channel(plan.endpoints[0], credentials) as channel:
+        auth = rpc_pb2_grpc.AuthStub(channel)
+        token = auth.Authenticate(
+            rpc_pb2.AuthenticateRequest(name="root", password=password), timeout=10
+        ).token
+        root = (("token", token),)
+        user, user_password = BENCH_USER
+        auth.UserAdd(rpc_pb2.AuthUserAddRequest(name=user, password=user_password), metadata=root)
+        auth.RoleAdd(rpc_pb2.AuthRoleAddRequest(name="bench"), metadata=root)
+        permission = auth_pb2.Permission(
+            permType=auth_pb2.Permission.READWRITE, key=b"bench/", range_end=b"bench0"
+        )
+        auth.RoleGrantPermission(
+            rpc_pb2.AuthRoleGrantPermissionRequest(name="bench", perm=permission), metadata=root
+        )
+        auth.UserGrantRole(rpc_pb2.AuthUserGrantRoleRequest(user=user, role="bench"), metadata=root)
+    return Access(credentials, BENCH_USER)
+
+
 @contextlib.contextmanager
 def running_cluster(
-    target: str, snapshot_count: int
+    target: str, snapshot_count: int, security: str = "plain"
 ) -> Iterator[tuple[launcher.ClusterPlan, list[launcher.RunningMember]]]:
-    """A fresh 3-member cluster of `target`, ready (it has a leader); always stopped."""
+    """A fresh 3-member cluster of `target`, ready (it has a leader); always stopped.
+    `security` "tls" or "tls-auth": client and peer ports over TLS."""
     directory = Path(tempfile.mkdtemp(prefix=f"etcdspec-bench-{target}-"))
-    plan = launcher.plan_cluster(directory, 3, snapshot_count=snapshot_count)
+    plan_security = (
+        launcher.SecurityPlan(make_cluster_certs(directory), client_cert_auth=False)
+        if security.startswith("tls")
+        else None
+    )
+    plan = launcher.plan_cluster(
+        directory, 3, snapshot_count=snapshot_count, security=plan_security
+    )
     members = launcher.start_cluster(plan, program_for(target))
     try:
-        launcher.wait_ready(plan.endpoints, timeout_s=60)
+        credentials = (
+            launcher.channel_credentials(plan_security) if plan_security is not None else None
+        )
+        launcher.wait_ready(plan.endpoints, timeout_s=60, credentials=credentials)
         yield plan, members
     finally:
         launcher.stop_members(members)
@@ -419,18 +519,24 @@ def bench_clusters(
     via: str,
     slice_s: float,
     rounds: int = 1,
+    security: str = "plain",
 ) -> list[list[Cell]]:
     """The targets' clusters up at once, each cell run in alternating slices
     (`_run_cell_in_slices`; for one target with `slice_s` = `duration`, one piece), every
     cell once per round (round r with seed `seed` + r) on the same clusters; each round's
     cells, target by target."""
     with contextlib.ExitStack() as stack:
-        clusters: dict[str, tuple[list[str], list[launcher.RunningMember]]] = {}
+        clusters: dict[str, tuple[list[str], list[launcher.RunningMember], Access]] = {}
         for target in targets:
-            plan, members = stack.enter_context(running_cluster(target, snapshot_count=10_000))
-            asyncio.run(_populate(plan.endpoints))
-            statuses = [launcher.probe_status(e, 10) for e in plan.endpoints]
-            clusters[target] = (order_endpoints(statuses, via), members)
+            # Named only when not plain: running_cluster's two-argument form stays as it was.
+            extra = {"security": security} if security != "plain" else {}
+            plan, members = stack.enter_context(
+                running_cluster(target, snapshot_count=10_000, **extra)
+            )
+            access = bench_access(plan, security)
+            asyncio.run(_populate(plan.endpoints, access))
+            statuses = [launcher.probe_status(e, 10, access.credentials) for e in plan.endpoints]
+            clusters[target] = (order_endpoints(statuses, via), members, access)
         results: list[list[Cell]] = []
         for round_index in range(rounds):
             cells: list[Cell] = []
@@ -486,6 +592,96 @@ def format_table(cells: list[Cell]) -> str:
     return "\n".join(lines)
 
 
+def _bench_mode(
+    args: argparse.Namespace,
+    targets: list[str],
+    client_counts: list[int],
+    workloads: tuple[str, ...],
+    mode: str,
+) -> list[list[Cell]]:
+    """Every round's cells for one security mode (both targets side by side with
+    --slices, else one target after the other)."""
+    if args.slices is not None:
+        return bench_clusters(
+            targets,
+            client_counts,
+            args.duration,
+            args.seed,
+            workloads,
+            args.via,
+            args.slices,
+            args.rounds,
+            security=mode,
+        )
+    per_target = [
+        bench_clusters(
+            [target],
+            client_counts,
+            args.duration,
+            args.seed,
+            workloads,
+            args.via,
+            args.duration,
+            args.rounds,
+            security=mode,
+        )
+        for target in targets
+    ]
+    return [
+        [cell for target_rounds in per_target for cell in target_rounds[r]]
+        for r in range(args.rounds)
+    ]
+
+
+def _report_rounds(rounds: list[list[Cell]], targets: list[str]) -> None:
+    for index, round_cells in enumerate(rounds):
+        if len(rounds) > 1:
+            print(f"round {index + 1} of {len(rounds)}")
+        print(format_table(round_cells))
+    if len(rounds) > 1:
+        print(format_ratios(rounds))
+    if {"ours", "etcd"} <= set(targets):
+        print(format_verdicts(judge(rounds), len(rounds)))
+
+
+def security_ratios(by_mode: dict[str, list[list[Cell]]]) -> dict[tuple[str, str, int], float]:
+    """Each (mode, workload, clients) cell's throughput ratio ours / etcd, the median over
+    the rounds."""
+    ratios: dict[tuple[str, str, int], list[float]] = {}
+    for mode, rounds in by_mode.items():
+        for cells in rounds:
+            by_key = {(c.target, c.workload, c.clients): c for c in cells}
+            for (target, workload, clients), ours in by_key.items():
+                etcd = by_key.get(("etcd", workload, clients))
+                if target == "ours" and etcd is not None and etcd.throughput:
+                    ratios.setdefault((mode, workload, clients), []).append(
+                        ours.throughput / etcd.throughput
+                    )
+    return {key: statistics.median(values) for key, values in ratios.items()}
+
+
+def format_security_ratios(by_mode: dict[str, list[list[Cell]]]) -> str:
+    """Throughput ratio ours / etcd per mode, and each mode's against the plain one's."""
+    ratios = security_ratios(by_mode)
+    lines = [
+        f"{'workload':<20} {'clients':>7} | {'mode':<9} {'ours/etcd':>9} {'vs plain':>9}",
+    ]
+    cells = sorted({(w, c) for _, w, c in ratios}, key=lambda k: (WORKLOADS.index(k[0]), k[1]))
+    for workload, clients in cells:
+        plain = ratios.get(("plain", workload, clients))
+        for mode in by_mode:
+            ratio = ratios.get((mode, workload, clients))
+            if ratio is None:
+                continue
+            against = f"{ratio / plain:9.2f}" if plain else f"{'-':>9}"
+            lines.append(f"{workload:<20} {clients:>7} | {mode:<9} {ratio:9.2f} {against}")
+    lines.append(
+        "ours/etcd = throughput ratio (median over rounds); vs plain = that ratio over the "
+        "plain mode's (below 0.80: more than 20 % worse than the plain ratio)"
+    )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=float, default=3.0, help="seconds per cell")
@@ -524,7 +720,15 @@ def main(argv: list[str] | None = None) -> int:
         default=1,
         help="run every cell this many times on the same clusters; goals at the median",
     )
+    parser.add_argument(
+        "--security",
+        default="plain",
+        help=f"comma-separated modes, each a whole run: {', '.join(SECURITY_MODES)}",
+    )
     args = parser.parse_args(argv)
+    modes = [m for m in args.security.split(",") if m]
+    if not modes or any(m not in SECURITY_MODES for m in modes):
+        parser.error(f"--security {args.security!r}: choose from {', '.join(SECURITY_MODES)}")
     if args.rounds < 1:
         parser.error(f"--rounds must be at least 1, got {args.rounds}")
     if args.slices is not None and args.slices <= 0:
@@ -549,50 +753,28 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(
             f"unknown workload(s) {', '.join(unknown)}; choose from {', '.join(WORKLOADS)}"
         )
-    if args.slices is not None:
-        rounds = bench_clusters(
-            targets,
-            client_counts,
-            args.duration,
-            args.seed,
-            workloads,
-            args.via,
-            args.slices,
-            args.rounds,
-        )
-    else:  # one target after the other, each cell in one piece
-        per_target = [
-            bench_clusters(
-                [target],
-                client_counts,
-                args.duration,
-                args.seed,
-                workloads,
-                args.via,
-                args.duration,
-                args.rounds,
-            )
-            for target in targets
-        ]
-        rounds = [
-            [cell for target_rounds in per_target for cell in target_rounds[r]]
-            for r in range(args.rounds)
-        ]
+    by_mode: dict[str, list[list[Cell]]] = {}
+    for mode in modes:
+        if len(modes) > 1:
+            print(f"== security {mode}")
+        by_mode[mode] = rounds = _bench_mode(args, targets, client_counts, workloads, mode)
+        _report_rounds(rounds, targets)
+    if len(modes) > 1 and {"ours", "etcd"} <= set(targets):
+        print(format_security_ratios(by_mode))
+    rounds = [cells for mode in modes for cells in by_mode[mode]]
     cells = [cell for round_cells in rounds for cell in round_cells]
-    for index, round_cells in enumerate(rounds):
-        if len(rounds) > 1:
-            print(f"round {index + 1} of {len(rounds)}")
-        print(format_table(round_cells))
-    if len(rounds) > 1:
-        print(format_ratios(rounds))
-    if {"ours", "etcd"} <= set(targets):
-        print(format_verdicts(judge(rounds), len(rounds)))
     if args.json_path:
         Path(args.json_path).write_text(
             json.dumps(
                 [
-                    {**c.__dict__, "throughput": round(c.throughput, 1), "round": index + 1}
-                    for index, round_cells in enumerate(rounds)
+                    {
+                        **c.__dict__,
+                        "throughput": round(c.throughput, 1),
+                        "round": index + 1,
+                        "security": mode,
+                    }
+                    for mode, mode_rounds in by_mode.items()
+                    for index, round_cells in enumerate(mode_rounds)
                     for c in round_cells
                 ],
                 indent=2,

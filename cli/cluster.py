@@ -8,17 +8,33 @@ stopped member is reported stopped, with no pid); `stop NAME` stops one member (
 kill -9), `start NAME` starts it again on its data and waits until it reports a leader,
 `restart NAME` does both; `down` stops exactly the processes `up` started. `--json`
 prints machine-readable output on stdout.
+
+A secured cluster: `up --tls` makes a CA, the members' certificate and a client
+certificate for root (CN root) in DIR/tls/ (etcdspec.impl.tools.certs) and starts every
+member with etcd's TLS flags on https client and peer URLs, client certificates required
+and their CN taken as the user (`--client-cert-auth`); `up --auth` adds the root user
+with a generated password (written to DIR/root.password, owner-readable only) and
+enables auth. `up` then prints what a client needs: endpoints, CA file, certificate and
+key, user and password, and an etcdctl command that works.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import secrets
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from etcdspec.cli.errors import CliError
 from etcdspec.exitcodes import ExitCode
+
+if TYPE_CHECKING:
+    import grpc
+
+    from etcdspec.impl.tools import launcher
 
 DEFAULT_DIR = ".etcdspec-cluster"
 
@@ -36,6 +52,8 @@ def cluster() -> None:
 @click.option("--snapshot-count", default=10_000, show_default=True)
 @click.option("--timeout", "timeout_s", default=60.0, show_default=True, help="Seconds to wait.")
 @click.option("--trace", is_flag=True, help="Each member writes DIR/<name>.trace.ndjson.")
+@click.option("--tls", is_flag=True, help="TLS on client and peer ports; certificates in DIR/tls.")
+@click.option("--auth", is_flag=True, help="Enable auth: root user with a generated password.")
 @click.option("--json", "as_json", is_flag=True, help="Print the endpoints as JSON.")
 def up(
     size: int,
@@ -45,10 +63,13 @@ def up(
     snapshot_count: int,
     timeout_s: float,
     trace: bool,
+    tls: bool,
+    auth: bool,
     as_json: bool,
 ) -> int:
     """Start SIZE members on free loopback ports; state in DIR/cluster.json."""
     from etcdspec.impl.tools import launcher
+    from etcdspec.impl.tools.certs import make_cluster_certs
 
     if (Path(directory) / launcher.STATE_FILE).exists():
         raise CliError(
@@ -63,23 +84,73 @@ def up(
             election_ms=election_timeout,
             snapshot_count=snapshot_count,
             trace=trace,
+            security=(
+                launcher.SecurityPlan(make_cluster_certs(directory, ("root",))) if tls else None
+            ),
         )
         running = launcher.start_cluster(plan)
     except launcher.LauncherError as error:
         raise CliError(str(error), ExitCode.INTERNAL_ERROR) from error
+    credentials = _credentials(plan)
+    password = None
     try:
-        launcher.wait_ready(plan.endpoints, timeout_s=timeout_s)
+        launcher.wait_ready(plan.endpoints, timeout_s=timeout_s, credentials=credentials)
+        if auth:
+            password = secrets.token_hex(12)
+            _write_private(Path(plan.directory) / ROOT_PASSWORD_FILE, password + "\n")
+            launcher.enable_auth(plan.endpoints, password, credentials)
     except launcher.LauncherError as error:
         launcher.stop_cluster(directory)
         logs = ", ".join(member.log_path for member in running)
         raise CliError(f"{error}; stopped the members (logs: {logs})", ExitCode.UNKNOWN) from error
+    access = client_access(plan, password)
     if as_json:
-        click.echo(json.dumps({"endpoints": plan.endpoints, "directory": plan.directory}))
+        click.echo(json.dumps({"endpoints": plan.endpoints, "directory": plan.directory, **access}))
     else:
         for member in running:
             click.echo(member.describe())
         click.echo(f"endpoints: {','.join(plan.endpoints)}")
+        if plan.security is not None:
+            click.echo(f"CA file: {access['cacert']}")
+            click.echo(f"client certificate (CN root): {access['cert']}, key: {access['key']}")
+        if password is not None:
+            click.echo(
+                f"auth enabled: user root, password {password} "
+                f"(in {Path(plan.directory) / ROOT_PASSWORD_FILE})"
+            )
+        click.echo(f"try: {access['etcdctl']}")
     return int(ExitCode.HOLDS)
+
+
+ROOT_PASSWORD_FILE = "root.password"
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write `text` to `path`, readable by its owner only."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(text)
+
+
+def _credentials(plan: launcher.ClusterPlan) -> grpc.ChannelCredentials | None:
+    from etcdspec.impl.tools import launcher
+
+    return launcher.channel_credentials(plan.security) if plan.security is not None else None
+
+
+def client_access(plan: launcher.ClusterPlan, password: str | None) -> dict[str, str | None]:
+    """What a client of the cluster needs, and an etcdctl command that uses it."""
+    flags = [f"--endpoints={','.join(plan.endpoints)}"]
+    access: dict[str, str | None] = {"cacert": None, "cert": None, "key": None}
+    if plan.security is not None:
+        root = plan.security.certs.client("root")
+        access.update(cacert=plan.security.certs.ca_file, cert=root.cert, key=root.key)
+        flags += [f"--cacert={access['cacert']}", f"--cert={root.cert}", f"--key={root.key}"]
+    if password is not None:
+        access.update(user="root", password=password)
+        flags.append(f"--user=root:{password}")
+    access["etcdctl"] = " ".join(["etcdctl", *flags, "put", "hello", "world"])
+    return access
 
 
 @cluster.command()
@@ -90,9 +161,10 @@ def status(directory: str, as_json: bool) -> int:
     from etcdspec.impl.tools import launcher
 
     try:
-        _, running = launcher.read_state(directory)
+        plan, running = launcher.read_state(directory)
     except launcher.LauncherError as error:
         raise CliError(str(error), ExitCode.BAD_INPUT) from error
+    credentials = _credentials(plan)
     rows = []
     unreachable = 0
     for member in running:
@@ -112,7 +184,7 @@ def status(directory: str, as_json: bool) -> int:
             rows.append(row)
             continue
         try:
-            row.update(launcher.probe_status(member.plan.client_url))
+            row.update(launcher.probe_status(member.plan.client_url, credentials=credentials))
         except launcher.LauncherError as error:
             row["error"] = str(error)
             unreachable += 1
@@ -186,10 +258,13 @@ def _start(name: str, directory: str, timeout_s: float) -> int:
 
     try:
         member = launcher.start_recorded_member(directory, name)
+        plan, _ = launcher.read_state(directory)
     except launcher.LauncherError as error:
         raise CliError(str(error), ExitCode.BAD_INPUT) from error
     try:
-        launcher.wait_ready([member.plan.client_url], timeout_s=timeout_s)
+        launcher.wait_ready(
+            [member.plan.client_url], timeout_s=timeout_s, credentials=_credentials(plan)
+        )
     except launcher.LauncherError as error:
         raise CliError(
             f"{name} (pid {member.pid}) started but is not ready: {error}; "

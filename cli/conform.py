@@ -11,10 +11,14 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from etcdspec.cli.errors import CliError
+
+if TYPE_CHECKING:
+    from etcdspec.conform.secure import ClientSecurity
 from etcdspec.exitcodes import ExitCode
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m)?\s*$")
@@ -29,6 +33,33 @@ def parse_duration(text: str) -> float:
     return number * {"ms": 0.001, "s": 1.0, "m": 60.0}[unit]
 
 
+def client_security(
+    cacert: str | None,
+    cert: str | None,
+    key: str | None,
+    user: str | None,
+    password: str | None,
+) -> ClientSecurity | None:
+    """The --endpoints security flags as etcdctl reads them (`--user NAME:PASSWORD` too)."""
+    from etcdspec.conform.secure import ClientSecurity, SecurityError
+
+    if user is not None and password is None and ":" in user:
+        user, password = user.split(":", 1)
+    if cacert is None:
+        if cert or key or user or password:
+            raise CliError(
+                "--cert, --key, --user and --password need --cacert: they are sent over TLS only",
+                ExitCode.USAGE,
+            )
+        return None
+    security = ClientSecurity(cacert, cert, key, user, password)
+    try:
+        security.check()
+    except SecurityError as error:
+        raise CliError(str(error), ExitCode.USAGE) from error
+    return security
+
+
 @click.command("conform")
 @click.option(
     "--target",
@@ -40,7 +71,8 @@ def parse_duration(text: str) -> float:
 @click.option(
     "--endpoints",
     default=None,
-    help="Client URLs of an existing cluster (http://HOST:PORT,...); its data is "
+    help="Client URLs of an existing cluster (http:// or, with --cacert, https://HOST:PORT,"
+    "...); its data is "
     "recorded as the history's start, nobody else may write during the run; "
     "process and network faults are skipped.",
 )
@@ -99,6 +131,17 @@ def parse_duration(text: str) -> float:
     help="Also run seeded writes, one at a time, on a fresh member of ours and of real etcd "
     "and check their HashKV equal after each (the check 'HashKV across targets').",
 )
+@click.option(
+    "--secure",
+    is_flag=True,
+    help="The local target runs with TLS on its client ports, client certificates required "
+    "and auth enabled; the run's clients log in as root.",
+)
+@click.option("--cacert", default=None, help="--endpoints over TLS: the servers' CA (PEM).")
+@click.option("--cert", default=None, help="--endpoints: a client certificate (PEM).")
+@click.option("--key", default=None, help="--endpoints: the client certificate's key (PEM).")
+@click.option("--user", default=None, help="--endpoints: log in as USER (or USER:PASSWORD).")
+@click.option("--password", default=None, help="--endpoints: the user's password.")
 @click.option("--json", "as_json", is_flag=True, help="Print result.json on stdout.")
 def conform(
     target: str,
@@ -118,6 +161,12 @@ def conform(
     fault_hold: float,
     check_timeout: float,
     hashkv_across: bool,
+    secure: bool,
+    cacert: str | None,
+    cert: str | None,
+    key: str | None,
+    user: str | None,
+    password: str | None,
     as_json: bool,
 ) -> int:
     """Run a workload with faults against a target and check the recorded history."""
@@ -141,6 +190,7 @@ def conform(
             raise CliError(f"{name} must be at least 1, not {value}", ExitCode.USAGE)
     if rate <= 0:
         raise CliError(f"--rate must be positive, not {rate}", ExitCode.USAGE)
+    security = client_security(cacert, cert, key, user, password)
     options = ConformOptions(
         report_dir=report_dir,
         target=target,
@@ -159,6 +209,8 @@ def conform(
         check_timeout_s=check_timeout,
         failpoints=failpoint_names,
         hashkv_across=hashkv_across,
+        security=security,
+        secure=secure,
         progress=lambda text: click.echo(text, err=True),
     )
     click.echo(options.describe(), err=True)

@@ -44,6 +44,20 @@ from etcdspec.exitcodes import ExitCode
     help="simple, or jwt,pub-key=PATH,priv-key=PATH,sign-method=RS256|ES256|...[,ttl=5m].",
 )
 @click.option("--auth-token-ttl", default=300, show_default=True, help="Simple tokens' TTL, s.")
+@click.option(
+    "--bcrypt-cost",
+    default=10,
+    show_default=True,
+    help="bcrypt cost of password hashes (4..31; else 10, as etcd).",
+)
+@click.option("--cert-file", default="", help="Client port TLS: certificate (PEM).")
+@click.option("--key-file", default="", help="Client port TLS: the certificate's key (PEM).")
+@click.option("--trusted-ca-file", default="", help="Client certificates must be signed by it.")
+@click.option("--client-cert-auth", is_flag=True, help="A client certificate's CN is its user.")
+@click.option("--peer-cert-file", default="", help="Peer TLS: certificate (PEM).")
+@click.option("--peer-key-file", default="", help="Peer TLS: the certificate's key (PEM).")
+@click.option("--peer-trusted-ca-file", default="", help="Peers' certificates' CA (PEM).")
+@click.option("--peer-client-cert-auth", is_flag=True, help="Peers must present a certificate.")
 def serve(
     name: str,
     data_dir: str | None,
@@ -66,10 +80,20 @@ def serve(
     fault_file: str | None,
     auth_token: str,
     auth_token_ttl: int,
+    bcrypt_cost: int,
+    cert_file: str,
+    key_file: str,
+    trusted_ca_file: str,
+    client_cert_auth: bool,
+    peer_cert_file: str,
+    peer_key_file: str,
+    peer_trusted_ca_file: str,
+    peer_client_cert_auth: bool,
 ) -> int:
     """Run one member of the reference server (etcd's flags)."""
     from etcdspec.impl.server.config import DEFAULT_QUOTA_BYTES, ConfigError, build_config
     from etcdspec.impl.server.process import run_member
+    from etcdspec.impl.server.tls import TlsFiles
 
     try:
         config = build_config(
@@ -94,6 +118,15 @@ def serve(
             fault_file=fault_file,
             auth_token=auth_token,
             auth_token_ttl_s=auth_token_ttl,
+            bcrypt_cost=bcrypt_cost,
+            client_tls=TlsFiles(cert_file, key_file, trusted_ca_file, client_cert_auth),
+            peer_tls=TlsFiles(
+                peer_cert_file,
+                peer_key_file,
+                peer_trusted_ca_file,
+                peer_client_cert_auth,
+                prefix="peer-",
+            ),
         )
     except ConfigError as error:
         raise CliError(str(error), ExitCode.USAGE) from error

@@ -35,11 +35,9 @@ import asyncio
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-import grpc
-import grpc.aio
-
 from etcdspec.checker.etcd_json import request_to_json, response_to_json
 from etcdspec.conform.recorder import Recorder
+from etcdspec.conform.secure import aio_channel
 from etcdspec.conform.wire import kv_from_pb
 from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
 from etcdspec.model.lease import DEFAULT_MIN_LEASE_TTL
@@ -83,7 +81,7 @@ class Snapshot:
 
 async def read_snapshot(endpoint: str, timeout_s: float = 10.0) -> Snapshot:
     """The whole keyspace at the current revision, and its leases' remaining TTLs."""
-    async with grpc.aio.insecure_channel(endpoint.removeprefix("http://")) as channel:
+    async with aio_channel(endpoint) as channel:
         reply = await rpc_pb2_grpc.KVStub(channel).Range(
             rpc_pb2.RangeRequest(key=ALL_KEYS, range_end=RANGE_END_ALL), timeout=timeout_s
         )

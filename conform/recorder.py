@@ -49,6 +49,7 @@ import grpc.aio
 from etcdspec.checker.etcd_json import request_to_json, response_to_json
 from etcdspec.checker.history import HistoryEvent, encode_bytes, write_history
 from etcdspec.checker.watch_checks import watch_request_to_json, watch_response_to_json
+from etcdspec.conform.secure import aio_channel, token_refused
 from etcdspec.conform.wire import WireError, event_from_pb, from_pb, operation_of, to_pb
 from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc, v3lock_pb2, v3lock_pb2_grpc
 from etcdspec.model.requests import (
@@ -192,7 +193,7 @@ class RecordingClient:
 
     def channel(self) -> grpc.aio.Channel:
         if self._channel is None:
-            self._channel = grpc.aio.insecure_channel(self.endpoint.removeprefix("http://"))
+            self._channel = aio_channel(self.endpoint)
         return self._channel
 
     async def close(self) -> None:
@@ -231,6 +232,8 @@ class RecordingClient:
         self, process: Process, request: Request, f: str, code: grpc.StatusCode, details: str
     ) -> Outcome:
         kind = classify(request, code, details)
+        if "invalid auth token" in details:
+            token_refused(self.endpoint)  # authenticate again before the next call
         body = {"error": details, "code": code.name}
         self.recorder.add(process.id, kind, f, body)
         if kind == "info":
@@ -299,10 +302,16 @@ class RecordingClient:
     async def maintenance(self, name: str, message: Any, timeout_s: float = 10.0) -> Any:
         """An unrecorded Maintenance call (HashKV, Defragment, Status, MemberList...)."""
         channel = self.channel()
-        if name == "MemberList":
-            return await rpc_pb2_grpc.ClusterStub(channel).MemberList(message, timeout=timeout_s)
-        method = getattr(rpc_pb2_grpc.MaintenanceStub(channel), name)
-        return await method(message, timeout=timeout_s)
+        try:
+            if name == "MemberList":
+                stub = rpc_pb2_grpc.ClusterStub(channel)
+                return await stub.MemberList(message, timeout=timeout_s)
+            method = getattr(rpc_pb2_grpc.MaintenanceStub(channel), name)
+            return await method(message, timeout=timeout_s)
+        except grpc.aio.AioRpcError as error:
+            if "invalid auth token" in (error.details() or ""):
+                token_refused(self.endpoint)  # a restarted member: log in again next time
+            raise
 
 
 @dataclass
@@ -335,8 +344,7 @@ class WatchRecorder:
                 await asyncio.wait_for(stop.wait(), 0.3)
 
     async def _stream(self, name: str, request: WatchRequest, stop: asyncio.Event) -> None:
-        target = self.endpoint.removeprefix("http://")
-        async with grpc.aio.insecure_channel(target) as channel:
+        async with aio_channel(self.endpoint) as channel:
             call = rpc_pb2_grpc.WatchStub(channel).Watch()
             create = rpc_pb2.WatchRequest(
                 create_request=rpc_pb2.WatchCreateRequest(

@@ -59,6 +59,7 @@ from etcdspec.conform.recorder import (
     RecordingClient,
     WatchRecorder,
 )
+from etcdspec.conform.secure import ClientSecurity
 from etcdspec.conform.targets import (
     FUSE_FAULTS,
     LocalCluster,
@@ -92,11 +93,17 @@ class ConformOptions:
     check_timeout_s: float = 120.0
     failpoints: tuple[str, ...] = ()  # planted bugs switched on in our members
     hashkv_across: bool = False  # also compare HashKV of ours and etcd on seeded writes
+    security: ClientSecurity | None = None  # --endpoints over TLS, with a user (conform.secure)
+    secure: bool = False  # the local target with TLS and auth (conform.targets.LocalCluster)
     progress: Callable[[str], None] | None = None
 
     def describe(self) -> str:
         target = f"endpoints {','.join(self.endpoints)}" if self.endpoints else self.target
         planted = f", failpoints {','.join(self.failpoints)}" if self.failpoints else ""
+        if self.secure:
+            planted += ", with TLS and auth"
+        elif self.security is not None:
+            planted += f", over {self.security.describe()}"
         return (
             f"conform {target} workload {self.workload} faults "
             f"{','.join(self.faults) or 'none'} for {self.duration_s:g} s, seed {self.seed}"
@@ -168,6 +175,8 @@ async def _run(options: ConformOptions) -> ConformResult:
         size=options.members,
         failpoints=options.failpoints,
         faultfs=any(fault in FUSE_FAULTS for fault in options.faults),
+        security=options.security,
+        secure=options.secure,
     )
     recorder = Recorder()
     notes: list[str] = []

@@ -3,9 +3,13 @@
 Contract: `run_stage(options) -> StageResult` starts a 3-member cluster of our server,
 runs the etcd-kv workload with kill, partition, compaction and disk (corrupt-wal) faults
 (about a minute; about 15 s with `options.quick`), checks the history, compares HashKV
-and judges every member started on a damaged WAL (it must refuse). The report
-folder is options.report_dir/conform. The verdict is the run's (a run that could not
-start its cluster is UNKNOWN, never a pass).
+and judges every member started on a damaged WAL (it must refuse); then a short secured
+run (`secured_options`: TLS on the client ports, client certificates, auth enabled, the
+clients logged in as root, one kill so that a restarted member's forgotten tokens are
+met). The main run gave up SECURED_S of its time to it, so the stage takes about as long
+as before. The report folders are options.report_dir/conform and .../conform/secured.
+The verdict is both runs' merged (a run that could not start its cluster is UNKNOWN,
+never a pass).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from etcdspec.stage import StageOptions, StageResult
 from etcdspec.verdict import Verdict
 
 NAME = "conform"
+SECURED_S = (8.0, 5.0)  # the secured run's duration: full, quick
 
 
 def stage_options(options: StageOptions) -> ConformOptions:
@@ -26,9 +31,23 @@ def stage_options(options: StageOptions) -> ConformOptions:
         target="reference",
         workload="etcd-kv",
         faults=("kill", "partition", "compact", "corrupt-wal"),
-        duration_s=12.0 if options.quick else 50.0,
+        duration_s=12.0 if options.quick else 50.0 - SECURED_S[0],
         seed=options.seed,
         fault_interval_s=2.5 if options.quick else 4.0,
+    )
+
+
+def secured_options(options: StageOptions) -> ConformOptions:
+    return ConformOptions(
+        report_dir=options.report_dir / NAME / "secured",
+        target="reference",
+        workload="etcd-kv",
+        faults=("kill",),
+        duration_s=SECURED_S[1] if options.quick else SECURED_S[0],
+        seed=options.seed,
+        fault_interval_s=2.0,
+        fault_hold_s=1.0,
+        secure=True,
     )
 
 
@@ -37,6 +56,7 @@ def run_stage(options: StageOptions) -> StageResult:
     conform = stage_options(options)
     try:
         result = run_conform(conform)
+        secured = run_conform(secured_options(options))
     except TargetError as error:
         return StageResult(
             NAME, Verdict.UNKNOWN, f"could not run: {error}", time.monotonic() - started
@@ -47,17 +67,31 @@ def run_stage(options: StageOptions) -> StageResult:
         f"{counts['fail']} fail, {counts['info']} info, {counts['watch']} watch events, "
         f"{len(result.faults)} faults; {result.hashkv.summary}"
         + "".join(f"; {check.summary}" for check in result.more_checks)
+        + f"; secured (TLS, auth) {secured_options(options).duration_s:g} s: "
+        f"{secured.counts['ok']} ok, {len(secured.faults)} faults, {secured.verdict.describe()}"
     )
     failing = []
     if result.check is not None:
         failing = [r.describe() for r in result.check.results if r.verdict is not Verdict.TRUE]
-    for extra in (result.hashkv, *result.more_checks):
+    if secured.check is not None:
+        failing += [
+            f"secured: {r.describe()}"
+            for r in secured.check.results
+            if r.verdict is not Verdict.TRUE
+        ]
+    for extra in (result.hashkv, *result.more_checks, secured.hashkv):
         if extra.verdict is not Verdict.TRUE:
             failing.append(extra.describe())
     return StageResult(
         NAME,
-        result.verdict,
+        Verdict.merge_all([result.verdict, secured.verdict]),
         summary,
         time.monotonic() - started,
-        {"report": str(result.run_dir), "failing": failing, "faults": list(result.faults)},
+        {
+            "report": str(result.run_dir),
+            "secured_report": str(secured.run_dir),
+            "failing": failing,
+            "faults": list(result.faults),
+            "secured_faults": list(secured.faults),
+        },
     )

@@ -31,6 +31,14 @@ Contract:
 - `make_target(..., failpoints=...)` starts our members with ETCDSPEC_FAILPOINTS set to
   those names (planted bugs, etcdspec.impl.failpoints); other targets refuse them.
 - `TargetError` carries the exit code to use (5: endpoints unreachable).
+- Secured targets (etcdspec.conform.secure): `EndpointsTarget(endpoints, security)`
+  serves https endpoints with the given CA, client certificate and user, and logs in
+  before the run; `LocalCluster(..., secure=True)` makes certificates in its folder
+  (etcdspec.impl.tools.certs), starts every member with TLS on its client port, client
+  certificates required and `--client-cert-auth` (peers stay plain: the proxies read
+  their frames), adds root with a generated password, enables auth, and the run's
+  clients log in as root (tokens; a restarted member's forgotten tokens are fetched
+  again). Both register their endpoints' security at start and unregister at close.
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+import secrets
 import shutil
 import sys
 import time
@@ -46,11 +55,14 @@ from pathlib import Path
 import grpc
 import grpc.aio
 
+from etcdspec.conform import secure as registry
 from etcdspec.conform.faultfs_mount import FaultFsError, FaultFsMount, require_fuse
 from etcdspec.conform.proxy import Network, PeerProxy
+from etcdspec.conform.secure import ClientSecurity, aio_channel
 from etcdspec.exitcodes import ExitCode
 from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
 from etcdspec.impl.tools import launcher
+from etcdspec.impl.tools.certs import make_cluster_certs
 
 FAILPOINTS_ENV = "ETCDSPEC_FAILPOINTS"  # read by our members (etcdspec.impl.failpoints)
 PROCESS_FAULTS = frozenset({"kill", "pause"})
@@ -123,18 +135,50 @@ class Target:
 class EndpointsTarget(Target):
     kind = "endpoints"
 
-    def __init__(self, endpoints: list[str]) -> None:
+    def __init__(self, endpoints: list[str], security: ClientSecurity | None = None) -> None:
         for endpoint in endpoints:
-            if not endpoint.startswith("http://"):
+            if endpoint.startswith("https://") and security is None:
                 raise TargetError(
-                    f"endpoint {endpoint!r}: use http://HOST:PORT (TLS is not supported)",
+                    f"endpoint {endpoint!r} is https: give --cacert (and --cert/--key, --user)",
+                    ExitCode.USAGE,
+                )
+            if not endpoint.startswith(("http://", "https://")):
+                raise TargetError(
+                    f"endpoint {endpoint!r}: use http://HOST:PORT or https://HOST:PORT",
                     ExitCode.USAGE,
                 )
         self.endpoints = list(endpoints)
+        self.security = security
+
+    async def start(self) -> None:
+        if self.security is not None:
+            try:
+                registry.register(self.endpoints, self.security)
+            except registry.SecurityError as error:
+                raise TargetError(str(error), ExitCode.USAGE) from error
+            await _login(self.endpoints)  # every call carries the token: log in first
+        await wait_reachable(self.endpoints, timeout_s=5.0)
+
+    async def close(self) -> None:
+        registry.unregister(self.endpoints)
+
+    def describe(self) -> str:
+        secured = f" over {self.security.describe()}" if self.security is not None else ""
+        return f"{self.kind} {','.join(self.endpoints)}{secured}"
+
+
+async def _login(endpoints: list[str]) -> None:
+    try:
+        for endpoint in endpoints:
+            await asyncio.to_thread(registry.verify_login, endpoint)
+    except registry.SecurityError as error:
+        raise TargetError(str(error), ExitCode.USAGE) from error
+    except grpc.RpcError as error:
+        raise TargetError(f"cannot log in: {error.code().name} {error.details()}") from error
 
 
 async def _status(endpoint: str, timeout_s: float) -> rpc_pb2.StatusResponse:
-    async with grpc.aio.insecure_channel(endpoint.removeprefix("http://")) as ch:
+    async with aio_channel(endpoint) as ch:
         return await rpc_pb2_grpc.MaintenanceStub(ch).Status(
             rpc_pb2.StatusRequest(), timeout=timeout_s
         )
@@ -173,8 +217,11 @@ class LocalCluster(Target):
         election_ms: int = 1000,
         env: dict[str, str] | None = None,
         faultfs: bool = False,
+        secure: bool = False,
     ) -> None:
         self.kind = kind
+        self.secure = secure
+        self.root_password: str | None = None
         self.use_faultfs = faultfs
         self.mounts: dict[str, FaultFsMount] = {}
         self.env = dict(env or {})
@@ -247,11 +294,16 @@ class LocalCluster(Target):
 
     async def start(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
+        security = None
+        if self.secure:
+            certs = make_cluster_certs(self.directory, ("root",))
+            security = launcher.SecurityPlan(certs, client_cert_auth=True, peer_tls=False)
         self.plan = launcher.plan_cluster(
             self.directory,
             self.size,
             heartbeat_ms=self.heartbeat_ms,
             election_ms=self.election_ms,
+            security=security,
         )
         ports = launcher.free_ports(self.size)
         self.network = Network()
@@ -265,8 +317,31 @@ class LocalCluster(Target):
             await asyncio.to_thread(self._mount_all)
         for member in self.plan.members:
             self.members[member.name] = self._spawn(member, "new")
+        if security is not None:
+            root = security.certs.client("root")
+            client = ClientSecurity(security.certs.ca_file, root.cert, root.key)
+            registry.register(self.endpoints, client)
         await wait_reachable(self.endpoints, timeout_s=60.0)
+        if security is not None:
+            await self._enable_auth(security)
         await self.learn_ids()
+
+    async def _enable_auth(self, security: launcher.SecurityPlan) -> None:
+        """Root with a generated password, auth enabled; the run's clients log in as root."""
+        self.root_password = secrets.token_hex(12)
+        credentials = launcher.channel_credentials(security)
+        try:
+            await asyncio.to_thread(
+                launcher.enable_auth, self.endpoints, self.root_password, credentials
+            )
+        except launcher.LauncherError as error:
+            raise TargetError(str(error), ExitCode.INTERNAL_ERROR) from error
+        root = security.certs.client("root")
+        client = ClientSecurity(
+            security.certs.ca_file, root.cert, root.key, "root", self.root_password
+        )
+        registry.register(self.endpoints, client)
+        await _login(self.endpoints)
 
     def _mount_all(self) -> None:
         try:
@@ -386,6 +461,7 @@ class LocalCluster(Target):
         launcher.resume_member(self.members[name])
 
     async def close(self) -> None:
+        registry.unregister(self.endpoints)
         try:
             running = [*self.members.values(), *self.departed]
             await asyncio.to_thread(launcher.stop_members, running)
@@ -396,7 +472,10 @@ class LocalCluster(Target):
                 await asyncio.to_thread(mount.unmount)
 
     def describe(self) -> str:
-        return f"{self.kind} cluster of {self.size} ({self.program[-1]}) in {self.directory}"
+        secured = " with TLS and auth" if self.secure else ""
+        return (
+            f"{self.kind} cluster of {self.size}{secured} ({self.program[-1]}) in {self.directory}"
+        )
 
 
 def make_target(
@@ -408,6 +487,8 @@ def make_target(
     size: int = 3,
     failpoints: tuple[str, ...] = (),
     faultfs: bool = False,
+    security: ClientSecurity | None = None,
+    secure: bool = False,
 ) -> Target:
     if failpoints and (endpoints or kind != "reference"):
         raise TargetError(
@@ -415,14 +496,34 @@ def make_target(
             ExitCode.USAGE,
         )
     if endpoints:
-        return EndpointsTarget(endpoints)
+        if secure:
+            raise TargetError(
+                "--secure starts a local cluster with TLS and auth; for --endpoints give "
+                "--cacert, --cert/--key and --user/--password instead",
+                ExitCode.USAGE,
+            )
+        return EndpointsTarget(endpoints, security)
+    if security is not None:
+        raise TargetError(
+            "--cacert, --cert, --key, --user are for --endpoints; a local target is "
+            "secured with --secure",
+            ExitCode.USAGE,
+        )
     if kind == "reference":
         env = {FAILPOINTS_ENV: ",".join(failpoints)} if failpoints else {}
         return LocalCluster(
-            "reference", launcher.ours_program(), directory, size, env=env, faultfs=faultfs
+            "reference",
+            launcher.ours_program(),
+            directory,
+            size,
+            env=env,
+            faultfs=faultfs,
+            secure=secure,
         )
     if kind == "etcd":
-        return LocalCluster("etcd", [find_etcd(etcd_bin)], directory, size, faultfs=faultfs)
+        return LocalCluster(
+            "etcd", [find_etcd(etcd_bin)], directory, size, faultfs=faultfs, secure=secure
+        )
     raise TargetError(
         f"unknown target {kind!r}; use --target reference, --target etcd or --endpoints",
         ExitCode.USAGE,
@@ -434,7 +535,7 @@ async def _own_member_id(client_url: str, deadline_s: float) -> int:
     give_up = time.monotonic() + deadline_s
     while True:
         try:
-            async with grpc.aio.insecure_channel(client_url.removeprefix("http://")) as channel:
+            async with aio_channel(client_url) as channel:
                 status = await rpc_pb2_grpc.MaintenanceStub(channel).Status(
                     rpc_pb2.StatusRequest(), timeout=5.0
                 )

@@ -27,6 +27,8 @@ from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
 class AuthServicer(rpc_pb2_grpc.AuthServicer):
     def __init__(self, ports: MemberPorts) -> None:
         self.auth = ports.state.auth
+        self.bcrypt_cost = ports.bcrypt_cost  # etcd's --bcrypt-cost
+        self.cert_auth = ports.client_cert_auth  # a certificate's CN as the caller
         self.proposer = ports.proposer
         self.reads = ports.reads
         self.cluster = ports.cluster
@@ -35,14 +37,14 @@ class AuthServicer(rpc_pb2_grpc.AuthServicer):
     async def AuthEnable(
         self, request: rpc_pb2.AuthEnableRequest, context: Context
     ) -> rpc_pb2.AuthEnableResponse:
-        who = caller(self.auth, context)
+        who = caller(self.auth, context, self.cert_auth)
         return await propose(self.proposer, "auth_enable", request, rpc_pb2.AuthEnableResponse, who)
 
     @unary_in_context
     async def AuthDisable(
         self, request: rpc_pb2.AuthDisableRequest, context: Context
     ) -> rpc_pb2.AuthDisableResponse:
-        who = caller(self.auth, context)
+        who = caller(self.auth, context, self.cert_auth)
         return await propose(
             self.proposer, "auth_disable", request, rpc_pb2.AuthDisableResponse, who
         )
@@ -51,7 +53,7 @@ class AuthServicer(rpc_pb2_grpc.AuthServicer):
     async def AuthStatus(
         self, request: rpc_pb2.AuthStatusRequest, context: Context
     ) -> rpc_pb2.AuthStatusResponse:
-        who = caller(self.auth, context)
+        who = caller(self.auth, context, self.cert_auth)
         return await propose(self.proposer, "auth_status", request, rpc_pb2.AuthStatusResponse, who)
 
     @unary_in_context
@@ -75,9 +77,11 @@ class AuthServicer(rpc_pb2_grpc.AuthServicer):
     async def UserAdd(
         self, request: rpc_pb2.AuthUserAddRequest, context: Context
     ) -> rpc_pb2.AuthUserAddResponse:
-        who = caller(self.auth, context)
+        who = caller(self.auth, context, self.cert_auth)
         if not request.options.no_password and not request.hashedPassword:
-            request.hashedPassword = await asyncio.to_thread(hash_password, request.password)
+            request.hashedPassword = await asyncio.to_thread(
+                hash_password, request.password, self.bcrypt_cost
+            )
         request.password = ""
         return await propose(
             self.proposer, "auth_user_add", request, rpc_pb2.AuthUserAddResponse, who
@@ -87,7 +91,7 @@ class AuthServicer(rpc_pb2_grpc.AuthServicer):
     async def UserGet(
         self, request: rpc_pb2.AuthUserGetRequest, context: Context
     ) -> rpc_pb2.AuthUserGetResponse:
-        who = caller(self.auth, context)
+        who = caller(self.auth, context, self.cert_auth)
         return await propose(
             self.proposer, "auth_user_get", request, rpc_pb2.AuthUserGetResponse, who
         )
@@ -96,7 +100,7 @@ class AuthServicer(rpc_pb2_grpc.AuthServicer):
     async def UserList(
         self, request: rpc_pb2.AuthUserListRequest, context: Context
     ) -> rpc_pb2.AuthUserListResponse:
-        who = caller(self.auth, context)
+        who = caller(self.auth, context, self.cert_auth)
         return await propose(
             self.proposer, "auth_user_list", request, rpc_pb2.AuthUserListResponse, who
         )
@@ -105,7 +109,7 @@ class AuthServicer(rpc_pb2_grpc.AuthServicer):
     async def UserDelete(
         self, request: rpc_pb2.AuthUserDeleteRequest, context: Context
     ) -> rpc_pb2.AuthUserDeleteResponse:
-        who = caller(self.auth, context)
+        who = caller(self.auth, context, self.cert_auth)
         return await propose(
             self.proposer, "auth_user_delete", request, rpc_pb2.AuthUserDeleteResponse, who
         )
@@ -114,9 +118,11 @@ class AuthServicer(rpc_pb2_grpc.AuthServicer):
     async def UserChangePassword(
         self, request: rpc_pb2.AuthUserChangePasswordRequest, context: Context
     ) -> rpc_pb2.AuthUserChangePasswordResponse:
-        who = caller(self.auth, context)
+        who = caller(self.auth, context, self.cert_auth)
         if not request.hashedPassword:
-            request.hashedPassword = await asyncio.to_thread(hash_password, request.password)
+            request.hashedPassword = await asyncio.to_thread(
+                hash_password, request.password, self.bcrypt_cost
+            )
         request.password = ""
         return await propose(
             self.proposer,
@@ -130,7 +136,7 @@ class AuthServicer(rpc_pb2_grpc.AuthServicer):
     async def UserGrantRole(
         self, request: rpc_pb2.AuthUserGrantRoleRequest, context: Context
     ) -> rpc_pb2.AuthUserGrantRoleResponse:
-        who = caller(self.auth, context)
+        who = caller(self.auth, context, self.cert_auth)
         return await propose(
             self.proposer, "auth_user_grant_role", request, rpc_pb2.AuthUserGrantRoleResponse, who
         )
@@ -139,7 +145,7 @@ class AuthServicer(rpc_pb2_grpc.AuthServicer):
     async def UserRevokeRole(
         self, request: rpc_pb2.AuthUserRevokeRoleRequest, context: Context
     ) -> rpc_pb2.AuthUserRevokeRoleResponse:
-        who = caller(self.auth, context)
+        who = caller(self.auth, context, self.cert_auth)
         return await propose(
             self.proposer,
             "auth_user_revoke_role",
@@ -152,7 +158,7 @@ class AuthServicer(rpc_pb2_grpc.AuthServicer):
     async def RoleAdd(
         self, request: rpc_pb2.AuthRoleAddRequest, context: Context
     ) -> rpc_pb2.AuthRoleAddResponse:
-        who = caller(self.auth, context)
+        who = caller(self.auth, context, self.cert_auth)
         return await propose(
             self.proposer, "auth_role_add", request, rpc_pb2.AuthRoleAddResponse, who
         )
@@ -161,7 +167,7 @@ class AuthServicer(rpc_pb2_grpc.AuthServicer):
     async def RoleGet(
         self, request: rpc_pb2.AuthRoleGetRequest, context: Context
     ) -> rpc_pb2.AuthRoleGetResponse:
-        who = caller(self.auth, context)
+        who = caller(self.auth, context, self.cert_auth)
         return await propose(
             self.proposer, "auth_role_get", request, rpc_pb2.AuthRoleGetResponse, who
         )
@@ -170,7 +176,7 @@ class AuthServicer(rpc_pb2_grpc.AuthServicer):
     async def RoleList(
         self, request: rpc_pb2.AuthRoleListRequest, context: Context
     ) -> rpc_pb2.AuthRoleListResponse:
-        who = caller(self.auth, context)
+        who = caller(self.auth, context, self.cert_auth)
         return await propose(
             self.proposer, "auth_role_list", request, rpc_pb2.AuthRoleListResponse, who
         )
@@ -179,7 +185,7 @@ class AuthServicer(rpc_pb2_grpc.AuthServicer):
     async def RoleDelete(
         self, request: rpc_pb2.AuthRoleDeleteRequest, context: Context
     ) -> rpc_pb2.AuthRoleDeleteResponse:
-        who = caller(self.auth, context)
+        who = caller(self.auth, context, self.cert_auth)
         return await propose(
             self.proposer, "auth_role_delete", request, rpc_pb2.AuthRoleDeleteResponse, who
         )
@@ -188,7 +194,7 @@ class AuthServicer(rpc_pb2_grpc.AuthServicer):
     async def RoleGrantPermission(
         self, request: rpc_pb2.AuthRoleGrantPermissionRequest, context: Context
     ) -> rpc_pb2.AuthRoleGrantPermissionResponse:
-        who = caller(self.auth, context)
+        who = caller(self.auth, context, self.cert_auth)
         return await propose(
             self.proposer,
             "auth_role_grant_permission",
@@ -201,7 +207,7 @@ class AuthServicer(rpc_pb2_grpc.AuthServicer):
     async def RoleRevokePermission(
         self, request: rpc_pb2.AuthRoleRevokePermissionRequest, context: Context
     ) -> rpc_pb2.AuthRoleRevokePermissionResponse:
-        who = caller(self.auth, context)
+        who = caller(self.auth, context, self.cert_auth)
         return await propose(
             self.proposer,
             "auth_role_revoke_permission",

@@ -11,7 +11,12 @@ Auth: `caller(auth, context)` is who a call comes from, read from its "token" me
 (or, without one, "authorization", as the HTTP gateway passes it) as etcd does, and `propose(..., caller=...)` carries that user and auth revision in the
 Raft request so the applier checks the write's permission. While auth is disabled the
 caller is nobody at the cost of one boolean test, and no metadata is read (etcd would
-also refuse a stale token then; its clients drop the token and retry).
+also refuse a stale token then; its clients drop the token and retry). With
+`--client-cert-auth` (`client_cert_auth=True`), a call with no token comes from the user
+its verified TLS client certificate's common name names, at the store's current auth
+revision, as etcd's AuthInfoFromCtx then AuthInfoFromTLS decide: a token always wins,
+and a call that came through the HTTP gateway (no TLS context here; etcd ignores the
+common name of a request with "grpcgateway-accept") never gets a user from a certificate.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from etcdspec.impl.pb import raft_internal_pb2 as internal_pb2
 
 TOKEN_METADATA = "token"  # etcd's rpctypes.TokenFieldNameGRPC
 TOKEN_METADATA_GATEWAY = "authorization"  # etcd's TokenFieldNameSwagger, read when no "token"
+GATEWAY_ACCEPT_METADATA = "grpcgateway-accept"  # etcd ignores a certificate's user then
 
 log = logging.getLogger("etcdspec.impl.api")
 
@@ -53,9 +59,10 @@ class Context(Protocol):
     def invocation_metadata(self) -> tuple[tuple[str, str], ...] | None: ...
 
 
-def caller(auth: AuthStore, context: Context) -> AuthInfo:
+def caller(auth: AuthStore, context: Context, client_cert_auth: bool = False) -> AuthInfo:
     """Who the call comes from: NO_USER while auth is disabled or when the call carries
-    no token; INVALID_AUTH_TOKEN for a token nobody holds (unknown, expired, forged)."""
+    no token (and, with `client_cert_auth`, no verified client certificate);
+    INVALID_AUTH_TOKEN for a token nobody holds (unknown, expired, forged)."""
     if not auth.enabled:
         return NO_USER
     gateway = None
@@ -64,9 +71,25 @@ def caller(auth: AuthStore, context: Context) -> AuthInfo:
             return auth.auth_info(value)  # TokenNotApplied: see unary_in_context
         if name == TOKEN_METADATA_GATEWAY:
             gateway = value
+        if name == GATEWAY_ACCEPT_METADATA:
+            client_cert_auth = False
     if gateway is not None:
         return auth.auth_info(gateway)
+    if client_cert_auth:
+        common_name = certificate_user(context)
+        if common_name is not None:
+            return AuthInfo(common_name, auth.revision)
     return NO_USER
+
+
+def certificate_user(context: Context) -> str | None:
+    """The common name of the call's verified TLS client certificate, or None (no TLS, no
+    certificate, or a context without grpc's auth_context: the HTTP gateway's)."""
+    auth_context = getattr(context, "auth_context", None)
+    if auth_context is None:
+        return None
+    names = auth_context().get("x509_common_name") or []
+    return names[0].decode("utf-8", "replace") if names else None
 
 
 async def abort_with(context: Context, error: Exception) -> None:

@@ -27,6 +27,7 @@ class KVServicer(rpc_pb2_grpc.KVServicer):
         self.reads = ports.reads
         self.cluster = ports.cluster
         self.auth = ports.state.auth
+        self.cert_auth = ports.client_cert_auth  # a certificate's CN as the caller
 
     @unary_in_context
     async def Range(self, request: rpc_pb2.RangeRequest, context: Context) -> rpc_pb2.RangeResponse:
@@ -34,7 +35,7 @@ class KVServicer(rpc_pb2_grpc.KVServicer):
         if not request.serializable and not failpoints.on("local_linearizable_read"):
             await self.reads.barrier()
         if self.auth.enabled:
-            who = caller(self.auth, context)
+            who = caller(self.auth, context, self.cert_auth)
             self.auth.check_range(who, request.key, request.range_end)
             response = self.state.range(request)
             if who.revision and who.revision != self.auth.revision:
@@ -47,7 +48,7 @@ class KVServicer(rpc_pb2_grpc.KVServicer):
     @unary_in_context
     async def Put(self, request: rpc_pb2.PutRequest, context: Context) -> rpc_pb2.PutResponse:
         checks.check_put(request)
-        who = caller(self.auth, context)
+        who = caller(self.auth, context, self.cert_auth)
         return await propose(self.proposer, "put", request, rpc_pb2.PutResponse, who)
 
     @unary_in_context
@@ -55,7 +56,7 @@ class KVServicer(rpc_pb2_grpc.KVServicer):
         self, request: rpc_pb2.DeleteRangeRequest, context: Context
     ) -> rpc_pb2.DeleteRangeResponse:
         checks.check_delete(request)
-        who = caller(self.auth, context)
+        who = caller(self.auth, context, self.cert_auth)
         return await propose(
             self.proposer, "delete_range", request, rpc_pb2.DeleteRangeResponse, who
         )
@@ -63,12 +64,12 @@ class KVServicer(rpc_pb2_grpc.KVServicer):
     @unary_in_context
     async def Txn(self, request: rpc_pb2.TxnRequest, context: Context) -> rpc_pb2.TxnResponse:
         checks.check_txn(request)
-        who = caller(self.auth, context)
+        who = caller(self.auth, context, self.cert_auth)
         return await propose(self.proposer, "txn", request, rpc_pb2.TxnResponse, who)
 
     @unary_in_context
     async def Compact(
         self, request: rpc_pb2.CompactionRequest, context: Context
     ) -> rpc_pb2.CompactionResponse:
-        who = caller(self.auth, context)
+        who = caller(self.auth, context, self.cert_auth)
         return await propose(self.proposer, "compaction", request, rpc_pb2.CompactionResponse, who)

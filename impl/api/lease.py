@@ -25,13 +25,14 @@ class LeaseServicer(rpc_pb2_grpc.LeaseServicer):
         self.leases = ports.leases
         self.cluster = ports.cluster
         self.auth = ports.state.auth
+        self.cert_auth = ports.client_cert_auth  # a certificate's CN as the caller
         self.reads = ports.reads
 
     @unary_in_context
     async def LeaseGrant(
         self, request: rpc_pb2.LeaseGrantRequest, context: Context
     ) -> rpc_pb2.LeaseGrantResponse:
-        who = caller(self.auth, context)
+        who = caller(self.auth, context, self.cert_auth)
         return await propose(self.proposer, "lease_grant", request, rpc_pb2.LeaseGrantResponse, who)
 
     @unary_in_context
@@ -39,7 +40,7 @@ class LeaseServicer(rpc_pb2_grpc.LeaseServicer):
         self, request: rpc_pb2.LeaseRevokeRequest, context: Context
     ) -> rpc_pb2.LeaseRevokeResponse:
         # The applier checks WRITE on every key attached to the lease (etcd's rule).
-        who = caller(self.auth, context)
+        who = caller(self.auth, context, self.cert_auth)
         return await propose(
             self.proposer, "lease_revoke", request, rpc_pb2.LeaseRevokeResponse, who
         )

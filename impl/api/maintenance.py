@@ -33,6 +33,7 @@ class MaintenanceServicer(rpc_pb2_grpc.MaintenanceServicer):
         self.proposer = ports.proposer
         self.cluster = ports.cluster
         self.reads = ports.reads
+        self.cert_auth = ports.client_cert_auth  # a certificate's CN as the caller
 
     @unary
     async def Status(self, request: rpc_pb2.StatusRequest) -> rpc_pb2.StatusResponse:
@@ -44,7 +45,7 @@ class MaintenanceServicer(rpc_pb2_grpc.MaintenanceServicer):
         auth = self.state.auth
         if auth.enabled:
             try:
-                auth.check_admin(caller(auth, context))
+                auth.check_admin(caller(auth, context, self.cert_auth))
             except TokenNotApplied:
                 raise  # waited for by the caller, then asked again
             except RpcError as error:

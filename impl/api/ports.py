@@ -70,3 +70,5 @@ class MemberPorts:
     cluster: ClusterService
     watches: WatchStreams
     max_request_bytes: int
+    bcrypt_cost: int = 10  # etcd's --bcrypt-cost, checked (config.effective_bcrypt_cost)
+    client_cert_auth: bool = False  # etcd's --client-cert-auth: a certificate's CN is a user

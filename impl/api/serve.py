@@ -13,7 +13,8 @@ lease keep-alive loops), which ends with the stream.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import ssl
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import grpc
@@ -81,16 +82,24 @@ def add_servicers(ports: MemberPorts, sink: GenericHandlerSink) -> None:
 
 
 async def start_grpc_server(
-    ports: MemberPorts, targets: list[str], metrics_text: Callable[[], str] | None = None
+    ports: MemberPorts,
+    targets: list[str],
+    metrics_text: Callable[[], str] | None = None,
+    tls: Mapping[str, ssl.SSLContext] | None = None,
 ) -> GrpcH2Server:
     """Create, bind and start the gRPC server with every servicer, HTTP/1.x served on the
-    same ports (`metrics_text` gives /metrics); returns it running."""
+    same ports (`metrics_text` gives /metrics), the targets `tls` names over TLS with its
+    context; returns it running."""
     limit = max_receive_bytes(ports.max_request_bytes)
     server = GrpcH2Server(limit)
     add_servicers(ports, server)
     client_http = ClientHttp(ports, server.method_handler, metrics_text)
     server.serve_http1(client_http.handle, Http1Limits(max_body_bytes=limit))
     for target in targets:
-        server.add_insecure_port(target)
+        context = (tls or {}).get(target)
+        if context is None:
+            server.add_insecure_port(target)
+        else:
+            server.add_secure_port(target, context)
     await server.start()
     return server

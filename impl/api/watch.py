@@ -31,6 +31,7 @@ class WatchServicer(rpc_pb2_grpc.WatchServicer):
     def __init__(self, ports: MemberPorts) -> None:
         self.watches = ports.watches
         self.auth = ports.state.auth
+        self.cert_auth = ports.client_cert_auth  # a certificate's CN as the caller
         self.reads = ports.reads
 
     async def Watch(
@@ -73,10 +74,10 @@ class WatchServicer(rpc_pb2_grpc.WatchServicer):
         index not applied here yet waits for it, as in unary_in_context."""
         try:
             try:
-                who = caller(self.auth, context)
+                who = caller(self.auth, context, self.cert_auth)
             except TokenNotApplied:
                 await self.reads.barrier()
-                who = caller(self.auth, context)
+                who = caller(self.auth, context, self.cert_auth)
             self.auth.check_range(who, create.key, create.range_end)
         except (RpcError, TokenNotApplied):
             return False

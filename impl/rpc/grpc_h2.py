@@ -4,7 +4,9 @@ It serves the same `grpc.GenericRpcHandler`s that grpc.aio serves (the generated
 `add_*Servicer_to_server` functions register into it through `server.GenericOnly`), with
 the same servicer code: handlers are called as `behavior(request_or_iterator, context)`
 and the context offers what grpc.aio's does for our servicers (`abort`, `set_code`,
-`set_details`, `write`, `time_remaining`, `invocation_metadata`, `cancelled`, `peer`).
+`set_details`, `write`, `time_remaining`, `invocation_metadata`, `cancelled`, `peer`,
+`auth_context`: on a TLS port, the verified client certificate's common name as grpc
+names it, "x509_common_name").
 Why: grpc.aio's per-call machinery costs 240-430 µs of CPU per call on this machine
 (bench/grpc_ceiling.py), most of a member's CPU per read; this server parses frames in
 one pass per socket read, starts each handler right after the read that completed its
@@ -35,6 +37,7 @@ import contextlib
 import inspect
 import logging
 import socket
+import ssl
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, NamedTuple, NoReturn
@@ -426,6 +429,11 @@ class Call:
     def peer(self) -> str:
         return self.connection.peer
 
+    def auth_context(self) -> dict[str, list[bytes]]:
+        """grpc's auth context: on TLS, "transport_security_type" b"ssl", and
+        "x509_common_name" when the client presented a certificate the server verified."""
+        return self.connection.auth_context
+
 
 class GrpcConnection(ScratchProtocol):
     """One client TCP connection: bytes to the HTTP/2 core, streams to calls."""
@@ -438,6 +446,7 @@ class GrpcConnection(ScratchProtocol):
         self.calls: dict[int, Call] = {}
         self.transport: asyncio.Transport | None = None
         self.peer = ""
+        self.auth_context: dict[str, list[bytes]] = {}
         self._flush_scheduled = False
         self._write_paused = False
         self._writers: list[asyncio.Future[None]] = []
@@ -450,6 +459,7 @@ class GrpcConnection(ScratchProtocol):
         self.transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         self.peer = f"ipv4:{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.auth_context = tls_auth_context(transport)
         sock = transport.get_extra_info("socket")
         if sock is not None:
             with contextlib.suppress(OSError):
@@ -601,6 +611,21 @@ class GrpcConnection(ScratchProtocol):
                 self.transport.close()
 
 
+def tls_auth_context(transport: asyncio.BaseTransport) -> dict[str, list[bytes]]:
+    """What grpc's auth context says of a connection: nothing on plain TCP; on TLS the
+    security type and, for a client certificate that was verified, its subject's common
+    name (getpeercert() gives the subject only for a verified certificate)."""
+    if transport.get_extra_info("ssl_object") is None:
+        return {}
+    context: dict[str, list[bytes]] = {"transport_security_type": [b"ssl"]}
+    certificate = transport.get_extra_info("peercert") or {}
+    for rdn in certificate.get("subject", ()):
+        for name, value in rdn:
+            if name == "commonName":
+                context.setdefault("x509_common_name", []).append(value.encode())
+    return context
+
+
 def _status_field(status: bytes) -> bytes:
     """A ":status" header field as a literal with the static name (index 8)."""
     return b"\x08" + _hpack_int(len(status), 7, 0) + status
@@ -633,6 +658,7 @@ class GrpcH2Server:
         self._generic: list[grpc.GenericRpcHandler] = []
         self._methods: dict[str, grpc.RpcMethodHandler | None] = {}
         self._targets: list[str] = []
+        self._tls: dict[str, ssl.SSLContext] = {}  # targets served over TLS
         self._listeners: list[asyncio.Server] = []
         self._idle: asyncio.Event | None = None
         self._http1: HttpHandler | None = None
@@ -671,6 +697,13 @@ class GrpcH2Server:
         self._targets.append(target)
         return port
 
+    def add_secure_port(self, target: str, context: ssl.SSLContext) -> int:
+        """As `add_insecure_port`, every connection served over TLS with `context` (its
+        ALPN should offer h2, and http/1.1 when HTTP/1.x is served too)."""
+        port = self.add_insecure_port(target)
+        self._tls[target] = context
+        return port
+
     def method_handler(self, path: str) -> grpc.RpcMethodHandler | None:
         """The handler serving `path` ("/etcdserverpb.KV/Range"), or None."""
         try:
@@ -693,7 +726,11 @@ class GrpcH2Server:
             host, port = target.rsplit(":", 1)
             try:
                 listener = await loop.create_server(
-                    self._new_connection, host.strip("[]"), int(port), reuse_address=True
+                    self._new_connection,
+                    host.strip("[]"),
+                    int(port),
+                    reuse_address=True,
+                    ssl=self._tls.get(target),
                 )
             except OSError as error:
                 await self._close_listeners()

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from etcdspec.impl.kv.auth_tokens import TokenConfigError, token_provider
+from etcdspec.impl.server.tls import TlsError, TlsFiles
 
 DEFAULT_HEARTBEAT_MS = 100
 DEFAULT_ELECTION_MS = 1000
@@ -21,6 +22,24 @@ DEFAULT_QUOTA_BYTES = 2 * 1024 * 1024 * 1024
 DEFAULT_SNAPSHOT_COUNT = 100_000
 DEFAULT_MAX_REQUEST_BYTES = 1_572_864  # etcd's --max-request-bytes: 1.5 MiB
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+NO_CLIENT_TLS = TlsFiles()
+DEFAULT_BCRYPT_COST = 10  # etcd's --bcrypt-cost default (bcrypt.DefaultCost)
+BCRYPT_COSTS = range(4, 32)  # bcrypt's MinCost..MaxCost
+
+
+def effective_bcrypt_cost(given: int) -> tuple[int, str | None]:
+    """The cost passwords are hashed with, and a warning: etcd 3.5 does not refuse a
+    cost outside 4..31, it logs "use default bcrypt cost instead of the invalid given
+    cost" and uses 10; so do we."""
+    if given in BCRYPT_COSTS:
+        return given, None
+    return DEFAULT_BCRYPT_COST, (
+        f"use default bcrypt cost instead of the invalid given cost (given {given}, "
+        f"min {BCRYPT_COSTS.start}, max {BCRYPT_COSTS.stop - 1}, default {DEFAULT_BCRYPT_COST})"
+    )
+
+
+NO_PEER_TLS = TlsFiles(prefix="peer-")
 
 
 class ConfigError(ValueError):
@@ -33,10 +52,11 @@ class Endpoint:
 
     host: str
     port: int
+    scheme: str = "http"  # or "https": served with TLS (etcdspec.impl.server.tls)
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{self.scheme}://{self.host}:{self.port}"
 
     @property
     def target(self) -> str:
@@ -47,11 +67,12 @@ class Endpoint:
 
 
 def parse_url(text: str, flag: str) -> Endpoint:
-    """Parse one URL of a flag; only http on a loopback host with an explicit port."""
+    """Parse one URL of a flag; http or https on a loopback host with an explicit port."""
     parts = urlsplit(text.strip())
-    if parts.scheme not in ("http", "unix", ""):
+    if parts.scheme not in ("http", "https", "unix", ""):
         raise ConfigError(
-            f"{flag}: {text!r} uses scheme {parts.scheme!r}; use http://127.0.0.1:PORT"
+            f"{flag}: {text!r} uses scheme {parts.scheme!r}; "
+            "use http://127.0.0.1:PORT or https://127.0.0.1:PORT"
         )
     host = parts.hostname
     try:
@@ -64,7 +85,11 @@ def parse_url(text: str, flag: str) -> Endpoint:
         raise ConfigError(
             f"{flag}: {text!r} is not a loopback address; this server listens on 127.0.0.1 only"
         )
-    return Endpoint(host="127.0.0.1" if host == "localhost" else host, port=port)
+    return Endpoint(
+        host="127.0.0.1" if host == "localhost" else host,
+        port=port,
+        scheme="https" if parts.scheme == "https" else "http",
+    )
 
 
 def parse_urls(text: str, flag: str) -> tuple[Endpoint, ...]:
@@ -154,6 +179,9 @@ class MemberConfig:
     auth_token: str = "simple"  # etcd's --auth-token: simple, or jwt,pub-key=...,...
     auth_token_ttl_s: int = 300  # etcd's --auth-token-ttl (simple tokens), seconds
     peers: tuple[PeerInfo, ...] = field(default=())
+    bcrypt_cost: int = DEFAULT_BCRYPT_COST  # etcd's --bcrypt-cost, as given
+    client_tls: TlsFiles = NO_CLIENT_TLS  # --cert-file, --key-file, --trusted-ca-file, ...
+    peer_tls: TlsFiles = NO_PEER_TLS  # the --peer-* set
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -259,12 +287,17 @@ def build_config(
     fault_file: str | None = None,
     auth_token: str = "simple",
     auth_token_ttl_s: int = 300,
+    client_tls: TlsFiles | None = None,
+    peer_tls: TlsFiles | None = None,
+    bcrypt_cost: int = DEFAULT_BCRYPT_COST,
 ) -> MemberConfig:
     """Build a MemberConfig from flag texts, defaulting as etcd does."""
     try:
         token_provider(auth_token, auth_token_ttl_s)
     except TokenConfigError as error:
         raise ConfigError(str(error)) from error
+    client_tls = client_tls or NO_CLIENT_TLS
+    peer_tls = peer_tls or NO_PEER_TLS
     clients = parse_urls(listen_client_urls, "--listen-client-urls")
     peers = parse_urls(listen_peer_urls, "--listen-peer-urls")
     advertised_peers = (
@@ -277,7 +310,7 @@ def build_config(
         if initial_cluster
         else ((name, advertised_peers[0]),)
     )
-    return MemberConfig(
+    config = MemberConfig(
         name=name,
         data_dir=data_dir,
         listen_client_urls=clients,
@@ -305,4 +338,27 @@ def build_config(
         fault_file=fault_file,
         auth_token=auth_token,
         auth_token_ttl_s=auth_token_ttl_s,
+        client_tls=client_tls,
+        peer_tls=peer_tls,
+        bcrypt_cost=bcrypt_cost,
     )
+    check_tls(config)
+    return config
+
+
+def check_tls(config: MemberConfig) -> None:
+    """etcd's TLS rules at start: an https URL needs its certificate and key; every TLS
+    file loads (ConfigError naming the flag and the file otherwise)."""
+    try:
+        for endpoint in config.listen_client_urls:
+            config.client_tls.require_for(endpoint.url, "client")
+        for endpoint in config.listen_peer_urls:
+            config.peer_tls.require_for(endpoint.url, "peer")
+        # As etcd, files given for http URLs only are not used, so not loaded either.
+        if any(e.scheme == "https" for e in config.listen_client_urls):
+            config.client_tls.check()
+        dialled = tuple(peer.peer for peer in config.peers)
+        if any(e.scheme == "https" for e in config.listen_peer_urls + dialled):
+            config.peer_tls.check()
+    except TlsError as error:
+        raise ConfigError(str(error)) from error

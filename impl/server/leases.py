@@ -47,7 +47,9 @@ class LeaseKeeper:
         leader_client_urls: Callable[[int], list[str]],
         header: Callable[[], rpc_pb2.ResponseHeader],
         barrier: Callable[[], Awaitable[None]],
+        leader_credentials: grpc.ChannelCredentials | None = None,
     ) -> None:
+        self.leader_credentials = leader_credentials  # for an https client URL (TLS)
         self.driver = driver
         self.state = state
         self.proposals = proposals
@@ -121,9 +123,16 @@ class LeaseKeeper:
             raise RpcError(errors.NO_LEADER, "leader's client URL not known yet")
         channel = self._leader_channels.get(leader)
         if channel is None:
-            channel = grpc.aio.insecure_channel(urls[0].removeprefix("http://"))
+            channel = self._channel_to(urls[0])
             self._leader_channels[leader] = channel
         return rpc_pb2_grpc.LeaseStub(channel)
+
+    def _channel_to(self, url: str) -> grpc.aio.Channel:
+        """A channel to a client URL: over TLS for https (this member's client-port
+        certificate presented, the server's checked against its trusted CA)."""
+        if url.startswith("https://") and self.leader_credentials is not None:
+            return grpc.aio.secure_channel(url.removeprefix("https://"), self.leader_credentials)
+        return grpc.aio.insecure_channel(url.removeprefix("http://"))
 
     async def time_to_live(
         self, request: rpc_pb2.LeaseTimeToLiveRequest

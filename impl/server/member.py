@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import logging
 import random
+from collections.abc import Callable
 from pathlib import Path
 
 from etcdspec.impl import errors, failpoints
@@ -39,7 +40,7 @@ from etcdspec.impl.rpc.grpc_h2 import GrpcH2Server
 from etcdspec.impl.rpc.http1 import Http1Hooks
 from etcdspec.impl.server.apply import ApplyQueue
 from etcdspec.impl.server.cluster import ClusterView, own_attributes
-from etcdspec.impl.server.config import MemberConfig
+from etcdspec.impl.server.config import MemberConfig, effective_bcrypt_cost
 from etcdspec.impl.server.leases import LeaseKeeper
 from etcdspec.impl.server.metrics import Metrics, MetricsServer
 from etcdspec.impl.server.peer import PeerTransport
@@ -50,9 +51,18 @@ from etcdspec.impl.server.reads import ReadIndexQueue
 from etcdspec.impl.server.recovery import MemberData, open_member_data
 from etcdspec.impl.server.snapshots import Snapshots
 from etcdspec.impl.server.ticker import Ticker
+from etcdspec.impl.server.tls import leader_credentials, listener_contexts, peer_contexts
 from etcdspec.impl.server.trace import MemberTrace, TraceWriter
 
 log = logging.getLogger("etcdspec.impl.server.member")
+
+
+def bcrypt_cost(config: MemberConfig) -> int:
+    """--bcrypt-cost as used, with etcd's warning for one out of range."""
+    cost, warning = effective_bcrypt_cost(config.bcrypt_cost)
+    if warning is not None:
+        log.warning(warning, extra={"given_cost": config.bcrypt_cost, "cost": cost})
+    return cost
 
 
 class MemberStartError(Exception):
@@ -160,10 +170,14 @@ class Member:
             leader_client_urls=cluster.client_urls,
             header=cluster.header,
             barrier=reads.barrier,
+            leader_credentials=leader_credentials(config.client_tls),
         )
         self.watches = WatchStreams(state.watch_hub, cluster.header)
         listen = config.listen_peer_urls[0]
         peers = {peer.member_id: (peer.peer.host, peer.peer.port) for peer in config.peers}
+        peer_tls = peer_contexts(
+            config.listen_peer_urls, config.peers, config.peer_tls, self._rejected("peer")
+        )
         transport = self.transport = PeerTransport(
             self.member_id,
             listen.host,
@@ -172,6 +186,8 @@ class Member:
             self._on_peer_frame,
             attributes=own_attributes(config),
             on_attributes=cluster.on_peer_attributes,
+            server_ssl=peer_tls.server,
+            client_ssl=peer_tls.client,
         )
         snapshots = self.snapshots = Snapshots(
             data,
@@ -208,10 +224,15 @@ class Member:
             cluster=cluster,
             watches=self.watches,
             max_request_bytes=config.max_request_bytes,
+            client_cert_auth=config.client_tls.client_cert_auth,
+            bcrypt_cost=bcrypt_cost(config),
         )
         targets = [e.target for e in config.listen_client_urls]
+        tls = listener_contexts(
+            config.listen_client_urls, config.client_tls, self._rejected("client")
+        )
         try:
-            self.grpc_server = await start_grpc_server(ports, targets, self._metrics_text)
+            self.grpc_server = await start_grpc_server(ports, targets, self._metrics_text, tls)
         except RuntimeError as error:
             raise MemberStartError(
                 f"cannot listen for clients on {', '.join(targets)} ({error}); "
@@ -326,6 +347,16 @@ class Member:
     def _on_watch_ready(self, handle: int) -> None:
         if self.watches is not None:
             self.watches.on_ready(handle)
+
+    def _rejected(self, port: str) -> Callable[[str], None]:
+        """Count and log a connection whose TLS handshake failed on `port` (as etcd logs
+        "rejected connection")."""
+
+        def rejected(reason: str) -> None:
+            self.metrics.tls_rejected_connections += 1
+            log.warning("rejected connection", extra={"port": port, "error": reason})
+
+        return rejected
 
     def _metrics_text(self) -> str:
         """The metrics as Prometheus text, sizes current (the client port's /metrics)."""

@@ -41,6 +41,7 @@ class Metrics:
     db_size_in_use_bytes: int = 0
     snapshots_saved: int = 0
     wal_fsyncs: int = 0
+    tls_rejected_connections: int = 0  # handshakes refused (etcd logs "rejected connection")
 
     def rows(self) -> list[tuple[str, str, str, int]]:
         """(name, type, help, value) for every metric, in a fixed order."""
@@ -104,6 +105,12 @@ class Metrics:
                 "counter",
                 "The total number of WAL fsync calls.",
                 self.wal_fsyncs,
+            ),
+            (
+                "etcdspec_tls_rejected_connections_total",
+                "counter",
+                "Connections whose TLS handshake failed (etcdspec only; etcd logs them).",
+                self.tls_rejected_connections,
             ),
         ]
 

@@ -24,6 +24,13 @@ Fault injection (tests and conformance runs only): `blocked` is a set of peer id
 member neither sends to nor accepts frames from — a network partition seen from this
 side. `read_fault_file(path)` reads it from JSON `{"version": 1, "blocked_peers": [id,
 ...]}` (the member re-reads the file of `--fault-file` when it changes).
+
+TLS (https:// peer URLs, etcd's `--peer-*` flags; contexts from etcdspec.impl.server.tls):
+with `server_ssl` the listener serves TLS only, and with `client_ssl` every connection
+to a peer is dialled over TLS, the peer's certificate checked against the trusted CA and
+its address, this member's certificate presented. A peer whose handshake fails (a
+certificate from another CA, none when one is required, plaintext) never gets past it:
+its frames are never read, and the sender retries with backoff as for a peer that is down.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import ssl
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -137,7 +145,10 @@ class _PeerSender:
         port: int,
         stats: TransportStats,
         attributes: bytes,
+        client_ssl: ssl.SSLContext | None = None,
     ) -> None:
+        self.client_ssl = client_ssl
+        self.tls_failure = ""  # the last TLS handshake error logged (said once)
         self.self_id = self_id
         self.attributes = attributes
         self.peer_id = peer_id
@@ -187,7 +198,12 @@ class _PeerSender:
         while True:
             writer: asyncio.StreamWriter | None = None
             try:
-                reader, writer = await asyncio.open_connection(self.host, self.port)
+                reader, writer = await asyncio.open_connection(
+                    self.host,
+                    self.port,
+                    ssl=self.client_ssl,
+                    server_hostname=self.host if self.client_ssl is not None else None,
+                )
                 writer.write(encode_hello(self.self_id) + encode_frame(self.attributes))
                 await writer.drain()
                 self.stats.connects += 1
@@ -197,6 +213,16 @@ class _PeerSender:
                 # The peer never writes on this connection: reading ends when it closes.
                 while await reader.read(4096):
                     pass
+            except ssl.SSLError as error:
+                # A peer whose certificate this member does not trust (or that refuses
+                # this member's): said once per kind of error, then retried quietly.
+                reason = error.reason or str(error)
+                if reason != self.tls_failure:
+                    self.tls_failure = reason
+                    log.warning(
+                        "TLS handshake with peer failed",
+                        extra={"peer": f"{self.peer_id:x}", "error": str(error)},
+                    )
             except (OSError, ConnectionError, asyncio.IncompleteReadError) as error:
                 log.debug("peer %x unreachable: %s", self.peer_id, error)
             finally:
@@ -294,8 +320,11 @@ class PeerTransport:
         attributes: dict[str, Any] | None = None,
         on_attributes: OnAttributes | None = None,
         after_read: Callable[[], None] = lambda: None,
+        server_ssl: ssl.SSLContext | None = None,
+        client_ssl: ssl.SSLContext | None = None,
     ) -> None:
         self.self_id = self_id
+        self.server_ssl = server_ssl
         self.on_attributes = on_attributes
         self.after_read = after_read  # called once a read's frames are all delivered
         encoded = json.dumps(attributes or {}, sort_keys=True).encode()
@@ -304,7 +333,7 @@ class PeerTransport:
         self.deliver = deliver
         self.stats = TransportStats()
         self._senders = {
-            peer_id: _PeerSender(self_id, peer_id, host, port, self.stats, encoded)
+            peer_id: _PeerSender(self_id, peer_id, host, port, self.stats, encoded, client_ssl)
             for peer_id, (host, port) in peers.items()
             if peer_id != self_id
         }
@@ -317,7 +346,11 @@ class PeerTransport:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: _Inbound(self), self.listen_host, self.listen_port, reuse_address=True
+            lambda: _Inbound(self),
+            self.listen_host,
+            self.listen_port,
+            reuse_address=True,
+            ssl=self.server_ssl,
         )
         sockets = self._server.sockets
         self.bound_port = int(sockets[0].getsockname()[1]) if sockets else self.listen_port

@@ -14,6 +14,14 @@ runs: `kill_member` (kill -9), `pause_member`/`resume_member` (SIGSTOP/SIGCONT),
 faults=True), and `start_member(..., state="existing")` to restart a member on its data.
 One member of a recorded cluster (`etcdspec cluster stop|start|restart NAME`):
 `stop_recorded_member` and `start_recorded_member`, which records the new pid.
+
+A secured cluster (`plan_cluster(..., security=SecurityPlan(certs))`): https client and
+peer URLs, every member started with etcd's TLS flags (`--cert-file`, `--key-file`,
+`--trusted-ca-file`, `--client-cert-auth`, and the `--peer-*` set) naming the files of
+etcdspec.impl.tools.certs; `channel_credentials(security)` is what a gRPC client (and
+`wait_ready`, `probe_status`) presents; `enable_auth(endpoints, password, ...)` adds
+the root user with that password, grants it the root role and enables auth, as an
+operator does with etcdctl.
 """
 
 from __future__ import annotations
@@ -28,7 +36,12 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from etcdspec.impl.tools.certs import ClusterCerts
+
+if TYPE_CHECKING:
+    import grpc
 
 STATE_FILE = "cluster.json"
 STATE_VERSION = 1
@@ -70,14 +83,16 @@ class MemberPlan:
     peer_port: int
     metrics_port: int
     data_dir: str
+    scheme: str = "http"  # "https" in a secured cluster: client URLs over TLS
+    peer_scheme: str = "http"  # "https": peer URLs over TLS
 
     @property
     def client_url(self) -> str:
-        return f"http://127.0.0.1:{self.client_port}"
+        return f"{self.scheme}://127.0.0.1:{self.client_port}"
 
     @property
     def peer_url(self) -> str:
-        return f"http://127.0.0.1:{self.peer_port}"
+        return f"{self.peer_scheme}://127.0.0.1:{self.peer_port}"
 
     @property
     def metrics_url(self) -> str:
@@ -93,6 +108,8 @@ class MemberPlan:
             "peer_port": self.peer_port,
             "metrics_port": self.metrics_port,
             "data_dir": self.data_dir,
+            "scheme": self.scheme,
+            "peer_scheme": self.peer_scheme,
         }
 
     @staticmethod
@@ -103,7 +120,105 @@ class MemberPlan:
             peer_port=int(data["peer_port"]),
             metrics_port=int(data["metrics_port"]),
             data_dir=str(data["data_dir"]),
+            scheme=str(data.get("scheme", "http")),
+            peer_scheme=str(data.get("peer_scheme", "http")),
         )
+
+
+@dataclass(frozen=True)
+class SecurityPlan:
+    """TLS for a cluster's client and peer ports (etcd's flags), from `certs`."""
+
+    certs: ClusterCerts
+    client_cert_auth: bool = True  # a client certificate's CN is its user (etcd's rule)
+    peer_tls: bool = True  # peers over TLS too (the conformance proxies need them plain)
+
+    def member_flags(self) -> list[str]:
+        certs = self.certs
+        peer = [
+            f"--peer-cert-file={certs.server.cert}",
+            f"--peer-key-file={certs.server.key}",
+            f"--peer-trusted-ca-file={certs.ca_file}",
+            "--peer-client-cert-auth",
+        ]
+        return [
+            f"--cert-file={certs.server.cert}",
+            f"--key-file={certs.server.key}",
+            f"--trusted-ca-file={certs.ca_file}",
+            *(["--client-cert-auth"] if self.client_cert_auth else []),
+            *(peer if self.peer_tls else []),
+        ]
+
+    def describe(self) -> str:
+        return f"TLS ({self.certs.describe()}), client-cert-auth {self.client_cert_auth}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "certs": self.certs.to_json(),
+            "client_cert_auth": self.client_cert_auth,
+            "peer_tls": self.peer_tls,
+        }
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> SecurityPlan:
+        return SecurityPlan(
+            certs=ClusterCerts.from_json(data["certs"]),
+            client_cert_auth=bool(data.get("client_cert_auth", True)),
+            peer_tls=bool(data.get("peer_tls", True)),
+        )
+
+
+def channel_credentials(security: SecurityPlan, user: str = "root") -> grpc.ChannelCredentials:
+    """What a gRPC client of a secured cluster presents: the CA, and `user`'s client
+    certificate (a client certificate is required: the members have a trusted CA)."""
+    import grpc
+
+    files = security.certs.client(user)
+    return grpc.ssl_channel_credentials(
+        Path(security.certs.ca_file).read_bytes(),
+        Path(files.key).read_bytes(),
+        Path(files.cert).read_bytes(),
+    )
+
+
+def open_channel(endpoint: str, credentials: grpc.ChannelCredentials | None = None) -> grpc.Channel:
+    """A blocking gRPC channel to `endpoint`: over TLS for https:// (with `credentials`)."""
+    import grpc
+
+    if endpoint.startswith("https://"):
+        if credentials is None:
+            raise LauncherError(f"{endpoint} is https: give the cluster's TLS credentials")
+        return grpc.secure_channel(endpoint.removeprefix("https://"), credentials)
+    return grpc.insecure_channel(endpoint.removeprefix("http://"))
+
+
+def enable_auth(
+    endpoints: list[str],
+    root_password: str,
+    credentials: grpc.ChannelCredentials | None = None,
+    timeout_s: float = 10.0,
+) -> None:
+    """Add the root user with `root_password`, grant it the root role, enable auth (as
+    `etcdctl user add root; user grant-role root root; auth enable` do)."""
+    import grpc
+
+    from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
+
+    with open_channel(endpoints[0], credentials) as channel:
+        stub = rpc_pb2_grpc.AuthStub(channel)
+        try:
+            stub.UserAdd(
+                rpc_pb2.AuthUserAddRequest(name="root", password=root_password),
+                timeout=timeout_s,
+            )
+            stub.UserGrantRole(
+                rpc_pb2.AuthUserGrantRoleRequest(user="root", role="root"), timeout=timeout_s
+            )
+            stub.AuthEnable(rpc_pb2.AuthEnableRequest(), timeout=timeout_s)
+        except grpc.RpcError as error:
+            raise LauncherError(
+                f"enabling auth on {endpoints[0]}: {error.code().name} {error.details()}"
+            ) from error
 
 
 @dataclass(frozen=True)
@@ -116,6 +231,7 @@ class ClusterPlan:
     snapshot_count: int = 10_000
     trace: bool = False  # our members only: write DIR/<name>.trace.ndjson
     faults: bool = False  # our members only: --fault-file DIR/<name>.faults.json
+    security: SecurityPlan | None = None  # TLS on client and peer ports
 
     @property
     def initial_cluster(self) -> str:
@@ -141,6 +257,7 @@ def plan_cluster(
     token: str = "etcdspec-cluster",
     trace: bool = False,
     faults: bool = False,
+    security: SecurityPlan | None = None,
 ) -> ClusterPlan:
     if size < 1:
         raise LauncherError(f"a cluster needs at least 1 member, not {size}")
@@ -153,6 +270,8 @@ def plan_cluster(
             peer_port=ports[3 * index + 1],
             metrics_port=ports[3 * index + 2],
             data_dir=str(directory / f"m{index + 1}.data"),
+            scheme="https" if security is not None else "http",
+            peer_scheme="https" if security is not None and security.peer_tls else "http",
         )
         for index in range(size)
     )
@@ -165,6 +284,7 @@ def plan_cluster(
         snapshot_count=snapshot_count,
         trace=trace,
         faults=faults,
+        security=security,
     )
 
 
@@ -227,6 +347,7 @@ def member_argv(
         f"--listen-metrics-urls={member.metrics_url}",
         *([f"--trace={trace_path(plan, member)}"] if plan.trace else []),
         *([f"--fault-file={fault_path(plan, member)}"] if plan.faults else []),
+        *(plan.security.member_flags() if plan.security is not None else []),
     ]
 
 
@@ -326,6 +447,7 @@ def write_state(plan: ClusterPlan, running: list[RunningMember], program: list[s
         "snapshot_count": plan.snapshot_count,
         "trace": plan.trace,
         "faults": plan.faults,
+        "security": plan.security.to_json() if plan.security is not None else None,
         "program": program,
         "members": [
             {**r.plan.to_json(), "pid": r.pid, "argv": r.argv, "log": r.log_path} for r in running
@@ -359,6 +481,7 @@ def read_state(directory: str | Path) -> tuple[ClusterPlan, list[RunningMember]]
         snapshot_count=int(data["snapshot_count"]),
         trace=bool(data.get("trace", False)),
         faults=bool(data.get("faults", False)),
+        security=SecurityPlan.from_json(data["security"]) if data.get("security") else None,
     )
     running = [
         RunningMember(plan=plan_member, pid=int(m["pid"]), argv=list(m["argv"]), log_path=m["log"])
@@ -482,7 +605,11 @@ def start_recorded_member(directory: str | Path, name: str) -> RunningMember:
     return started
 
 
-def wait_ready(endpoints: list[str], timeout_s: float = 30.0) -> dict[str, Any]:
+def wait_ready(
+    endpoints: list[str],
+    timeout_s: float = 30.0,
+    credentials: grpc.ChannelCredentials | None = None,
+) -> dict[str, Any]:
     """Wait until every endpoint answers Maintenance.Status naming the same leader; their
     statuses. (The same one: a leader cut off from the others goes on naming itself
     until it hears of the new term, after a partition heals, say.)"""
@@ -492,7 +619,7 @@ def wait_ready(endpoints: list[str], timeout_s: float = 30.0) -> dict[str, Any]:
         statuses: dict[str, Any] = {}
         try:
             for endpoint in endpoints:
-                status = probe_status(endpoint, timeout_s=1.0)
+                status = probe_status(endpoint, timeout_s=1.0, credentials=credentials)
                 if status["leader"] == 0:
                     raise LauncherError(f"{endpoint} has no leader yet")
                 statuses[endpoint] = status
@@ -506,14 +633,16 @@ def wait_ready(endpoints: list[str], timeout_s: float = 30.0) -> dict[str, Any]:
     raise LauncherError(f"cluster not ready after {timeout_s:.0f} s: {last_error}")
 
 
-def probe_status(endpoint: str, timeout_s: float = 1.0) -> dict[str, Any]:
-    """One Maintenance.Status call to `endpoint` (http://127.0.0.1:PORT) as a dict."""
+def probe_status(
+    endpoint: str, timeout_s: float = 1.0, credentials: grpc.ChannelCredentials | None = None
+) -> dict[str, Any]:
+    """One Maintenance.Status call to `endpoint` (http:// or, with `credentials`,
+    https://127.0.0.1:PORT) as a dict."""
     import grpc
 
     from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
 
-    target = endpoint.removeprefix("http://")
-    with grpc.insecure_channel(target) as channel:
+    with open_channel(endpoint, credentials) as channel:
         stub = rpc_pb2_grpc.MaintenanceStub(channel)
         try:
             response = stub.Status(rpc_pb2.StatusRequest(), timeout=timeout_s)

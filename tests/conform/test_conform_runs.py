@@ -133,6 +133,7 @@ def test_verify_stage_quick_run_holds(tmp_path: Path) -> None:
     result = run_stage(StageOptions(report_dir=tmp_path, seed=3, quick=True))
     assert result.verdict is Verdict.TRUE, result.details
     assert result.name == "conform" and result.details["faults"]
+    assert "secured (TLS, auth)" in result.summary and result.details["secured_faults"]
 
 
 @pytest.mark.timeout(120)

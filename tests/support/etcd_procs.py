@@ -3,7 +3,7 @@
 `cluster(kind, tmp_path, size)` is a context manager that plans ports with
 `etcdspec.impl.tools.launcher`, starts the members (`kind` "ours" runs `python -m etcdspec
 serve`, "etcd" runs etcd 3.5.1 from the venv), waits until every member reports a
-leader, yields a `Cluster`, and always stops every process it started, even when the
+leader (`security`: a TLS cluster, etcd's flags for both kinds), yields a `Cluster`, and always stops every process it started, even when the
 test fails. `etcdctl(...)` runs an etcdctl binary against given endpoints and returns
 its completed process.
 """
@@ -89,6 +89,7 @@ def cluster(
     ready_timeout_s: float = 60.0,
     trace: bool = False,
     faults: bool = False,
+    security: launcher.SecurityPlan | None = None,
 ) -> Iterator[Cluster]:
     if (trace or faults) and kind != "ours":
         raise ValueError("only our members write traces and read fault files")
@@ -100,13 +101,15 @@ def cluster(
         snapshot_count=snapshot_count,
         trace=trace,
         faults=faults,
+        security=security,
     )
     members: list[launcher.RunningMember] = []
     running = Cluster(kind=kind, plan=plan, members=members)
     try:
         members.extend(launcher.start_cluster(plan, program_for(kind)))
         try:
-            launcher.wait_ready(plan.endpoints, timeout_s=ready_timeout_s)
+            credentials = launcher.channel_credentials(security) if security is not None else None
+            launcher.wait_ready(plan.endpoints, timeout_s=ready_timeout_s, credentials=credentials)
         except launcher.LauncherError as error:
             raise AssertionError(f"{error}\n{running.logs()}") from error
         yield running

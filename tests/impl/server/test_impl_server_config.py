@@ -40,7 +40,7 @@ def test_loopback_urls_parse(text: str, host: str, port: int) -> None:
     ("text", "fragment"),
     [
         ("http://10.0.0.1:2379", "loopback"),
-        ("https://127.0.0.1:2379", "scheme"),
+        ("ftp://127.0.0.1:2379", "scheme"),
         ("http://127.0.0.1", "PORT"),
         ("http://127.0.0.1:99999", "bad port"),
     ],
