@@ -839,19 +839,23 @@ class RaftCore:
                 self._send_handover(peer)
 
     def _send_handover(self, peer: int) -> None:
+        """A heartbeat telling `peer` the commit index (up to what it holds); the context
+        names that index, so that the answer says what the peer was told."""
         told = min(self.progress[peer].match, self.log.committed)
         self.handover_sent[peer] = told
+        context = HANDOVER + b" " + str(told).encode()
         self._send(
             Message(
-                MT.HEARTBEAT, to=peer, from_=self.id, term=self.term, commit=told, context=HANDOVER
+                MT.HEARTBEAT, to=peer, from_=self.id, term=self.term, commit=told, context=context
             )
         )
 
-    def _handover_acked(self, peer: int) -> None:
+    def _handover_acked(self, peer: int, context: bytes) -> None:
         """`peer` answered a handover heartbeat: if that one told it of the removal's
         commit, it counts; with a quorum of the remaining voters the leader steps down,
         after asking the most up-to-date of them to campaign at once (MsgTimeoutNow)."""
-        if not self.handover_index or self.handover_sent.get(peer, 0) < self.handover_index:
+        told = context[len(HANDOVER) + 1 :]
+        if not self.handover_index or not told.isdigit() or int(told) < self.handover_index:
             return
         self.handover_acks.add(peer)
         told = self.handover_acks & set(self.voters)
@@ -940,8 +944,8 @@ class RaftCore:
                 pr.inflights.free_first()
             if pr.match < self.log.last_index():
                 self._send_append(m.from_)
-            if m.context == HANDOVER:
-                self._handover_acked(m.from_)
+            if m.context.startswith(HANDOVER):
+                self._handover_acked(m.from_, m.context)
             elif m.context:
                 acks = self.read_only.recv_ack(m.from_, m.context)
                 if len(acks & set(self.voters)) >= self.quorum():
