@@ -858,10 +858,10 @@ class RaftCore:
         if not self.handover_index or not told.isdigit() or int(told) < self.handover_index:
             return
         self.handover_acks.add(peer)
-        told = self.handover_acks & set(self.voters)
-        if len(told) < self.quorum():
+        acked = self.handover_acks & set(self.voters)
+        if len(acked) < self.quorum():
             return
-        successor = max(sorted(told), key=lambda v: self.progress[v].match)
+        successor = max(sorted(acked), key=lambda v: self.progress[v].match)
         if self.progress[successor].match == self.log.last_index():
             self._send(
                 Message(
