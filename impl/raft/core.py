@@ -312,6 +312,7 @@ class RaftCore:
 
     def _set_conf(self, conf: ConfState) -> None:
         self.voters = conf.voters
+        self.voter_set = frozenset(conf.voters)
         self.learners = conf.learners
         self.members = frozenset(conf.voters) | frozenset(conf.learners)
 
@@ -679,7 +680,7 @@ class RaftCore:
             active = sum(
                 1
                 for peer, pr in self.progress.items()
-                if peer in self.voters and (peer == self.id or pr.recent_active)
+                if peer in self.voter_set and (peer == self.id or pr.recent_active)
             )
             for peer, pr in self.progress.items():
                 pr.recent_active = peer == self.id
@@ -858,7 +859,7 @@ class RaftCore:
         if not self.handover_index or not told.isdigit() or int(told) < self.handover_index:
             return
         self.handover_acks.add(peer)
-        acked = self.handover_acks & set(self.voters)
+        acked = self.handover_acks & self.voter_set
         if len(acked) < self.quorum():
             return
         successor = max(sorted(acked), key=lambda v: self.progress[v].match)
@@ -948,7 +949,7 @@ class RaftCore:
                 self._handover_acked(m.from_, m.context)
             elif m.context:
                 acks = self.read_only.recv_ack(m.from_, m.context)
-                if len(acks & set(self.voters)) >= self.quorum():
+                if len(acks & self.voter_set) >= self.quorum():
                     for status in self.read_only.advance(m.context):
                         self._respond_read_index(status.request, status.index)
         elif t is MT.SNAP_STATUS:
@@ -1010,10 +1011,13 @@ class RaftCore:
 
     def _maybe_commit(self) -> bool:
         """Advance the commit index to the highest index a quorum has (Figure 8 rule)."""
-        matches = sorted(
-            (pr.match for peer, pr in self.progress.items() if peer in self.voters),
-            reverse=True,
-        )
+        if self.learners or self.handover_index:  # progress beyond the voters
+            voters = self.voter_set
+            matches = sorted(
+                (pr.match for peer, pr in self.progress.items() if peer in voters), reverse=True
+            )
+        else:
+            matches = sorted((pr.match for pr in self.progress.values()), reverse=True)
         candidate = matches[self.quorum() - 1]
         if candidate > self.log.committed and self.log.term(candidate) == self.term:
             self.log.commit_to(candidate)
