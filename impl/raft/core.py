@@ -702,8 +702,9 @@ class RaftCore:
             raise ProposalDropped(f"leadership is moving to {self.lead_transferee}", self.id)
         if self.handover_index or self.leaving_index:
             raise ProposalDropped("this leader is being removed from the configuration", NONE)
-        if any(_is_conf(e) for e in m.entries):
-            # Conf changes come only from this leader's propose_conf_change, one at a time.
+        if m.from_ != self.id and any(_is_conf(e) for e in m.entries):
+            # Conf changes come only from this leader's propose_conf_change, one at a time
+            # (the driver's own proposals are NORMAL entries: no need to look at them).
             raise ProposalDropped("a forwarded proposal holds a conf change", self.id)
         last = self.log.last_index()
         self.log.append([Entry(self.term, last + i + 1, e.data) for i, e in enumerate(m.entries)])
