@@ -526,6 +526,11 @@ class RaftCore:
                 self._reply(m, type=MT.APP_RESP, term=self.term)
             elif m.type is MT.PRE_VOTE:
                 self._reply(m, type=MT.PRE_VOTE_RESP, term=self.term, reject=True)
+            elif m.type is MT.VOTE and m.from_ not in self.voter_set:
+                # A candidate this node does not count among the voters never hears of
+                # our term from our own campaigns: tell it (Raft's stale-term reply), or
+                # with PreVote off it may stay terms behind a node it needs the vote of.
+                self._reply(m, type=MT.VOTE_RESP, term=self.term, reject=True)
             return
 
         if m.type is MT.HUP:

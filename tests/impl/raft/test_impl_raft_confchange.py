@@ -352,3 +352,26 @@ def test_a_node_with_an_empty_configuration_learns_it_only_from_a_snapshot() -> 
     driver = cluster.driver(leader)
     assert driver.match_index(4) == driver.core.log.last_index()  # it has the whole log
     # (test_new_learner_catches_up_from_a_snapshot_when_the_log_was_compacted: configured)
+
+
+def test_a_stale_candidate_outside_the_configuration_is_told_the_term() -> None:
+    """With PreVote off, a node whose configuration lacks a candidate never sends it its
+    own campaigns' terms: a stale vote request from it gets a rejection with the term
+    (Raft's reply), or it could stay terms behind forever (chaos found that livelock).
+    A voter's stale request is still ignored, as before."""
+
+    def sent(driver: RaftDriver) -> list[tuple[MessageType, int, int, bool]]:
+        if not driver.has_ready():
+            return []
+        ready = driver.ready()
+        driver.advance(ready)
+        return [(m.type, m.to, m.term, m.reject) for m in ready.messages]
+
+    driver = RaftDriver(RaftConfig(id=1, voters=(1, 2), pre_vote=False), random.Random(0))
+    driver.campaign()
+    driver.campaign()  # a candidate of {1, 2} at term 2
+    sent(driver)
+    for candidate, expected in ((5, [(MessageType.VOTE_RESP, 5, 2, True)]), (2, [])):
+        stale = Message(MessageType.VOTE, to=1, from_=candidate, term=1, index=9, log_term=1)
+        assert driver.step(stale)
+        assert sent(driver) == expected
