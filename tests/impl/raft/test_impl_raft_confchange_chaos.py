@@ -65,3 +65,12 @@ def test_without_the_pending_rule_random_chaos_finds_a_violation() -> None:
                 chaos(3, seed)  # the same seed with the rule: holds
                 return
     raise AssertionError("skip_pending_check was not caught in 100 seeded runs")
+
+
+@pytest.mark.parametrize("pre_vote,check_quorum", [(False, True), (True, False), (False, False)])
+def test_conf_changes_hold_without_pre_vote_or_check_quorum(
+    pre_vote: bool, check_quorum: bool
+) -> None:
+    # 495 without PreVote once left a candidate terms behind the node it needed forever.
+    for seed in (*range(8), 495):
+        chaos(3, seed, pre_vote=pre_vote, check_quorum=check_quorum)
