@@ -328,7 +328,7 @@ class Cluster:
                 for request in config.proposals:
                     yield propose(i, request)
                 if config.membership:
-                    yield from self._conf_changes(node)
+                    yield from self.conf_changes(node)
             if rn.can_read_index(node):
                 for request in config.reads:
                     yield read_index(i, request)
@@ -338,7 +338,7 @@ class Cluster:
         if config.allow_compaction and self._can_compact(node):
             yield compact_log(i)
 
-    def _conf_changes(self, node: Node) -> Iterator[Action]:
+    def conf_changes(self, node: Node) -> Iterator[Action]:
         """The configuration changes a leader may propose now (in a fixed order)."""
         params = self.params
         if not rn.can_change_config(params, node):

@@ -304,7 +304,8 @@ def _become_leader(params: RaftParams, node: Node) -> tuple[Node, list[Message]]
         next=tuple(last + 1 for _ in range(n)),
         recent_active=tuple(i == node.id for i in range(1, n + 1)) if params.check_quorum else (),
     )
-    leader = _maybe_commit(params, leader)
+    if not params.explicit_persist:  # (else the no-op is not durable yet: persist commits)
+        leader = _maybe_commit(params, leader)
     return _broadcast_append(params, leader)
 
 
@@ -529,7 +530,10 @@ def propose(
         request = request._replace(result=request.applied_to(config_of(params, node.log)))
         entry_key = request.describe()
     node = node._replace(log=node.log.append(Entry(node.term, entry_key, request)))
-    node = _maybe_commit(params, node)
+    if not params.explicit_persist:
+        # (else the entry is not durable yet: `persist` commits it where a quorum of one
+        # suffices; with more voters the others' acks are still missing anyway)
+        node = _maybe_commit(params, node)
     return _broadcast_append(params, node)
 
 
