@@ -615,7 +615,8 @@ class MembershipRules:
         configuration is cut off with one other node and proposes a change there (it
         reaches that node); the others elect a leader among themselves, which proposes a
         change too if it may; the network then splits the other way (that leader with
-        one of its voters against the rest), each side settles, and the rest elect."""
+        one of its voters against the rest), each side settles, and the rest elect (in
+        up to two rounds)."""
         machine = cast(ClusterMachine, self)
         nodes = set(machine.nodes)
         leader = self._reconfiguring_leaders()[pick % len(self._reconfiguring_leaders())]
@@ -643,7 +644,11 @@ class MembershipRules:
         machine._settle(prefer=rival)
         remaining = [n for n in machine._up() if n not in second]
         if remaining:
-            machine._elect(remaining[candidate % len(remaining)])
+            chosen = remaining[candidate % len(remaining)]
+            for _ in range(2):  # a second round when the first met votes of its term
+                machine._elect(chosen)
+                if self.cluster.node(chosen).role == Role.LEADER:
+                    break
 
     def _reconfiguring_leaders(self) -> list[int]:
         cluster = self.cluster
