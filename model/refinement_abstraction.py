@@ -13,10 +13,12 @@ Contract
 - `make_instance(...)` is a finite `Instance`: contiguous term and index ranges (the
   index range may start above 0: a window over the live logs), the smallest
   majorities as quorums, node 0 standing for "nobody", and the rigid symbols of the
-  message being received (sent_term, sent_commit, sent_last). Without membership the
-  only configuration is config0 = every node; with it (`voters0`: the first
-  configuration) configurations and quorums are every non-empty set of nodes, and the
-  instance says which quorum is a majority of which configuration.
+  message being received (sent_term, sent_commit, sent_last). Configurations are
+  elements of the quorum sort (sets of nodes, by `member`). Without membership the only
+  configuration is every node, added to the smallest majorities; with it
+  (`membership=True`) the quorum sort is every non-empty set of nodes,
+  and the instance says which is a majority of which (`majority`) and which differ by
+  one voter at most (`adjacent`).
 - `abstract_for_spec(cluster)` is the whole cluster abstracted, with an instance that
   covers it; `raft_steps_spec()` is the spec, parsed and type-checked once.
 - Pure functions of their arguments, no I/O besides reading the spec file once.
@@ -31,7 +33,7 @@ from typing import Any, NamedTuple
 
 from etcdspec.model.cluster import Cluster
 from etcdspec.model.raft_messages import node_name
-from etcdspec.model.raft_node import Node, RaftParams, Role, config_of, initial_config
+from etcdspec.model.raft_node import Node, RaftParams, Role, config_of
 from etcdspec.spec.evaluator import Instance
 from etcdspec.spec.loader import SPEC_DIR, LoadedSpec, load_spec
 
@@ -224,8 +226,7 @@ def config_quorums(voters: frozenset[int]) -> tuple[frozenset[int], ...]:
 @lru_cache(maxsize=8)
 def _membership_universe(nodes: int) -> dict[str, Any]:
     """Configurations and quorums: every non-empty set of nodes, with who is a member of
-    which quorum, which quorum is a majority of which configuration, which
-    configurations differ by at most one voter and who votes in which."""
+    which, which is a majority of which, and which differ by at most one voter."""
     sets = tuple(
         frozenset(c)
         for size in range(1, nodes + 1)
@@ -236,7 +237,6 @@ def _membership_universe(nodes: int) -> dict[str, Any]:
         "member": {(m, q) for q in sets for m in q},
         "majority": {(q, c) for q in sets for c in sets if q <= c and 2 * len(q) > len(c)},
         "adjacent": {(a, b) for a in sets for b in sets if len(a ^ b) <= 1},
-        "voter_in": {(m, c) for c in sets for m in c},
     }
 
 
@@ -249,7 +249,7 @@ def make_instance(
     sent_last: int = 0,
     node_ids: Sequence[int] | None = None,
     min_index: int = 0,
-    voters0: frozenset[int] | None = None,
+    membership: bool = False,
 ) -> Instance:
     """Contiguous term and index ranges (the spec's next_index / next_term need them);
     node 0 is "nobody" (a rigid value outside the universe); `sent` gives the entry
@@ -259,32 +259,27 @@ def make_instance(
     sent = sent or {}
     ids = list(range(1, nodes + 1)) if node_ids is None else list(node_ids)
     every = frozenset(range(1, nodes + 1))
-    if voters0 is None:
-        majorities = quorums(nodes)
-        configs: Any = (every,)
-        member = {(m, q) for q in majorities for m in q}
-        membership = {
-            "config0": every,
-            "majority": {(q, every) for q in majorities},
+    if not membership:
+        smallest = quorums(nodes)
+        sets: Any = smallest if every in smallest else (*smallest, every)
+        member = {(m, q) for q in sets for m in q}
+        configs = {
+            "majority": {(q, every) for q in sets},
             "adjacent": {(every, every)},
-            "voter_in": {(m, every) for m in every},
         }
     else:
         universe = _membership_universe(nodes)
-        majorities = configs = universe["sets"]
+        sets = universe["sets"]
         member = universe["member"]
-        membership = {
-            "config0": voters0,
+        configs = {
             "majority": universe["majority"],
             "adjacent": universe["adjacent"],
-            "voter_in": universe["voter_in"],
         }
     return Instance(
         universes={
             "node": ids,
             "role": ROLES,
-            "quorum": majorities,
-            "config": configs,
+            "quorum": sets,
             "term": range(max_term + 1),
             "index": indices,
         },
@@ -300,7 +295,7 @@ def make_instance(
             "sent_commit": sent_commit,
             "sent_last": sent_last,
             "member": member,
-            **membership,
+            **configs,
         },
     )
 
@@ -318,7 +313,7 @@ def abstract_for_spec(cluster: Cluster) -> tuple[dict[str, Any], Instance]:
     """The whole cluster in raft_steps vocabulary, with an instance that covers it."""
     views = cluster_views(cluster)
     max_term, max_index = view_bounds(views)
-    voters0 = initial_config(cluster.params).voters if cluster.params.membership else None
-    instance = make_instance(len(views), max_term, max_index, voters0=voters0)
+    membership = cluster.params.membership
+    instance = make_instance(len(views), max_term, max_index, membership=membership)
     by_id = {position + 1: view for position, view in enumerate(views)}
     return spec_state(by_id, range(max_index + 1), len(views)), instance

@@ -176,8 +176,8 @@ def check_plan(
                 min_index = min(min_index, value)
     indices = range(min_index, max_index + 1)
     # with membership (views carry configurations) the instance has every set of nodes
-    # as a configuration and a quorum; config0, which only init reads, is any of them
-    voters0 = (before.config or after.config) or None
+    # as a configuration and a quorum
+    membership = bool(before.config or after.config)
     instance = make_instance(
         nodes,
         max_term,
@@ -186,7 +186,7 @@ def check_plan(
         plan.sent_commit,
         plan.sent_last,
         min_index=min_index,
-        voters0=voters0,
+        membership=membership,
     )
     state = spec_state({n: before}, indices, nodes)
     for spec_step in plan.steps:
@@ -209,7 +209,7 @@ def check_plan(
             plan.sent_last,
             node_ids=[n],
             min_index=min_index,
-            voters0=voters0,
+            membership=membership,
         )
         broken = violated_properties(loaded, state, own)
         if broken:

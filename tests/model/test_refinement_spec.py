@@ -361,7 +361,7 @@ CASES = [
         plan("advance_commit", i=3, q=frozenset({1, 2})),
         view(role="leader", vote=1, match=(0, 3, 0), config=ONE_THREE, dconfig=ONE_THREE),
         view(role="leader", vote=1, match=(0, 3, 0), commit_index=3, config=ONE_THREE),
-        "[quorum]",
+        "[majority]",
     ),
     (
         "advance_commit by n1, n3 where n1, n3 vote",
