@@ -564,8 +564,11 @@ SPLIT_BRAIN = ExploreOptions(
     max_examples=100, steps=12, noop_on_leader=False, rules=SPLIT_BRAIN_RULES
 )
 
+# Without the elect rule the first violation is mostly the lost committed entry
+# (LeaderCompleteness) rather than two leaders of one term (ElectionSafety): seeds 0-7
+# of reconfig_before_term_commit all end in LeaderCompleteness, in 1-25 s at load 9-13.
 RECONFIGURE_RULES = frozenset(
-    ("split_reconfigure", "reconfigure", "propose", "heal", "stabilize", "elect", "disrupt")
+    ("split_reconfigure", "reconfigure", "propose", "heal", "stabilize", "disrupt")
 )
 RECONFIGURE = ExploreOptions(
     nodes=5,
@@ -616,7 +619,9 @@ FINDERS: dict[str, Finder] = {
     # 5 nodes with 4 voters, no no-op at election (so that a new leader's first entry
     # can be its configuration change): two configurations with disjoint majorities.
     "reconfig_before_term_commit": Finder("hypothesis", RECONFIGURE, attempts=10),
-    "two_pending_changes": Finder("hypothesis", RECONFIGURE, attempts=10),
+    "two_pending_changes": Finder(
+        "hypothesis", replace(RECONFIGURE, rules=RECONFIGURE_RULES | {"elect"}), attempts=12
+    ),
     # A leader cut off (split_brain) while its leases run out tick by tick.
     "lease_revoke_by_stale_leader": Finder(
         "hypothesis",
