@@ -62,7 +62,7 @@ def plan(options: StageOptions) -> list[RunPlan]:
     if not quick:
         durable = replace(cluster, persist="explicit", timeouts="ticks", max_examples=40)
         runs.append(("hypothesis-cluster-ticks-explicit", lambda: run_hypothesis(durable)))
-    members = replace(cluster, nodes=5, membership=True, max_examples=8 if quick else 40)
+    members = replace(cluster, nodes=5, membership=True)
     runs.append(("hypothesis-cluster-membership", lambda: run_hypothesis(members)))
     runs.append(("hypothesis-store", lambda: run_hypothesis(store)))
     runs.append(("exhaustive-cluster", lambda: run_exhaustive(replace(cluster), bounds)))
