@@ -93,6 +93,12 @@ class _ThrottledProgress:
 @click.option("--no-check-quorum", is_flag=True, help="Cluster: CheckQuorum off.")
 @click.option("--no-noop", is_flag=True, help="Cluster: a new leader appends no empty entry.")
 @click.option(
+    "--membership",
+    is_flag=True,
+    help="Cluster: leaders change the configuration (add, remove, learner, promote); "
+    "the last node starts outside it.",
+)
+@click.option(
     "--plain",
     is_flag=True,
     help="With one --bug: run the options given here, not the bug's catalogued finder.",
@@ -126,6 +132,7 @@ def explore(
     no_prevote: bool,
     no_check_quorum: bool,
     no_noop: bool,
+    membership: bool,
     plain: bool,
     refine: bool,
     as_json: bool,
@@ -144,6 +151,11 @@ def explore(
             click.echo(f"{bug.name.ljust(width)}  [{bug.layer}]  {bug.summary}")
         return int(ExitCode.HOLDS)
     _check_usage(nodes, max_examples, steps, exhaustive, machine)
+    if membership and machine != "cluster":
+        raise CliError(
+            "--membership changes the cluster's configuration: drop --machine store",
+            ExitCode.USAGE,
+        )
     if refine and (exhaustive or machine != "cluster"):
         raise CliError(
             "--refine checks Hypothesis runs of the cluster: drop --exhaustive / --machine store",
@@ -170,6 +182,7 @@ def explore(
         check_quorum=not no_check_quorum,
         noop_on_leader=not no_noop,
         refine=refine,
+        membership=membership,
     )
     # Progress only for a person at a terminal; the banner and the summary line always
     # (unless --quiet), the report (the counterexample) once, on stdout.

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from etcdspec.model.raft_messages import Message, node_name
+from etcdspec.model.raft_messages import ConfChange, Message, node_name
 from etcdspec.model.requests import RangeRequest
 
 NODE_KINDS = ("tick", "timeout", "heartbeat", "persist", "crash", "restart", "compact_log")
@@ -105,6 +105,13 @@ def duplicate(message: Message | int) -> Action:
 
 def propose(node: int, request: Any) -> Action:
     return Action("propose", (node, request))
+
+
+def conf_change(node: int, op: str, target: int) -> Action:
+    """Leader `node` proposes a configuration change of node `target` (op: add, remove,
+    learner, promote; see raft_messages.ConfChange): a propose action, labelled e.g.
+    `propose(n1, conf add n4)`."""
+    return propose(node, ConfChange(op, target))
 
 
 def read_index(node: int, request: Any = None) -> Action:

@@ -5,7 +5,7 @@ Contract
 - `apply_committed(params, node, scale)` applies entries applied_index+1..commit_index
   of the node's log, in log order, to its store (model/store.py's `apply`) and marks
   them applied (raft_node.mark_applied). An entry without a request (a leader's no-op)
-  is skipped. A StoreError is the entry's result, as etcd answers an invalid request;
+  and a configuration change (raft_node: in force since it was appended) are skipped. A StoreError is the entry's result, as etcd answers an invalid request;
   the store is then unchanged by it.
 - A leader keeps its lease clocks in step with what it applies: a granted lease's clock
   starts at its full TTL (model/lease_clocks.py); a revoked lease's clock goes, on any
@@ -26,7 +26,7 @@ from etcdspec.model import store as kv
 from etcdspec.model.actions import describe_request
 from etcdspec.model.errors import StoreError
 from etcdspec.model.lease_clocks import clock_ticks
-from etcdspec.model.raft_messages import node_name
+from etcdspec.model.raft_messages import ConfChange, node_name
 from etcdspec.model.raft_node import Node, RaftParams, ReadRound, Role
 from etcdspec.model.requests import LeaseGrantRequest, LeaseGrantResponse, LeaseRevokeRequest
 
@@ -75,8 +75,8 @@ def apply_committed(params: RaftParams, node: Node, scale: int) -> tuple[Node, l
     leader = node.role == Role.LEADER
     for index in range(node.applied_index + 1, node.commit_index + 1):
         entry = node.log.entry(index)
-        if entry.request is None:
-            continue
+        if entry.request is None or isinstance(entry.request, ConfChange):
+            continue  # a no-op, or a configuration change (in force since appended)
         response: Any
         try:
             store, response = kv.apply(store, entry.request, bugs)

@@ -49,6 +49,17 @@ CATALOGUE: tuple[Bug, ...] = (
         "a follower acknowledges entries before they are durable; a crash then loses them",
     ),
     Bug(
+        "reconfig_before_term_commit",
+        "raft",
+        "a new leader changes the configuration before committing an entry of its own term "
+        "(single-server changes, raft-dev 2015): two disjoint majorities lose a committed entry",
+    ),
+    Bug(
+        "two_pending_changes",
+        "raft",
+        "a leader appends a configuration change while another is still uncommitted",
+    ),
+    Bug(
         "lease_revoke_by_stale_leader",
         "lease",
         "a deposed leader revokes an expired lease by itself instead of through the log",

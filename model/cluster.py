@@ -18,7 +18,11 @@ Contract
 - `check_invariants()` checks Raft's invariants (raft_invariants) and the store's on
   every node's applied state, raising InvariantViolation.
 - `fingerprint()` identifies the state; `canonical_fingerprint()` identifies it up to
-  renaming nodes (model/symmetry.py: symmetry reduction for the exhaustive explorer).
+  renaming nodes (model/symmetry.py: symmetry reduction for the exhaustive explorer),
+  except with membership: configuration entries name nodes, so it is the fingerprint.
+- With `config.membership`, a leader that may change its configuration
+  (raft_node.can_change_config) is offered `propose(n, ConfChange(op, m))` for every
+  change its configuration allows, over the fixed universe of nodes 1..N.
 - The exhaustive explorer passes one `SearchCache` (model/search_cache.py) to
   `successors`, `canonical_fingerprint` and `check_invariants`: memo tables that give
   the same answers as the plain calls, computed once per distinct node, message, etc.
@@ -60,7 +64,7 @@ from etcdspec.model.cluster_config import ClusterConfig
 from etcdspec.model.invariants import InvariantViolation
 from etcdspec.model.network import Network
 from etcdspec.model.raft_invariants import Ghost, check_raft, update_ghost
-from etcdspec.model.raft_messages import Message, node_name
+from etcdspec.model.raft_messages import CONF_OPS, ConfChange, Message, node_name
 from etcdspec.model.raft_node import Node, RaftParams, Role
 from etcdspec.model.search_cache import SearchCache, Transition
 from etcdspec.model.symmetry import canonical_key
@@ -172,6 +176,8 @@ class Cluster:
         is sound: equal keys always mean renamings of each other (the key holds the whole
         state, with ids renamed). Keys made with one SearchCache compare only with keys
         made with the same cache (they are built from its interned numbers)."""
+        if self.config.membership:
+            return self.fingerprint()  # entries name nodes: renaming them is not sound
         if cache is None:
             return canonical_key(
                 self.nodes, self.up, self.network, self.bounded_crashes(), self.ghost
@@ -321,6 +327,8 @@ class Cluster:
             if max_log is None or node.log.last_index < max_log:
                 for request in config.proposals:
                     yield propose(i, request)
+                if config.membership:
+                    yield from self.conf_changes(node)
             if rn.can_read_index(node):
                 for request in config.reads:
                     yield read_index(i, request)
@@ -329,6 +337,18 @@ class Cluster:
                     yield keepalive(i, lease_id)
         if config.allow_compaction and self._can_compact(node):
             yield compact_log(i)
+
+    def conf_changes(self, node: Node) -> Iterator[Action]:
+        """The configuration changes a leader may propose now (in a fixed order)."""
+        params = self.params
+        if not rn.can_change_config(params, node):
+            return
+        current = rn.config_of(params, node.log)
+        for op in CONF_OPS:
+            for target in range(1, self.config.nodes + 1):
+                change = ConfChange(op, target)
+                if change.allowed(current):
+                    yield propose(node.id, change)
 
     def _can_compact(self, node: Node) -> bool:
         lag = node.applied_index - node.log.snapshot.last_index
@@ -365,6 +385,15 @@ class Cluster:
             if kind == "compact_log":
                 return config.allow_compaction and self._can_compact(node)
             if kind == "propose":
+                request = args[1]
+                if isinstance(request, ConfChange):
+                    return (
+                        config.membership
+                        and request.result is None
+                        and 1 <= request.node <= config.nodes
+                        and rn.can_change_config(self.params, node)
+                        and request.allowed(rn.config_of(self.params, node.log))
+                    )
                 return node.role == Role.LEADER
             if kind == "read_index":
                 return rn.can_read_index(node)
@@ -585,6 +614,11 @@ class Cluster:
                     ),
                     "durable_log_length": node.hard_state().log.last_index,
                     "revision": getattr(node.store, "revision", None),
+                    **(
+                        {"config": rn.config_of(self.params, node.log).describe()}
+                        if self.config.membership
+                        else {}
+                    ),
                 }
                 for node in self.nodes
             },

@@ -9,6 +9,10 @@ Contract
 - Bounds (`max_term`, `max_log`, `max_messages`, `max_crashes`) are None for
   unbounded; a step that would leave them is not enabled.
 - `describe()` is the one text of a config used by reports and errors.
+- `membership=True` offers configuration changes (add, remove, add as learner,
+  promote) at a leader; the node universe stays 1..N (finite for the explorer) and the
+  first `voters` nodes start as the configuration (default with membership: all but
+  the last node, which starts outside; without membership every node is a voter).
 """
 
 from __future__ import annotations
@@ -53,6 +57,8 @@ class ClusterConfig:
     proposals: tuple[Any, ...] = field(default_factory=lambda: (PutRequest(b"k", b"v"),))
     reads: tuple[Any, ...] = field(default_factory=lambda: (RangeRequest(b"k"),))
     lease_tick_scale: int = 1
+    membership: bool = False  # configuration changes are offered (see the docstring)
+    voters: int | None = None  # membership: how many nodes start as voters (None: N-1)
 
     def __post_init__(self) -> None:
         if self.nodes < 1:
@@ -67,6 +73,12 @@ class ClusterConfig:
             raise ConfigError(
                 f"heartbeat_ticks ({self.heartbeat_ticks}) must be below election_ticks "
                 f"({self.election_ticks}), as etcd requires"
+            )
+        if self.voters is not None and not self.membership:
+            raise ConfigError("voters needs membership=True (without it every node votes)")
+        if self.voters is not None and not 1 <= self.voters <= self.nodes:
+            raise ConfigError(
+                f"voters must be between 1 and nodes ({self.nodes}), got {self.voters}"
             )
         for name in ("max_term", "max_log", "max_messages", "max_crashes"):
             value = getattr(self, name)
@@ -85,7 +97,16 @@ class ClusterConfig:
             noop_on_leader=self.noop_on_leader,
             seed=self.seed,
             bugs=self.bugs,
+            membership=self.membership,
+            initial_voters=self.initial_voters(),
         )
+
+    def initial_voters(self) -> frozenset[int]:
+        """The first configuration's voters (empty without membership: all nodes)."""
+        if not self.membership:
+            return frozenset()
+        count = self.voters if self.voters is not None else max(1, self.nodes - 1)
+        return frozenset(range(1, count + 1))
 
     def describe(self) -> str:
         bounds = ", ".join(
@@ -96,5 +117,7 @@ class ClusterConfig:
         return (
             f"{self.nodes} nodes, seed {self.seed}, timeouts {self.timeouts}, persist "
             f"{self.persist}, prevote {self.prevote}, check_quorum {self.check_quorum}, "
-            f"bugs {self.bugs.describe()}" + (f", {bounds}" if bounds else "")
+            f"bugs {self.bugs.describe()}"
+            + (f", {bounds}" if bounds else "")
+            + (f", membership from voters {len(self.initial_voters())}" if self.membership else "")
         )

@@ -86,6 +86,9 @@ class ExploreOptions:
     # cluster: every step, abstracted, must also satisfy its spec/raft_steps.spec action
     # (etcdspec.model.refinement); a failure is the invariant "Refinement"
     refine: bool = False
+    # cluster: configuration changes (add, remove, learner, promote) at leaders; the
+    # last node starts outside the configuration (ClusterConfig.membership)
+    membership: bool = False
 
     def __post_init__(self) -> None:
         if self.machine not in MACHINES:
@@ -102,6 +105,8 @@ class ExploreOptions:
             raise ValueError(f"persist must be 'sync' or 'explicit', got {self.persist!r}")
         if self.max_examples < 1 or self.steps < 1:
             raise ValueError("max_examples and steps must be at least 1")
+        if self.membership and self.machine != "cluster":
+            raise ValueError("membership changes the cluster: use machine 'cluster'")
         if self.refine and self.machine != "cluster":
             raise ValueError("refinement checks the cluster machine's steps: use machine 'cluster'")
 
@@ -117,7 +122,11 @@ class ExploreOptions:
             else ""
         )
         refine = ", refinement checked" if self.refine else ""
-        return f"{self.machine} model, {size}bugs: {self.bugs.describe()}, seed {self.seed}{refine}"
+        members = ", membership changes" if self.membership else ""
+        return (
+            f"{self.machine} model, {size}bugs: {self.bugs.describe()}, seed {self.seed}"
+            f"{members}{refine}"
+        )
 
 
 @dataclass(frozen=True)
@@ -432,6 +441,8 @@ def run_exhaustive(
     if bounds.max_messages is not None:
         sized["max_messages"] = bounds.max_messages
     sized.update(dict(bounds.settings))
+    if options.membership:
+        sized["membership"] = True
     config = finite_config(
         small_config(nodes=options.nodes, bugs=options.bugs, seed=options.seed, **sized)
     )
@@ -553,6 +564,23 @@ SPLIT_BRAIN = ExploreOptions(
     max_examples=100, steps=12, noop_on_leader=False, rules=SPLIT_BRAIN_RULES
 )
 
+# Without the elect rule the first violation is mostly the lost committed entry
+# (LeaderCompleteness) rather than two leaders of one term (ElectionSafety): seeds 0-7
+# of reconfig_before_term_commit all end in LeaderCompleteness, in 1-25 s at load 9-13.
+RECONFIGURE_RULES = frozenset(
+    ("split_reconfigure", "reconfigure", "propose", "heal", "stabilize", "disrupt")
+)
+RECONFIGURE = ExploreOptions(
+    nodes=5,
+    membership=True,
+    max_examples=100,
+    steps=12,
+    prevote=False,
+    check_quorum=False,
+    noop_on_leader=False,
+    rules=RECONFIGURE_RULES,
+)
+
 FINDERS: dict[str, Finder] = {
     "txn_revision_per_op": Finder(
         "hypothesis", ExploreOptions(machine="store", max_examples=200, steps=30), attempts=3
@@ -586,6 +614,13 @@ FINDERS: dict[str, Finder] = {
             rules=frozenset(("propose", "persist", "deliver_next", "deliver_newest")),
         ),
         attempts=10,
+    ),
+    # Configuration changes on both sides of a shifting partition (split_reconfigure),
+    # 5 nodes with 4 voters, no no-op at election (so that a new leader's first entry
+    # can be its configuration change): two configurations with disjoint majorities.
+    "reconfig_before_term_commit": Finder("hypothesis", RECONFIGURE, attempts=10),
+    "two_pending_changes": Finder(
+        "hypothesis", replace(RECONFIGURE, rules=RECONFIGURE_RULES | {"elect"}), attempts=12
     ),
     # A leader cut off (split_brain) while its leases run out tick by tick.
     "lease_revoke_by_stale_leader": Finder(

@@ -32,13 +32,14 @@ model/action_shrink.py).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from hypothesis import currently_in_test_context, target
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from etcdspec.model import actions as act
+from etcdspec.model import raft_node
 from etcdspec.model.action_shrink import ShrunkRun, shrink_actions
 from etcdspec.model.actions import Action
 from etcdspec.model.cluster import Cluster
@@ -95,6 +96,7 @@ def cluster_config(options: ExploreOptions) -> ClusterConfig:
         noop_on_leader=options.noop_on_leader,
         prevote=options.prevote,
         check_quorum=options.check_quorum,
+        membership=options.membership,
     )
 
 
@@ -147,6 +149,17 @@ def _some_down(machine: ClusterMachine) -> bool:
 
 def _led(machine: ClusterMachine) -> bool:
     return bool(machine.cluster.leader_ids())
+
+
+def _reconfigurable(machine: ClusterMachine) -> bool:
+    cluster = machine.cluster
+    return any(
+        raft_node.can_change_config(cluster.params, cluster.node(n)) for n in cluster.leader_ids()
+    )
+
+
+def _reconfigurable_and_unpartitioned(machine: ClusterMachine) -> bool:
+    return not machine.cluster.network.groups and _reconfigurable(machine)
 
 
 def _led_and_unpartitioned(machine: ClusterMachine) -> bool:
@@ -479,8 +492,6 @@ class ClusterMachine(RuleBasedStateMachine):
     @precondition(_led)
     @rule(pick=picks, key=keys, range_end=range_ends)
     def read_index(self, pick: int, key: bytes, range_end: bytes) -> None:
-        from etcdspec.model import raft_node
-
         leaders = [n for n in self._leaders() if raft_node.can_read_index(self.cluster.node(n))]
         if leaders:
             request = RangeRequest(key=key, range_end=range_end)
@@ -574,6 +585,90 @@ class SplitBrainMachine(ClusterMachine):
             self._elect(others[pick % len(others)])
 
 
+class MembershipRules:
+    """The rule of membership runs (mixed into a cluster machine only when the config
+    has membership on, so that other runs draw the very rules they always drew)."""
+
+    cluster: Cluster
+
+    @precondition(_reconfigurable)
+    @rule(pick=picks, change=st.integers(min_value=0, max_value=31))
+    def reconfigure(self, pick: int, change: int) -> None:
+        """A leader that may change its configuration proposes one of the changes its
+        configuration allows (add, remove, add as learner, promote)."""
+        leaders = self._reconfiguring_leaders()
+        if leaders:
+            self._reconfigure_at(leaders[pick % len(leaders)], change)
+
+    @precondition(_reconfigurable_and_unpartitioned)
+    @rule(
+        pick=picks,
+        partner=picks,
+        change=st.integers(min_value=0, max_value=31),
+        rival_change=st.integers(min_value=0, max_value=31),
+        candidate=picks,
+    )
+    def split_reconfigure(
+        self, pick: int, partner: int, change: int, rival_change: int, candidate: int
+    ) -> None:
+        """split_brain for configurations, on both sides: a leader that may change its
+        configuration is cut off with one other node and proposes a change there (it
+        reaches that node); the others elect a leader among themselves, which proposes a
+        change too if it may; the network then splits the other way (that leader with
+        one of its voters against the rest), each side settles, and the rest elect (in
+        up to two rounds)."""
+        machine = cast(ClusterMachine, self)
+        nodes = set(machine.nodes)
+        leader = self._reconfiguring_leaders()[pick % len(self._reconfiguring_leaders())]
+        others = [n for n in machine.nodes if n != leader]
+        side = {leader, others[partner % len(others)]}
+        machine._do(act.partition((side, nodes - side)))
+        self._reconfigure_at(leader, change)
+        machine._settle(prefer=leader)
+        rest = [n for n in machine._up() if n not in side]
+        if not rest:
+            return
+        machine._elect(rest[pick % len(rest)])
+        rivals = [n for n in self._reconfiguring_leaders() if n in rest]
+        if not rivals:
+            return
+        rival = rivals[0]
+        self._reconfigure_at(rival, rival_change)
+        voters = raft_node.config_of(self.cluster.params, self.cluster.node(rival).log).voters
+        mates = sorted(voters - {rival})
+        if not mates:
+            return
+        second = {rival, mates[partner % len(mates)]}
+        machine._do(act.heal())
+        machine._do(act.partition((second, nodes - second)))
+        machine._settle(prefer=rival)
+        remaining = [n for n in machine._up() if n not in second]
+        if remaining:
+            chosen = remaining[candidate % len(remaining)]
+            for _ in range(2):  # a second round when the first met votes of its term
+                machine._elect(chosen)
+                if self.cluster.node(chosen).role == Role.LEADER:
+                    break
+
+    def _reconfiguring_leaders(self) -> list[int]:
+        cluster = self.cluster
+        return [
+            n
+            for n in cluster.leader_ids()
+            if raft_node.can_change_config(cluster.params, cluster.node(n))
+        ]
+
+    def _reconfigure_at(self, leader: int, change: int) -> None:
+        changes = list(self.cluster.conf_changes(self.cluster.node(leader)))
+        if changes:
+            cast(ClusterMachine, self)._do(changes[change % len(changes)])
+            cast(ClusterMachine, self).recorder.witness("cluster: configuration change")
+
+
+class MembershipMachine(MembershipRules, SplitBrainMachine):
+    """The cluster machine with configuration changes (membership runs)."""
+
+
 def _log_divergence(cluster: Cluster) -> int:
     """How many (index, node pair) positions hold entries of different terms."""
     terms_at: dict[int, set[int]] = {}
@@ -589,8 +684,11 @@ def machine_factory(
 ) -> Callable[[], RuleBasedStateMachine]:
     """The factory `etcdspec.model.explore.run_hypothesis` runs: one machine per example."""
     config = cluster_config(options)
+    base = MembershipMachine if config.membership else SplitBrainMachine
     rules = frozenset(rule_names(ClusterMachine)) if options.rules is None else options.rules
-    machine = focused(SplitBrainMachine, rules - dead_rules(config))
+    if config.membership and options.rules is None:
+        rules |= {"reconfigure"}
+    machine = focused(base, rules - dead_rules(config))
 
     def factory() -> RuleBasedStateMachine:
         return machine(config, recorder)

@@ -85,11 +85,12 @@ class RaftLog(NamedTuple):
                 return RaftLog(log.snapshot, kept + entries[position:])
         return log
 
-    def compact(self, index: int, data: Any) -> RaftLog:
-        """Drop entries up to `index` (held), keeping a snapshot with `data` in their place."""
+    def compact(self, index: int, data: Any, config: Any = None) -> RaftLog:
+        """Drop entries up to `index` (held), keeping a snapshot with `data` (and, with
+        membership, the configuration as of `index`) in their place."""
         term = self.term_at(index)
         assert term is not None, f"compact at {index}: not held (log {self.describe()})"
-        return RaftLog(Snapshot(index, term, data), self.slice_from(index + 1))
+        return RaftLog(Snapshot(index, term, data, config), self.slice_from(index + 1))
 
     def restore(self, snapshot: Snapshot) -> RaftLog:
         """Install a snapshot: keep the suffix after it if the log agrees there, else drop all."""

@@ -34,12 +34,79 @@ class Entry(NamedTuple):
         return f"{self.term}:{self.key}"
 
 
+class Membership(NamedTuple):
+    """A cluster configuration: the voters and the learners (node ids). Learners receive
+    the log but neither vote, campaign nor count toward commit."""
+
+    voters: frozenset[int]
+    learners: frozenset[int] = frozenset()
+
+    def members(self) -> frozenset[int]:
+        return self.voters | self.learners
+
+    @property
+    def quorum(self) -> int:
+        return len(self.voters) // 2 + 1
+
+    def describe(self) -> str:
+        voters = ",".join(node_name(n) for n in sorted(self.voters))
+        learners = ",".join(node_name(n) for n in sorted(self.learners))
+        return f"voters {voters}" + (f" learners {learners}" if learners else "")
+
+
+CONF_OPS = ("add", "remove", "learner", "promote")
+
+
+class ConfChange(NamedTuple):
+    """A single-server configuration change (etcd's MemberAdd, MemberRemove, MemberAdd
+    as learner, MemberPromote) of node `node`. As a client's request `result` is None;
+    in a log entry it is the configuration the change leads to (the leader computes it
+    when it appends the entry), so an entry alone says which configuration it holds."""
+
+    op: str  # one of CONF_OPS
+    node: int
+    result: Membership | None = None
+
+    def describe(self) -> str:
+        text = f"conf {self.op} {node_name(self.node)}"
+        return text if self.result is None else f"{text} → {self.result.describe()}"
+
+    def applied_to(self, config: Membership) -> Membership:
+        """The configuration after this change (the change must be allowed: see
+        `allowed`)."""
+        voters, learners = set(config.voters), set(config.learners)
+        if self.op == "add":
+            voters.add(self.node)
+            learners.discard(self.node)
+        elif self.op == "learner":
+            learners.add(self.node)
+        elif self.op == "promote":
+            learners.discard(self.node)
+            voters.add(self.node)
+        else:
+            voters.discard(self.node)
+            learners.discard(self.node)
+        return Membership(frozenset(voters), frozenset(learners))
+
+    def allowed(self, config: Membership) -> bool:
+        """Whether the change makes sense in `config` (as etcd's MemberAdd refuses a
+        member that exists, MemberPromote a voter, MemberRemove the last voter)."""
+        node = self.node
+        if self.op in ("add", "learner"):
+            return node not in config.members()
+        if self.op == "promote":
+            return node in config.learners
+        return node in config.members() and config.voters != frozenset({node})
+
+
 class Snapshot(NamedTuple):
-    """A compacted log prefix: the last included index and term, and the applied state."""
+    """A compacted log prefix: the last included index and term, and the applied state;
+    with membership, the configuration as of last_index (None: the cluster's initial)."""
 
     last_index: int
     last_term: int
     data: Any  # the state machine's state after applying entries 1..last_index
+    config: Membership | None = None
 
     def describe(self) -> str:
         return f"snapshot {self.last_index}/{self.last_term}"

@@ -21,6 +21,20 @@ Contract
   it applies entries applied_index+1..commit_index and calls `mark_applied`.
 - Bugs from model/bugs.py are small mutations at the exact spot, each guarded by
   `params.bugs.on(NAME)`.
+- Membership (`params.membership`; off: every node of 1..N is a voter, always): the
+  configuration is a log entry (a `ConfChange` with the `Membership` it leads to), and a
+  node uses the latest configuration in its log, committed or not — it takes effect
+  when APPENDED, as the Raft dissertation (§4.1) says, not when applied as in etcd raft;
+  a truncated configuration entry takes its configuration with it, and a snapshot
+  carries the configuration as of its index. (etcd's apply-time rule needs its own
+  argument for the configurations a lagging applier still uses; the append-time rule is
+  the one proved safe for single-server changes.) A leader sends the log to voters and
+  learners; only voters campaign, are asked for votes and count toward commit,
+  elections and CheckQuorum; a leader removed by a committed change steps down. The
+  leader's guards (`can_change_config`): no change while one is uncommitted in its log,
+  and none before it has committed an entry of its own term (the single-server bug that
+  Ongaro reported on raft-dev in 2015; bugs `two_pending_changes` and
+  `reconfig_before_term_commit` skip them).
 """
 
 from __future__ import annotations
@@ -31,7 +45,15 @@ from typing import Any, NamedTuple
 
 from etcdspec.model.bugs import NO_BUGS, BugSet
 from etcdspec.model.raft_log import RaftLog
-from etcdspec.model.raft_messages import Entry, Message, MsgType, Snapshot, node_name
+from etcdspec.model.raft_messages import (
+    ConfChange,
+    Entry,
+    Membership,
+    Message,
+    MsgType,
+    Snapshot,
+    node_name,
+)
 
 NOOP_KEY = "noop"
 
@@ -89,6 +111,8 @@ class RaftParams(NamedTuple):
     noop_on_leader: bool = True  # a new leader appends an empty entry, as etcd does
     seed: int = 0
     bugs: BugSet = NO_BUGS
+    membership: bool = False  # configurations change through the log (module docstring)
+    initial_voters: frozenset[int] = frozenset()  # membership: the first config (empty: all)
 
     @property
     def quorum(self) -> int:
@@ -280,15 +304,77 @@ def _become_leader(params: RaftParams, node: Node) -> tuple[Node, list[Message]]
         next=tuple(last + 1 for _ in range(n)),
         recent_active=tuple(i == node.id for i in range(1, n + 1)) if params.check_quorum else (),
     )
-    leader = _maybe_commit(params, leader)
+    if not params.explicit_persist:  # (else the no-op is not durable yet: persist commits)
+        leader = _maybe_commit(params, leader)
     return _broadcast_append(params, leader)
 
 
 # --------------------------------------------------------------------------- helpers
 
 
-def _peers(params: RaftParams, node: Node) -> range:
-    return range(1, params.nodes + 1)
+def initial_config(params: RaftParams) -> Membership:
+    """The configuration every node boots with (the snapshot of index 0 holds None)."""
+    return Membership(params.initial_voters or frozenset(range(1, params.nodes + 1)))
+
+
+def config_of(params: RaftParams, log: RaftLog) -> Membership:
+    """The node's configuration: the latest one in its log (taken when appended)."""
+    for entry in reversed(log.entries):
+        request = entry.request
+        if isinstance(request, ConfChange) and request.result is not None:
+            return request.result
+    return log.snapshot.config or initial_config(params)
+
+
+def config_at(params: RaftParams, log: RaftLog, index: int) -> Membership:
+    """The configuration as of entry `index` (held, or the snapshot's)."""
+    if index <= log.snapshot.last_index:
+        return log.snapshot.config or initial_config(params)
+    return config_of(params, RaftLog(log.snapshot, log.slice(log.first_index, index)))
+
+
+def config_index(log: RaftLog) -> int:
+    """The index of the latest configuration entry held (0: none after the snapshot)."""
+    for offset in range(len(log.entries) - 1, -1, -1):
+        if isinstance(log.entries[offset].request, ConfChange):
+            return log.snapshot.last_index + offset + 1
+    return 0
+
+
+def _voters(params: RaftParams, node: Node) -> range | list[int]:
+    if not params.membership:
+        return range(1, params.nodes + 1)
+    return sorted(config_of(params, node.log).voters)
+
+
+def _quorum(params: RaftParams, node: Node) -> int:
+    if not params.membership:
+        return params.quorum
+    return config_of(params, node.log).quorum
+
+
+def promotable(params: RaftParams, node: Node) -> bool:
+    """Whether the node may campaign: a voter of its own configuration."""
+    return not params.membership or node.id in config_of(params, node.log).voters
+
+
+def can_change_config(params: RaftParams, node: Node) -> bool:
+    """Whether a leader may append a configuration change now (module docstring)."""
+    if node.role != Role.LEADER:
+        return False
+    if (
+        not params.bugs.on("reconfig_before_term_commit")
+        and node.log.term_at(node.commit_index) != node.term
+    ):
+        return False
+    return params.bugs.on("two_pending_changes") or config_index(node.log) <= node.commit_index
+
+
+def _peers(params: RaftParams, node: Node) -> range | list[int]:
+    """The nodes a leader replicates to (and itself): voters and learners."""
+    if not params.membership:
+        return range(1, params.nodes + 1)
+    return sorted(config_of(params, node.log).members() | {node.id})
 
 
 def _self_match(node: Node) -> int:
@@ -305,10 +391,9 @@ def _self_match(node: Node) -> int:
 
 
 def _maybe_commit(params: RaftParams, node: Node) -> Node:
-    matches = sorted(
-        _self_match(node) if i == node.id else node.match[i - 1] for i in range(1, params.nodes + 1)
-    )
-    quorum_index = matches[params.nodes - params.quorum]
+    voters = _voters(params, node)
+    matches = sorted(_self_match(node) if i == node.id else node.match[i - 1] for i in voters)
+    quorum_index = matches[len(matches) - _quorum(params, node)]
     if quorum_index <= node.commit_index:
         return node
     if params.bugs.on("figure8_commit"):
@@ -355,8 +440,9 @@ def _broadcast_append(
 
 
 def _campaign(params: RaftParams, node: Node, pre: bool) -> tuple[Node, list[Message]]:
-    """Start an election: a pre-vote round when `pre`, else a real one (new term)."""
-    if node.role == Role.LEADER:
+    """Start an election: a pre-vote round when `pre`, else a real one (new term). A
+    learner or a node outside its configuration does not campaign."""
+    if node.role == Role.LEADER or not promotable(params, node):
         return node, []
     if pre:
         node = _become_pre_candidate(params, node)
@@ -364,13 +450,13 @@ def _campaign(params: RaftParams, node: Node, pre: bool) -> tuple[Node, list[Mes
     else:
         node = _become_candidate(params, node)
         kind, term = MsgType.VOTE, node.term
-    if params.quorum == 1:
+    if _quorum(params, node) == 1:
         return _campaign(params, node, False) if pre else _become_leader(params, node)
     out = [
         Message(
             kind, node.id, peer, term, log_index=node.log.last_index, log_term=node.log.last_term
         )
-        for peer in _peers(params, node)
+        for peer in _voters(params, node)
         if peer != node.id
     ]
     return node, out
@@ -404,8 +490,11 @@ def tick(params: RaftParams, node: Node) -> tuple[Node, list[Message]]:
 
 
 def _check_quorum(params: RaftParams, node: Node) -> tuple[Node, bool]:
-    active = sum(1 for flag in node.recent_active if flag)
-    if active < params.quorum:
+    if params.membership:
+        active = sum(1 for n in _voters(params, node) if node.recent_active[n - 1])
+    else:
+        active = sum(1 for flag in node.recent_active if flag)
+    if active < _quorum(params, node):
         return become_follower(params, node, node.term, 0), True
     reset = tuple(i == node.id for i in range(1, params.nodes + 1))
     return node._replace(recent_active=reset), False
@@ -416,6 +505,8 @@ def timeout(params: RaftParams, node: Node) -> tuple[Node, list[Message]]:
     leader runs its CheckQuorum round."""
     if node.role == Role.LEADER:
         node, _ = _check_quorum(params, node)
+        return node, []
+    if not promotable(params, node):
         return node, []
     node = node._replace(election_elapsed=params.election_ticks)
     return _campaign(params, node, params.prevote)
@@ -431,10 +522,18 @@ def heartbeat(params: RaftParams, node: Node) -> tuple[Node, list[Message]]:
 def propose(
     params: RaftParams, node: Node, entry_key: str, request: Any
 ) -> tuple[Node, list[Message]]:
-    """A client request at the leader: append it and replicate."""
+    """A client request at the leader: append it and replicate. A configuration change
+    (allowed: `can_change_config`) is appended with the configuration it leads to."""
     assert node.role == Role.LEADER, f"{node.name} is not leader"
+    if isinstance(request, ConfChange):
+        assert can_change_config(params, node), f"{node.name} cannot change its config now"
+        request = request._replace(result=request.applied_to(config_of(params, node.log)))
+        entry_key = request.describe()
     node = node._replace(log=node.log.append(Entry(node.term, entry_key, request)))
-    node = _maybe_commit(params, node)
+    if not params.explicit_persist:
+        # (else the entry is not durable yet: `persist` commits it where a quorum of one
+        # suffices; with more voters the others' acks are still missing anyway)
+        node = _maybe_commit(params, node)
     return _broadcast_append(params, node)
 
 
@@ -444,7 +543,7 @@ def read_index(params: RaftParams, node: Node, request: Any) -> tuple[Node, list
     read_id = node.read_seq + 1
     round_ = ReadRound(read_id, node.commit_index, frozenset({node.id}), request)
     node = node._replace(read_seq=read_id)
-    if params.quorum == 1:
+    if _quorum(params, node) == 1:
         return node._replace(ready_reads=(*node.ready_reads, round_)), []
     node = node._replace(reads=(*node.reads, round_))
     return _broadcast_append(params, node, context=read_id)
@@ -514,13 +613,19 @@ def _step_candidate(params: RaftParams, node: Node, m: Message) -> tuple[Node, l
     if votes[m.src - 1] == 0:
         votes[m.src - 1] = -1 if m.reject else 1
     node = node._replace(votes=tuple(votes))
-    granted = votes.count(1)
-    rejected = votes.count(-1)
-    if granted >= params.quorum:
+    if params.membership:
+        voters = _voters(params, node)
+        granted = sum(1 for n in voters if votes[n - 1] == 1)
+        rejected = sum(1 for n in voters if votes[n - 1] == -1)
+    else:
+        granted = votes.count(1)
+        rejected = votes.count(-1)
+    quorum = _quorum(params, node)
+    if granted >= quorum:
         if node.role == Role.PRE_CANDIDATE:
             return _campaign(params, node, False)
         return _become_leader(params, node)
-    if rejected >= params.quorum:
+    if rejected >= quorum:
         return become_follower(params, node, node.term, 0), []
     return node, []
 
@@ -624,7 +729,19 @@ def _step_leader(params: RaftParams, node: Node, m: Message) -> tuple[Node, list
             node = _maybe_commit(params, node)
     if m.context and node.reads:
         node = _ack_read(params, node, m.src, m.context)
-    return node, out
+    return _step_down_if_removed(params, node), out
+
+
+def _step_down_if_removed(params: RaftParams, node: Node) -> Node:
+    """A leader whose removal is committed steps down (dissertation §4.2.2)."""
+    if (
+        params.membership
+        and node.role == Role.LEADER
+        and not promotable(params, node)
+        and node.commit_index >= config_index(node.log)
+    ):
+        return become_follower(params, node, node.term, 0)
+    return node
 
 
 def _ack_read(params: RaftParams, node: Node, peer: int, context: int) -> Node:
@@ -634,7 +751,10 @@ def _ack_read(params: RaftParams, node: Node, peer: int, context: int) -> Node:
         if round_.id <= context:
             # an ack for a later round confirms the earlier ones too (etcd's readOnly)
             round_ = round_._replace(acks=round_.acks | {peer})
-        if len(round_.acks) >= params.quorum:
+        acks = len(round_.acks)
+        if params.membership:
+            acks = len(round_.acks & config_of(params, node.log).voters)
+        if acks >= _quorum(params, node):
             ready.append(round_)
         else:
             pending.append(round_)
@@ -672,7 +792,7 @@ def persist(params: RaftParams, node: Node) -> tuple[Node, tuple[Message, ...]]:
     released = node.outbox
     node = node._replace(durable=None, outbox=())
     if node.role == Role.LEADER:
-        node = _maybe_commit(params, node)
+        node = _step_down_if_removed(params, _maybe_commit(params, node))
     return node, released
 
 
@@ -739,7 +859,8 @@ def mark_applied(node: Node, applied_index: int, store: Any) -> Node:
 def compact(params: RaftParams, node: Node) -> Node:
     """Compact the log up to applied_index into a snapshot of the applied store."""
     assert can_compact(node), f"{node.name}: nothing to compact, or unpersisted state"
-    return node._replace(log=node.log.compact(node.applied_index, node.store))
+    config = config_at(params, node.log, node.applied_index) if params.membership else None
+    return node._replace(log=node.log.compact(node.applied_index, node.store, config))
 
 
 def can_compact(node: Node) -> bool:

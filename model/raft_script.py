@@ -9,6 +9,8 @@ model's cluster, tests/model/raft_scripts/); `run_script` runs a whole script.
 Commands (node numbers are 1..N; a message is picked as the newest in flight that matches):
   timeout N | heartbeat N | tick N [COUNT] | persist N | crash N | restart N | compact N
   propose N KEY=VALUE | grant N LEASE_ID TTL | keepalive N LEASE_ID | read N KEY
+  conf N OP M             leader N proposes a configuration change of node M; OP is
+                          add, remove, learner (add as learner) or promote (membership)
   deliver SRC DST [TYPE] | drop SRC DST [TYPE] | duplicate SRC DST [TYPE]
   partition 1 2 | 3        (groups separated by "|")       heal
   stabilize               deliver (and persist) until nothing deliverable is left
@@ -24,6 +26,7 @@ from collections.abc import Callable, Iterable
 from etcdspec.model.actions import (
     Action,
     compact_log,
+    conf_change,
     crash,
     deliver,
     drop,
@@ -42,7 +45,8 @@ from etcdspec.model.actions import (
 from etcdspec.model.cluster import Cluster, IllegalActionError
 from etcdspec.model.cluster_config import ClusterConfig
 from etcdspec.model.invariants import InvariantViolation
-from etcdspec.model.raft_messages import Message
+from etcdspec.model.raft_messages import CONF_OPS, Message
+from etcdspec.model.raft_node import config_of
 from etcdspec.model.requests import LeaseGrantRequest, PutRequest, RangeRequest
 
 
@@ -127,6 +131,11 @@ def _command(cluster: Cluster, line: str) -> tuple[Cluster, list[str]]:
         key, value = args[1].split("=", 1)
         put = PutRequest(key.encode(), value.encode())
         return cluster.apply(propose(_node(args[0], cluster), put)), []
+    if word == "conf":
+        if len(args) != 3 or args[1] not in CONF_OPS:
+            raise ScriptError(f"conf takes a node, one of {', '.join(CONF_OPS)}, and a node")
+        change = conf_change(_node(args[0], cluster), args[1], _node(args[2], cluster))
+        return cluster.apply(change), []
     if word == "grant":
         grant = LeaseGrantRequest(ttl=int(args[2]), id=int(args[1]))
         return cluster.apply(propose(_node(args[0], cluster), grant)), []
@@ -185,4 +194,6 @@ def _node_line(cluster: Cluster, node_id: int) -> str:
         parts.append(f"durable log {node.durable.log.last_index}")
     if not cluster.up[node_id - 1]:
         parts.append("DOWN")
+    if cluster.config.membership:
+        parts.append(f"config {config_of(cluster.params, node.log).describe()}")
     return " ".join(parts)

@@ -29,6 +29,8 @@ from etcdspec.model.cluster_config import ClusterConfig
 from etcdspec.model.explore import ExploreOptions, RunRecorder, hypothesis_settings
 from etcdspec.model.hypothesis_cluster import (
     ClusterMachine,
+    MembershipMachine,
+    MembershipRules,
     abstract_state,
     cluster_config,
     focused,
@@ -57,13 +59,23 @@ class RefinementMachine(ClusterMachine):
         check_step(before, action, self.cluster, self.refinement_stats)
 
 
+class MembershipRefinementMachine(MembershipRules, RefinementMachine):
+    """The refinement-checked machine with configuration changes (membership runs)."""
+
+
+def _machine(config: ClusterConfig, checked: bool) -> type[ClusterMachine]:
+    if config.membership:
+        return MembershipRefinementMachine if checked else MembershipMachine
+    return RefinementMachine if checked else ClusterMachine
+
+
 def refinement_machine_factory(
     options: ExploreOptions, recorder: RunRecorder, stats: RefinementStats
 ) -> Any:
     """A factory of refinement-checked machines for one seeded run (as the cluster's
     `machine_factory`, plus the stats every machine of the run adds to)."""
     config = cluster_config(options)
-    machine: type[RuleBasedStateMachine] = focused(RefinementMachine, options.rules)
+    machine: type[RuleBasedStateMachine] = focused(_machine(config, True), options.rules)
 
     def factory() -> RuleBasedStateMachine:
         return machine(config, recorder, stats)  # type: ignore[call-arg]
@@ -100,7 +112,7 @@ def run_exploration(options: ExploreOptions, checked: bool = True) -> Refinement
     recorder = RunRecorder(abstract_state, None)
     stats = RefinementStats()
     config = cluster_config(options)
-    machine: type[Any] = focused(RefinementMachine if checked else ClusterMachine, options.rules)
+    machine: type[Any] = focused(_machine(config, checked), options.rules)
 
     def factory() -> RuleBasedStateMachine:
         if checked:

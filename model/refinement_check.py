@@ -175,8 +175,18 @@ def check_plan(
                 max_index = max(max_index, value)
                 min_index = min(min_index, value)
     indices = range(min_index, max_index + 1)
+    # with membership (views carry configurations) the instance has every set of nodes
+    # as a configuration and a quorum
+    membership = bool(before.config or after.config)
     instance = make_instance(
-        nodes, max_term, max_index, sent, plan.sent_commit, plan.sent_last, min_index=min_index
+        nodes,
+        max_term,
+        max_index,
+        sent,
+        plan.sent_commit,
+        plan.sent_last,
+        min_index=min_index,
+        membership=membership,
     )
     state = spec_state({n: before}, indices, nodes)
     for spec_step in plan.steps:
@@ -199,6 +209,7 @@ def check_plan(
             plan.sent_last,
             node_ids=[n],
             min_index=min_index,
+            membership=membership,
         )
         broken = violated_properties(loaded, state, own)
         if broken:
@@ -249,7 +260,8 @@ def check_step(
             if n == acting and stats is not None:
                 stats.stutters += 1
             continue
-        before, after = node_view(node_before, up_before), node_view(node_after, up_after)
+        before = node_view(node_before, up_before, pre.params)
+        after = node_view(node_after, up_after, pre.params)
         if n != acting:
             if before != after:
                 where = node_name(acting) if acting else "the network only"

@@ -5,9 +5,12 @@ Contract
   performs on node n (from NodeView `before` to `after`), in order, with their
   parameters (a `StepPlan` of `SpecStep`s). A step is node-local (ticks, timeouts,
   proposals, deliveries act on one node) and may be several node-local transitions,
-  in the order term, role, vote, log, acknowledgements, durability, commit: receiving
-  AppendEntries from a new leader is adopt_term ; accept_entries ; persist ;
-  advance_commit. Parameters come from the model action (the message: its term, prev
+  in the order term, role, vote, log, configuration, acknowledgements, durability,
+  commit: receiving AppendEntries from a new leader is adopt_term ; accept_entries ;
+  persist ; advance_commit. With membership, a leader's proposed configuration change
+  is leader_reconfigure (not leader_append), and a node whose configuration changed
+  otherwise (its log took or lost a configuration entry) adopt_config; a leader's
+  commit names a majority of its configuration. Parameters come from the model action (the message: its term, prev
   index/term, entries, commit, acked index) and from the node's post-state (the term
   or commit index it reached); whether that was allowed is the spec's guards' to say
   (model/refinement_check.py). An empty plan is a stutter: the node's abstract state
@@ -24,8 +27,8 @@ from typing import Any
 
 from etcdspec.model.actions import MESSAGE_KINDS, Action
 from etcdspec.model.cluster import Cluster
-from etcdspec.model.raft_messages import Message, MsgType, node_name
-from etcdspec.model.refinement_abstraction import NOBODY, NodeView, quorums
+from etcdspec.model.raft_messages import ConfChange, Message, MsgType, node_name
+from etcdspec.model.refinement_abstraction import NOBODY, NodeView, config_quorums, quorums
 
 # Steps that only move messages or the partition: no node's abstract state may change.
 NETWORK_KINDS = (*MESSAGE_KINDS, "partition", "heal")
@@ -44,7 +47,7 @@ class SpecStep:
 
 
 def _param_text(name: str, value: Any) -> str:
-    if name == "q":
+    if name in ("q", "c") and isinstance(value, frozenset):
         return "{" + ",".join(node_name(m) for m in sorted(value)) + "}"
     return node_name(value) if name in ("n", "c", "m") and value else str(value)
 
@@ -111,8 +114,15 @@ def plan_step(
         else:
             steps.append(_spec_step("adopt_term", n=n, t=after.term))
             role, vote = "follower", NOBODY
-    # 2. the role within the term
-    if after.role != role:
+    # 2. the role within the term (a leader whose removal this step commits steps down
+    # after the commit: its acknowledgements and commit come first, as leader)
+    removed = (
+        before.role == "leader"
+        and after.role == "follower"
+        and after.term == before.term
+        and after.commit_index != before.commit_index
+    )
+    if after.role != role and not removed:
         name = {
             "follower": "resign",
             "precandidate": "pre_campaign",
@@ -131,6 +141,7 @@ def plan_step(
     # 4. the log
     sent: tuple[tuple[int, int], ...] = ()
     unexplained = ""
+    config = before.config
     log_before = (before.snap_index, before.snap_term, before.log)
     log_after = (after.snap_index, after.snap_term, after.log)
     if log_after != log_before:
@@ -161,6 +172,14 @@ def plan_step(
                     li=pi + len(message.entries),
                 )
             )
+        elif (
+            after.role == "leader"
+            and after.last_index == before.last_index + 1
+            and kind == "propose"
+            and isinstance(action.args[1], ConfChange)
+        ):
+            steps.append(_spec_step("leader_reconfigure", n=n, i=after.last_index, c=after.config))
+            config = after.config
         elif after.role == "leader" and after.last_index > before.last_index:
             for i in range(before.last_index + 1, after.last_index + 1):
                 steps.append(_spec_step("leader_append", n=n, i=i))
@@ -170,11 +189,20 @@ def plan_step(
                 f"compaction: [snap {before.snap_index}] {list(before.log)} -> "
                 f"[snap {after.snap_index}] {list(after.log)}"
             )
+    # 4b. the configuration, where the log brought another one
+    if after.config != config:
+        steps.append(_spec_step("adopt_config", n=n, c=after.config))
     # 5. a leader's record of acknowledgements (from an AppendEntries reply)
-    if after.match != before.match and after.role == "leader":
+    leader_view = after
+    if removed:  # its acknowledgements as they were before it stepped down
+        acks = list(before.match or (0,) * nodes)
+        if message is not None and message.type == MsgType.APPEND_RESP and not message.reject:
+            acks[message.src - 1] = max(acks[message.src - 1], message.log_index)
+        leader_view = after._replace(match=tuple(acks))
+    if leader_view.match != before.match and (after.role == "leader" or removed):
         for m in range(1, nodes + 1):
-            if after.acked(m) != before.acked(m):
-                i = after.acked(m)
+            if leader_view.acked(m) != before.acked(m):
+                i = leader_view.acked(m)
                 if message is not None and message.type == MsgType.APPEND_RESP:
                     i = message.log_index if m == message.src else i
                 steps.append(_spec_step("record_ack", n=n, m=m, i=i))
@@ -191,14 +219,16 @@ def plan_step(
         steps.append(_spec_step("persist", n=n))
     if after.commit_index != commit:
         i = after.commit_index
-        options = quorums(nodes)
+        options = config_quorums(after.config) if after.config else quorums(nodes)
         acked = {
             m
-            for m in range(1, nodes + 1)
-            if (m == n and after.durable_holds(i)) or (m != n and after.acked(m) >= i)
+            for m in (after.config or range(1, nodes + 1))
+            if (m == n and after.durable_holds(i)) or (m != n and leader_view.acked(m) >= i)
         }
         q = next((q for q in options if q <= acked), options[0])
         steps.append(_spec_step("advance_commit", n=n, i=i, q=q))
+    if removed:
+        steps.append(_spec_step("resign", n=n))
     sent_last = 0
     if message is not None and message.type == MsgType.APPEND:
         sent_last = message.log_index + len(message.entries)

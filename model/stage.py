@@ -3,8 +3,11 @@
 `run_stage(options)` runs, in order:
 1. a seeded Hypothesis run of the cluster machine (3 nodes, PreVote and CheckQuorum on),
 2. the same with explicit persistence and tick-counted timeouts (full mode only),
-3. a seeded Hypothesis run of the store machine,
-4. a bounded exhaustive search of the cluster (small bounds that complete).
+3. a seeded Hypothesis run of the cluster with configuration changes (membership: 5
+   nodes, 4 of them voters to begin with),
+4. a seeded Hypothesis run of the store machine,
+5. a bounded exhaustive search of the cluster (small bounds that complete),
+6. the same with configuration changes (3 nodes, 2 voters to begin with).
 Each run's verdict merges pessimistically (false > unknown > true). A Hypothesis run
 that never elected a leader or never committed an entry proves nothing: its verdict
 becomes UNKNOWN ("vacuous"). An exhaustive search that runs out of budget is UNKNOWN.
@@ -59,8 +62,21 @@ def plan(options: StageOptions) -> list[RunPlan]:
     if not quick:
         durable = replace(cluster, persist="explicit", timeouts="ticks", max_examples=40)
         runs.append(("hypothesis-cluster-ticks-explicit", lambda: run_hypothesis(durable)))
+    members = replace(cluster, nodes=5, membership=True)
+    runs.append(("hypothesis-cluster-membership", lambda: run_hypothesis(members)))
     runs.append(("hypothesis-store", lambda: run_hypothesis(store)))
     runs.append(("exhaustive-cluster", lambda: run_exhaustive(replace(cluster), bounds)))
+    # 3 nodes, voters n1, n2 and n3 outside: 1,046 states at max_term 2, max_log 1;
+    # 15,303 at max_term 2, max_log 2 (about a second)
+    member_bounds = ExhaustiveBounds(
+        max_term=2, max_log=1 if quick else 2, time_budget_s=60 if quick else 120
+    )
+    runs.append(
+        (
+            "exhaustive-cluster-membership",
+            lambda: run_exhaustive(replace(cluster, membership=True), member_bounds),
+        )
+    )
     return runs
 
 

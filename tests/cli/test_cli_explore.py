@@ -33,6 +33,7 @@ def test_list_bugs_prints_one_line_per_catalogued_bug(capsys: pytest.CaptureFixt
         (["--exhaustive", "--time-budget", "0"], "--time-budget must be positive"),
         (["--exhaustive", "--machine", "store"], "--exhaustive explores the cluster"),
         (["--bug", "no_such_bug"], "unknown bug no_such_bug; known bugs: accept_stale_term_append"),
+        (["--membership", "--machine", "store"], "--membership changes the cluster's"),
     ],
 )
 def test_bad_values_are_one_line_usage_errors(
@@ -164,3 +165,12 @@ def test_plain_cluster_options_reach_the_model(capsys: pytest.CaptureFixture[str
     captured = capsys.readouterr()
     assert code == ExitCode.HOLDS, captured.err
     assert json.loads(captured.out)["valid"] is True
+
+
+def test_membership_search_covers_its_space_and_says_so(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["explore", "--membership", "--exhaustive", "--max-term", "2", "--max-log", "1"]
+    assert run([*argv, "--json"]) == ExitCode.HOLDS
+    result = json.loads(capsys.readouterr().out)
+    assert result["valid"] is True and result["distinct_states"] == 1046

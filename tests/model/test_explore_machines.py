@@ -99,5 +99,17 @@ def test_quick_model_stage_holds_and_writes_its_report(tmp_path: Path) -> None:
     assert result.name == "model"
     assert result.verdict is Verdict.TRUE, result.summary
     document = json.loads((tmp_path / "model" / "explore.json").read_text())
-    assert set(document["runs"]) == {"hypothesis-cluster", "hypothesis-store", "exhaustive-cluster"}
+    assert set(document["runs"]) == {
+        "hypothesis-cluster",
+        "hypothesis-cluster-membership",
+        "hypothesis-store",
+        "exhaustive-cluster",
+        "exhaustive-cluster-membership",
+    }
     assert document["runs"]["exhaustive-cluster"]["valid"] is True
+    membership = document["runs"]["exhaustive-cluster-membership"]
+    assert membership["valid"] is True
+    assert membership["distinct_states"] == 1046  # 3 nodes, 2 voters, max_term 2, max_log 1
+    assert document["runs"]["hypothesis-cluster-membership"]["witnesses"].get(
+        "cluster: configuration change"
+    ), "the membership run never changed a configuration"

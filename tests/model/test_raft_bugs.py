@@ -170,6 +170,73 @@ REPRODUCTIONS: dict[str, tuple[dict[str, Any], str, str]] = {
         check
         """,
     ),
+    # Ongaro's single-server change bug (raft-dev, 2015): n2 leads term 2 with votes of
+    # the old configuration n1..n4 and removes n1 before committing an entry of its own
+    # term; the change commits with n2, n3 (a majority of n2..n4), while n1, whose log
+    # added n5, wins term 3 with n4 and n5 (a majority of n1..n5) without it.
+    "reconfig_before_term_commit": (
+        {"nodes": 5, "membership": True, "prevote": False, "check_quorum": False},
+        "LeaderCompleteness",
+        """
+        timeout 1
+        stabilize
+        conf 1 add 5
+        deliver 1 5
+        deliver 5 1
+        drop 1 2 AppendEntries
+        drop 1 3 AppendEntries
+        drop 1 4 AppendEntries
+        state
+        timeout 2
+        deliver 2 3 RequestVote
+        deliver 3 2 RequestVoteResp
+        deliver 2 4 RequestVote
+        deliver 4 2 RequestVoteResp
+        drop 2 1 RequestVote
+        conf 2 remove 1
+        deliver 2 3 AppendEntries
+        deliver 3 2 AppendEntriesResp
+        committed
+        state
+        crash 1
+        restart 1
+        timeout 1
+        timeout 1
+        deliver 1 4 RequestVote
+        deliver 4 1 RequestVoteResp
+        deliver 1 5 RequestVote
+        deliver 5 1 RequestVoteResp
+        state
+        check
+        """,
+    ),
+    # Two changes at once: n1..n3 become n1..n5 in one go, so n1, n4, n5 (a majority of
+    # n1..n5) commit what n2 and n3 (a majority of n1..n3) never saw, and elect n2.
+    "two_pending_changes": (
+        {"nodes": 5, "voters": 3, "membership": True, "prevote": False, "check_quorum": False},
+        "LeaderCompleteness",
+        """
+        timeout 1
+        stabilize
+        conf 1 add 4
+        conf 1 add 5
+        drop 1 2 AppendEntries
+        drop 1 2 AppendEntries
+        drop 1 3 AppendEntries
+        drop 1 3 AppendEntries
+        deliver 1 4 AppendEntries
+        drop 1 4 AppendEntries
+        deliver 1 5 AppendEntries
+        deliver 4 1
+        deliver 5 1
+        committed
+        timeout 2
+        deliver 2 3 RequestVote
+        deliver 3 2 RequestVoteResp
+        state
+        check
+        """,
+    ),
 }
 
 

@@ -39,6 +39,11 @@ BASE = NodeView(
 )
 
 
+TWO = frozenset({1, 2})
+THREE = frozenset({1, 2, 3})
+ONE_THREE = frozenset({1, 3})
+
+
 def view(**changes: Any) -> NodeView:
     return BASE._replace(**changes)
 
@@ -315,6 +320,63 @@ CASES = [
     ),
     ("restart", plan("restart"), view(up=False, commit_index=0), view(commit_index=0), ""),
     ("restart an up node", plan("restart"), view(), view(), "!up(n)"),
+    # membership: n1 leads voters n1, n2 (of nodes n1..n3), its term-2 entry 3 committed
+    (
+        "leader_reconfigure",
+        plan("leader_reconfigure", i=4, c=frozenset({1, 2, 3})),
+        view(role="leader", vote=1, commit_index=3, config=TWO, dconfig=TWO),
+        view(role="leader", vote=1, commit_index=3, log=(1, 1, 2, 2), config=THREE, dconfig=TWO),
+        "",
+    ),
+    (
+        "leader_reconfigure before an entry of its term commits",
+        plan("leader_reconfigure", i=4, c=frozenset({1, 2, 3})),
+        view(role="leader", vote=1, config=TWO, dconfig=TWO),
+        view(role="leader", vote=1, log=(1, 1, 2, 2), config=THREE, dconfig=TWO),
+        "[term_commit]",
+    ),
+    (
+        "leader_reconfigure two voters at once",
+        plan("leader_reconfigure", i=4, c=frozenset({1, 2, 3})),
+        view(role="leader", vote=1, commit_index=3, config=frozenset({1}), dconfig=TWO),
+        view(role="leader", vote=1, commit_index=3, log=(1, 1, 2, 2), config=THREE, dconfig=TWO),
+        "[one_voter]",
+    ),
+    (
+        "adopt_config",
+        plan("adopt_config", c=frozenset({1, 2, 3})),
+        view(config=TWO, dconfig=TWO),
+        view(config=THREE, dconfig=TWO),
+        "",
+    ),
+    (
+        "adopt_config at a leader",
+        plan("adopt_config", c=frozenset({1, 2, 3})),
+        view(role="leader", vote=1, config=TWO, dconfig=TWO),
+        view(role="leader", vote=1, config=THREE, dconfig=TWO),
+        "role(n) != leader",
+    ),
+    (
+        "advance_commit by n1, n2 where n1, n3 vote",
+        plan("advance_commit", i=3, q=frozenset({1, 2})),
+        view(role="leader", vote=1, match=(0, 3, 0), config=ONE_THREE, dconfig=ONE_THREE),
+        view(role="leader", vote=1, match=(0, 3, 0), commit_index=3, config=ONE_THREE),
+        "[majority]",
+    ),
+    (
+        "advance_commit by n1, n3 where n1, n3 vote",
+        plan("advance_commit", i=3, q=frozenset({1, 3})),
+        view(role="leader", vote=1, match=(0, 0, 3), config=ONE_THREE, dconfig=ONE_THREE),
+        view(
+            role="leader",
+            vote=1,
+            match=(0, 0, 3),
+            commit_index=3,
+            config=ONE_THREE,
+            dconfig=ONE_THREE,
+        ),
+        "",
+    ),
 ]
 
 
