@@ -30,7 +30,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import overload
 
-from etcdspec.model.auth import AuthState, apply_auth, check_admin_call, check_client
+from etcdspec.model.auth import (
+    AuthState,
+    apply_auth,
+    check_admin_call,
+    check_auth_invariants,
+    check_client,
+)
 from etcdspec.model.auth_requests import AUTH_REQUEST_TYPES, AuthRequest, AuthResponse
 from etcdspec.model.bugs import NO_BUGS, BugSet
 from etcdspec.model.errors import (
@@ -585,7 +591,10 @@ def check_invariants(state: StoreState) -> None:
     LiveMatchesHistory: the last event of each key in the history is its live value.
     LeaseAttachment: every live key's lease is granted and lists the key, and every
     key a lease lists is live with that lease.
+    The auth store's invariants (model/auth.py `check_auth_invariants`).
     """
+    for name, detail in check_auth_invariants(state.auth):
+        _violation(name, state, detail)
     if state.compact_revision > state.revision:
         _violation("CompactRevisionBounded", state, "compact revision beyond revision")
     if state.revision != 1 + state.write_count:
