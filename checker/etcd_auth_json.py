@@ -10,7 +10,9 @@ Contract:
   Permission's `permType` (READ, WRITE, READWRITE), `key`, `range_end`; AuthStatus's
   `enabled`, `authRevision`; ...). Names and passwords are strings; keys are strings or
   {"b64": ...} as everywhere in a history. Authenticate's token is never written (it is
-  a secret and the model does not issue tokens).
+  a secret and the model does not issue tokens); a password is written only when the
+  writer has one (conformance runs record none: an absent password is "not recorded",
+  and the model then takes any).
 - Bad input raises EtcdJsonError naming the field. Hand-written rather than generated
   from checker/etcd_vocabulary.py: that table's kinds have no strings, and the Auth
   messages need no revision hints or write summaries.
@@ -62,6 +64,11 @@ def _text(obj: dict[str, Any], name: str, path: str) -> str:
     return value
 
 
+def _secret(obj: dict[str, Any], name: str, path: str) -> str | None:
+    """A password: None when the history does not record it."""
+    return _text(obj, name, path) if name in obj else None
+
+
 def _texts(obj: dict[str, Any], name: str, path: str) -> tuple[str, ...]:
     value = obj.get(name, [])
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -96,13 +103,13 @@ _REQUESTS: dict[str, tuple[type, _Reader]] = {
     "auth_status": (AuthStatusRequest, lambda o, p: AuthStatusRequest()),
     "authenticate": (
         AuthenticateRequest,
-        lambda o, p: AuthenticateRequest(_text(o, "name", p), _text(o, "password", p)),
+        lambda o, p: AuthenticateRequest(_text(o, "name", p), _secret(o, "password", p)),
     ),
     "user_add": (
         AuthUserAddRequest,
         lambda o, p: AuthUserAddRequest(
             _text(o, "name", p),
-            _text(o, "password", p),
+            _secret(o, "password", p),
             field_bool(as_object(o.get("options", {}), f"{p}.options"), "no_password", p),
         ),
     ),
@@ -114,7 +121,7 @@ _REQUESTS: dict[str, tuple[type, _Reader]] = {
     ),
     "user_change_password": (
         AuthUserChangePasswordRequest,
-        lambda o, p: AuthUserChangePasswordRequest(_text(o, "name", p), _text(o, "password", p)),
+        lambda o, p: AuthUserChangePasswordRequest(_text(o, "name", p), _secret(o, "password", p)),
     ),
     "user_grant_role": (
         AuthUserGrantRoleRequest,
@@ -178,6 +185,9 @@ def auth_request_to_json(request: AuthRequest) -> tuple[str, dict[str, Any]]:
         elif isinstance(value, bytes):
             if value or name == "key":
                 fields[name] = encode_bytes(value)
+        elif name == "password":
+            if value is not None:  # None: not recorded
+                fields[name] = value
         elif value != "":
             fields[name] = value
     return f, fields

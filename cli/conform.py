@@ -47,7 +47,9 @@ def parse_duration(text: str) -> float:
 @click.option("--etcd-bin", default=None, help="The etcd binary for --target etcd.")
 @click.option(
     "--workload",
-    type=click.Choice(["etcd-kv", "etcd-kv-writes", "leases", "kubernetes", "watch", "locks"]),
+    type=click.Choice(
+        ["etcd-kv", "etcd-kv-writes", "leases", "kubernetes", "watch", "locks", "auth"]
+    ),
     default="etcd-kv",
     show_default=True,
 )

@@ -109,7 +109,7 @@ class UserRecord:
     """authpb.User: roles kept sorted, as etcd keeps them."""
 
     name: str
-    password: str = ""
+    password: str | None = ""  # None: not known (not recorded): any password matches
     roles: tuple[str, ...] = ()
     no_password: bool = False
 
@@ -351,7 +351,8 @@ def _authenticate(auth: AuthState, request: AuthenticateRequest) -> None:
     user = auth.user(request.name)
     if user is not None and user.no_password:
         raise NoPasswordUserError(f"{request.name} was added without a password")
-    if user is None or user.password != request.password:
+    known = user is not None and user.password is not None and request.password is not None
+    if user is None or (known and user.password != request.password):
         raise AuthFailedError(f"no user {request.name!r} with that password")
 
 

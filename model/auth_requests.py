@@ -66,10 +66,10 @@ class AuthStatusRequest:
 @dataclass(frozen=True, slots=True)
 class AuthenticateRequest:
     """Authenticate: a name and password checked; the model issues no token (who holds
-    one is what `AsUser` says)."""
+    one is what `AsUser` says). password None: not recorded (any password is taken)."""
 
     name: str
-    password: str
+    password: str | None = None
 
     def describe(self) -> str:
         return f"authenticate({self.name})"
@@ -77,8 +77,11 @@ class AuthenticateRequest:
 
 @dataclass(frozen=True, slots=True)
 class AuthUserAddRequest:
+    """password None: not recorded (a history keeps no secrets); Authenticate then
+    takes any password for this user."""
+
     name: str
-    password: str = ""
+    password: str | None = ""
     no_password: bool = False
 
     def describe(self) -> str:
@@ -111,7 +114,7 @@ class AuthUserDeleteRequest:
 @dataclass(frozen=True, slots=True)
 class AuthUserChangePasswordRequest:
     name: str
-    password: str
+    password: str | None = None
 
     def describe(self) -> str:
         return f"user_passwd({self.name})"
