@@ -13,7 +13,9 @@ Contract:
   root role, and the root role cannot be deleted; a user with the root role may do
   anything.
 - `check_client` is the permission rule of a client request while auth is enabled (when
-  disabled every request passes): no token -> "user name is empty"; a token checked at
+  disabled every request passes). Each key range the request needs is checked in turn
+  (a request that needs none, an empty txn, passes even without a token, as in etcd):
+  no token -> "user name is empty"; a token checked at
   an auth revision older than the store's -> "auth: revision in header is old"; a user
   that does not exist -> permission denied; the root role -> allowed; otherwise the
   request needs, over every key it touches, READ or WRITE granted by the union of the
@@ -216,8 +218,8 @@ def check_client(
     unknown one: that request fails later with its own error)."""
     if not auth.enabled:
         return
-    _check_caller(auth, call)
     for wanted, key, range_end in needed(call.request, lease_keys):  # type: ignore[arg-type]
+        _check_caller(auth, call)  # per check, as etcd's isOpPermitted: none, none asked
         if not auth.permits(call.user, wanted, key, range_end):
             raise PermissionDeniedError(
                 f"{call.user} may not {wanted.name} {show_range(key, range_end)}"

@@ -443,12 +443,23 @@ def apply(
 def _apply_as(
     state: StoreState, call: AsUser, bugs: BugSet
 ) -> tuple[StoreState, Response | AuthResponse]:
-    """A client's request: the caller's permission checked, then the request applied."""
-    if isinstance(call.request, AUTH_REQUEST_TYPES):
+    """A client's request: the API layer's checks of the request alone (a key given, a
+    txn's shape and duplicate keys: etcd makes them before anything else), then the
+    caller's permission, then the request applied."""
+    request = call.request
+    if isinstance(request, AUTH_REQUEST_TYPES):
         check_admin_call(state.auth, call)
-    else:
-        check_client(state.auth, call, lambda lease_id: _lease_keys(state, lease_id))
-    return apply(state, call.request, bugs)
+        return apply(state, request, bugs)
+    if isinstance(request, PutRequest):
+        check_put_request(request)
+    elif isinstance(request, DeleteRangeRequest):
+        check_delete_request(request)
+    elif isinstance(request, TxnRequest):
+        check_txn_request(request, state.config.max_txn_ops)
+    elif isinstance(request, RangeRequest) and not request.key:
+        do_range(state, request)  # raises etcd's empty-key error
+    check_client(state.auth, call, lambda lease_id: _lease_keys(state, lease_id))
+    return apply(state, request, bugs)
 
 
 def _lease_keys(state: StoreState, lease_id: int) -> frozenset[bytes]:

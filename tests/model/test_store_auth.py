@@ -262,3 +262,23 @@ def test_the_store_machine_catches_a_permission_rule_that_grants_everything(
     assert result.verdict is Verdict.FALSE
     assert result.counterexample is not None
     assert "NoWriteWithoutGrant" in result.counterexample.describe()
+
+
+def test_a_request_that_needs_no_permission_passes_without_a_token() -> None:
+    """etcd checks a txn op by op (checkTxnAuth): an empty txn asks nothing, so it runs
+    even without a token (found by the Hypothesis comparison with our server)."""
+    state = _enabled()
+    assert _outcome(state, TxnRequest(), user="") == "ok"
+    assert _outcome(state, TxnRequest((), (), (RangeRequest(b"a"),)), user="") == (
+        "UserEmptyError"
+    )
+
+
+def test_the_api_layers_checks_come_before_the_permission_check() -> None:
+    """etcd validates a request (key given, txn shape, duplicate keys) before it asks who
+    sent it (found by the Hypothesis comparison with our server)."""
+    state = _enabled()
+    duplicate = TxnRequest((), (PutRequest(b"a", b"1"), PutRequest(b"a", b"2")))
+    assert _outcome(state, duplicate, user="") == "DuplicateKeyError"
+    assert _outcome(state, PutRequest(b"", b"1"), user="") == "EmptyKeyError"
+    assert _outcome(state, RangeRequest(b""), user="") == "EmptyKeyError"
