@@ -269,9 +269,7 @@ def test_a_request_that_needs_no_permission_passes_without_a_token() -> None:
     even without a token (found by the Hypothesis comparison with our server)."""
     state = _enabled()
     assert _outcome(state, TxnRequest(), user="") == "ok"
-    assert _outcome(state, TxnRequest((), (), (RangeRequest(b"a"),)), user="") == (
-        "UserEmptyError"
-    )
+    assert _outcome(state, TxnRequest((), (), (RangeRequest(b"a"),)), user="") == ("UserEmptyError")
 
 
 def test_the_api_layers_checks_come_before_the_permission_check() -> None:
