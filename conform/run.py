@@ -285,7 +285,8 @@ async def _drive(
     workload = make_workload(options.workload)
     hooks = RecordingClient(recorder, urls[0], options.request_timeout_s)
     await workload.start(hooks, Process(recorder.new_process()))
-    for name, url in zip(names if workload.watch_all else [], urls, strict=False):
+    watched = list(zip(names, urls, strict=True)) if workload.watch_all else []
+    for name, url in watched:
         watcher = WatchRecorder(
             recorder,
             url,
