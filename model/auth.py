@@ -26,7 +26,10 @@ Contract:
   keep-alive and time-to-live need no permission (etcd 3.5.1).
 - A range [key, range_end) is granted when the permissions of the right type together
   cover it without a gap, whichever roles they come from; a range whose end is not
-  after its key is never granted (etcd's interval tree finds nothing in it).
+  after its key (empty or reversed) is granted when a permission holds its key: etcd
+  3.5.1's answer with one permission. With several, etcd's interval tree may prune the
+  one holding the key and refuse (READ a..c and READ x: range(x..a) refused), an answer
+  that depends on the tree's shape; the model does not follow it there.
 - Auth requests from a client need the root role while auth is enabled (no token ->
   user name is empty, unknown user -> user name not found, others -> permission denied),
   except Authenticate, UserGet of the caller itself and RoleGet of a role it holds.
@@ -189,13 +192,22 @@ def _interval(key: bytes, range_end: bytes) -> tuple[bytes, bytes | None]:
     return key, range_end
 
 
+def _by_begin(interval: tuple[bytes, bytes | None]) -> tuple[bytes, bool, bytes]:
+    """Sort key: by begin, then end (an open end last): None never meets bytes."""
+    start, stop = interval
+    return start, stop is None, stop or b""
+
+
 def covers(perms: Iterable[Permission], key: bytes, range_end: bytes) -> bool:
     """Whether the permissions' key intervals together hold every key of (key, range_end)."""
     begin, end = _interval(key, range_end)
+    intervals = sorted((_interval(p.key, p.range_end) for p in perms), key=_by_begin)
     if end is not None and end <= begin:
-        return False
+        # An empty or reversed range: etcd's interval tree visits the permissions that
+        # hold its first key, and they contain it (etcd 3.5.1, compared by the tests).
+        return any(start <= begin and (stop is None or begin < stop) for start, stop in intervals)
     reach: bytes | None = begin  # every key in [begin, reach) is covered; None: all
-    for start, stop in sorted(_interval(p.key, p.range_end) for p in perms):
+    for start, stop in intervals:
         if reach is None:
             return True
         if start > reach:
@@ -259,10 +271,8 @@ def needed(
         for compare in request.compare:
             yield read, compare.key, compare.range_end
         for op in request.success + request.failure:
-            if isinstance(op, PutRequest):  # etcd's checkTxnAuth: no lease keys here
+            if isinstance(op, PutRequest):  # etcd 3.5: WRITE only (no prev_kv READ, no lease keys)
                 yield write, op.key, b""
-                if op.prev_kv:
-                    yield read, op.key, b""
             else:
                 yield from needed(op, lease_keys)
     elif isinstance(request, LeaseRevokeRequest):

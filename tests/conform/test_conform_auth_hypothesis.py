@@ -65,6 +65,16 @@ def permissions(draw: st.DrawFn) -> Permission:
     return Permission(draw(st.sampled_from(tuple(PermType))), key, end)
 
 
+def _proper(request: Any) -> bool:
+    """Not an empty or reversed range: for those etcd's answer depends on the shape of
+    its interval tree once a user holds several permissions (model/auth.py), so they
+    are compared with one permission only (test_empty_and_reversed_ranges...)."""
+    end = getattr(request, "range_end", b"")
+    if isinstance(request, TxnRequest):
+        return all(_proper(op) for op in (*request.success, *request.failure))
+    return not end or end == RANGE_END_ALL or end > request.key
+
+
 def requests() -> st.SearchStrategy[Request]:
     ends = st.sampled_from((b"", b"", b"c", RANGE_END_ALL, b"b"))
     return st.one_of(
@@ -79,8 +89,9 @@ def requests() -> st.SearchStrategy[Request]:
             ).map(tuple),
             success=st.lists(
                 st.one_of(
-                    st.builds(PutRequest, key=keys, value=st.just(b"t")),
+                    st.builds(PutRequest, key=keys, value=st.just(b"t"), prev_kv=st.booleans()),
                     st.builds(RangeRequest, key=keys),
+                    st.builds(DeleteRangeRequest, key=keys, range_end=ends, prev_kv=st.booleans()),
                 ),
                 max_size=2,
             ).map(tuple),
@@ -88,7 +99,7 @@ def requests() -> st.SearchStrategy[Request]:
                 tuple
             ),
         ),
-    )
+    ).filter(_proper)
 
 
 @dataclass(frozen=True)
@@ -250,6 +261,24 @@ def _explore(side: Side, examples: int) -> None:
     compared, denied = side.compared - before[0], side.denied - before[1]
     # Not vacuous: requests were compared, and some of them refused.
     assert compared >= examples and denied >= examples // 4, (compared, denied)
+
+
+@pytest.mark.etcd
+@pytest.mark.parametrize("kind", ["ours", "etcd"])
+def test_empty_and_reversed_ranges_with_one_permission(kind: str, ours: Side, etcd: Side) -> None:
+    """A range whose end is not after its key is granted when the permission holds its
+    key, on both servers and in the model (found by this file's comparison: our server
+    refused them all, etcd 3.5.1 does not)."""
+    side = ours if kind == "ours" else etcd
+    n = next(side.names)
+    side.admin(AuthRoleAddRequest(f"one{n}"))
+    side.admin(AuthRoleGrantPermissionRequest(f"one{n}", Permission(PermType.READ, b"c")))
+    side.admin(AuthUserAddRequest(f"one{n}", f"one{n}pw"))
+    side.admin(AuthUserGrantRoleRequest(f"one{n}", f"one{n}"))
+    for request in (RangeRequest(b"c", b"c"), RangeRequest(b"c", b"b"), RangeRequest(b"d", b"c")):
+        side.request(f"one{n}", request)  # asserts the server's outcome is the model's
+    assert side.model.auth.permits(f"one{n}", PermType.READ, b"c", b"b")
+    assert not side.model.auth.permits(f"one{n}", PermType.READ, b"d", b"c")
 
 
 @pytest.mark.slow
