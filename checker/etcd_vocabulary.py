@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from etcdspec.model.requests import (
+    AsUser,
     CompactionRequest,
     CompactionResponse,
     Compare,
@@ -491,6 +492,10 @@ _NO_OPERATION = (
     "not judge it; conformance runs read it unrecorded (conform/initial.py)"
 )
 NOT_IN_HISTORY: dict[type, str] = {
+    AsUser: (
+        "not a message: the user a request was made as is the operation's `user` field "
+        "(history schema 2); the checker wraps the request in AsUser when it is recorded"
+    ),
     LeaseTimeToLiveRequest: _NO_OPERATION,
     LeaseTimeToLiveResponse: _NO_OPERATION,
     LeaseLeasesRequest: _NO_OPERATION,

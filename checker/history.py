@@ -8,6 +8,10 @@ Contract (DESIGN.md, "History format"; the schema is checker/history.schema.json
   with the same f. After info the process never invokes again. An invoke with no
   completion by the end of the history is indeterminate, as in Jepsen: it becomes info.
 - Watch stream events (type "watch") do not take part in that pairing.
+- Schema version 2 adds an optional `user` on an invoke: the user whose token the
+  request carried ("" for a request sent without a token while auth may be on). An
+  operation without it is not judged against permissions. Version 1 histories (no
+  `user` anywhere) read as before.
 - Anything else is rejected with a HistoryError naming the line and what to do;
   `etcdspec check` maps it to exit 4 (bad input).
 - Keys and values are JSON strings; bytes that are not UTF-8 are {"b64": "..."}:
@@ -44,10 +48,10 @@ def _find_orjson_loads() -> Callable[[str], Any] | None:
 
 _orjson_loads = _find_orjson_loads()
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 OP_TYPES = ("invoke", "ok", "fail", "info")
 EVENT_TYPES = (*OP_TYPES, "watch")
-_FIELD_ORDER = ("index", "process", "type", "f", "value", "error", "time")
+_FIELD_ORDER = ("index", "process", "type", "f", "user", "value", "error", "time")
 
 
 class HistoryError(ValueError):
@@ -73,6 +77,7 @@ class HistoryEvent:
     time: int
     line: int = 0  # 1-based source line; 0 when built in memory
     error: Any = None
+    user: str | None = None  # who the request's token named (schema version 2)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -80,8 +85,10 @@ class HistoryEvent:
             "process": self.process,
             "type": self.type,
             "f": self.f,
-            "value": self.value,
         }
+        if self.user is not None:
+            out["user"] = self.user
+        out["value"] = self.value
         if self.error is not None:
             out["error"] = self.error
         out["time"] = self.time
@@ -113,9 +120,12 @@ class Operation:
     return_time: int | None
     invoke_index: int
     complete_index: int | None
+    user: str | None = None  # who the token named; None: not recorded, not judged
 
     def describe(self) -> str:
         request = json.dumps(self.request, sort_keys=True, ensure_ascii=False)
+        if self.user is not None:
+            request = f"as {self.user or '<no token>'} {request}"
         if self.type == "info":
             return f"op {self.id} p{self.process} {self.f} {request} -> info (unknown)"
         response = json.dumps(self.response, sort_keys=True, ensure_ascii=False)
@@ -220,7 +230,7 @@ def schema_errors(value: Any, schema: dict[str, Any], path: str = "") -> list[st
 
 
 _REQUIRED = frozenset({"index", "process", "type", "f", "time"})
-_ALLOWED = _REQUIRED | {"value", "error", "schema_version"}
+_ALLOWED = _REQUIRED | {"value", "error", "schema_version", "user"}
 _EVENT_TYPE_SET = frozenset(EVENT_TYPES)
 
 
@@ -241,6 +251,7 @@ def _plainly_valid(obj: Any) -> bool:
         and kind in _EVENT_TYPE_SET
         and type(f) is str
         and f != ""
+        and type(get("user", "")) is str
     )
 
 
@@ -267,6 +278,7 @@ def parse_event(obj: Any, source: str = "<memory>", line: int = 0) -> HistoryEve
         time=obj["time"],
         line=line,
         error=obj.get("error"),
+        user=obj.get("user"),
     )
 
 
@@ -348,6 +360,7 @@ def _parse_lines(text: str, source: str) -> list[HistoryEvent]:
                     obj["time"],
                     number,
                     obj.get("error"),
+                    obj.get("user"),
                 )
             )
             continue
@@ -463,6 +476,7 @@ def _operation(
             return_time=None,
             invoke_index=invoke.index,
             complete_index=complete.index if complete is not None else None,
+            user=invoke.user,
         )
     complete = events[end]
     response = complete.value
@@ -481,6 +495,7 @@ def _operation(
         return_time=complete.time,
         invoke_index=invoke.index,
         complete_index=complete.index,
+        user=invoke.user,
     )
 
 
@@ -519,11 +534,14 @@ class HistoryBuilder:
         value: Any = None,
         time: int | None = None,
         error: Any = None,
+        user: str | None = None,
     ) -> HistoryEvent:
         if time is None:
             time = self._time + 1
         self._time = max(self._time, time)
-        event = HistoryEvent(len(self.events), process, type_, f, value, time, error=error)
+        event = HistoryEvent(
+            len(self.events), process, type_, f, value, time, error=error, user=user
+        )
         self.events.append(event)
         return event
 

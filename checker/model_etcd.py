@@ -37,14 +37,31 @@ Contract:
   revision cuts take the place of partitioning.
 - What one request, response or event shows about its writes (revision taken, write
   signatures, keys put, leases named) is checker/etcd_writes.py's.
+- Auth: an operation that records its `user` (history schema 2) is applied as that
+  user's request (`AsUser`): one the model's auth store refuses cannot have taken
+  effect, so an ok or info write by a user without the permission has no linearization
+  (a violation when nothing else explains the history). A fail operation with a user
+  whose error is one of the auth store's (permission denied, user name is empty, ...)
+  is judged too: it must be linearized where the model refuses it with that very error
+  (a permitted request that was refused is a violation). "auth: revision in header is
+  old" is not judged (the history does not say when the token was issued). The Auth
+  service's operations (checker/etcd_auth_json.py's AUTH_FS) change the model's auth
+  store; their responses are compared without their headers.
 """
 
 from __future__ import annotations
 
 import bisect
 from collections.abc import Collection, Hashable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
+from etcdspec.checker.etcd_auth_json import (
+    AUTH_FS,
+    auth_request_from_json,
+    auth_response_from_json,
+    same_auth_answer,
+)
 from etcdspec.checker.etcd_json import (
     ETCD_FS,
     EtcdJsonError,
@@ -66,9 +83,11 @@ from etcdspec.checker.etcd_writes import (
 )
 from etcdspec.checker.history import Operation
 from etcdspec.checker.models import CheckModel, ModelInputError, PreparedOp
-from etcdspec.model.errors import StoreError
+from etcdspec.model.auth_requests import AUTH_REQUEST_TYPES, AuthRequest, AuthResponse
+from etcdspec.model.errors import ALL_ERRORS, AuthOldRevisionError, StoreError, error_for
 from etcdspec.model.requests import (
     RANGE_END_ALL,
+    AsUser,
     DeleteRangeRequest,
     DeleteRangeResponse,
     EventType,
@@ -89,6 +108,45 @@ from etcdspec.model.requests import (
 from etcdspec.model.store import StoreState, apply, initial_state, lease_ttl
 
 EXPIRY_PROCESS = "lease-expiry"
+AUTH_ERRORS: tuple[type[StoreError], ...] = tuple(
+    cls
+    for cls in ALL_ERRORS
+    if cls.__module__
+    and cls.__name__
+    in {
+        "UserEmptyError",
+        "PermissionDeniedError",
+        "RootUserNotExistError",
+        "RootRoleNotExistError",
+        "UserAlreadyExistError",
+        "UserNotFoundError",
+        "RoleAlreadyExistError",
+        "RoleNotFoundError",
+        "RoleEmptyError",
+        "AuthFailedError",
+        "PermissionNotGivenError",
+        "RoleNotGrantedError",
+        "PermissionNotGrantedError",
+        "AuthNotEnabledError",
+        "InvalidAuthMgmtError",
+        "NoPasswordUserError",
+    }
+)
+"""The refusals a fail operation with a user (or of the Auth service) is judged by."""
+
+
+class Refused:
+    """The recorded answer of a judged fail operation: etcd refused with `error`."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: type[StoreError]) -> None:
+        self.error = error
+
+    def describe(self) -> str:
+        return f"refused {self.error.code}: {self.error.message}"
+
+
 _KINDS = ("put", "create", "delete")  # the signatures `writes_match` judges
 _NO_TAGS: frozenset[Hashable] = frozenset()
 
@@ -111,10 +169,14 @@ class EtcdModel(CheckModel):
 
     # -- preparing operations ---------------------------------------------------------
     def prepare(self, op: Operation) -> PreparedOp | None:
+        if op.f in AUTH_FS:
+            return self._prepare_auth(op)
         if op.type == "fail":
-            return None
+            return self._prepare_refusal(op) if op.user is not None else None
         if op.f not in ETCD_FS:
-            raise ModelInputError(op, f"the etcd model has {', '.join(ETCD_FS)}, not {op.f!r}")
+            raise ModelInputError(
+                op, f"the etcd model has {', '.join((*ETCD_FS, *AUTH_FS))}, not {op.f!r}"
+            )
         try:
             request = request_from_json(op.f, op.request, "request")
             response = (
@@ -136,6 +198,45 @@ class EtcdModel(CheckModel):
         leases = lease_ids_used(request)
         tags = frozenset(("lease", i) for i in leases) if leases else _NO_TAGS
         return PreparedOp(op, (request, response), pre, bumps_to, tags=tags)
+
+    def _refusal(self, op: Operation) -> Refused | None:
+        """The judged refusal a fail operation records, or None (not judged)."""
+        body = op.response if isinstance(op.response, dict) else {}
+        code, message = body.get("code"), body.get("error")
+        if not isinstance(code, str) or not isinstance(message, str):
+            return None
+        error = error_for(code, message)
+        if error is None or error is AuthOldRevisionError or error not in AUTH_ERRORS:
+            return None
+        return Refused(error)
+
+    def _prepare_refusal(self, op: Operation) -> PreparedOp | None:
+        refused = self._refusal(op)
+        if refused is None:
+            return None
+        try:
+            request = request_from_json(op.f, op.request, "request")
+        except (EtcdJsonError, TypeError, ValueError) as error:
+            raise ModelInputError(op, str(error)) from error
+        leases = lease_ids_used(request)
+        tags = frozenset(("lease", i) for i in leases) if leases else _NO_TAGS
+        # Judged like an ok operation: it must be linearized (where the model refuses it).
+        return PreparedOp(replace(op, type="ok"), (request, refused), tags=tags)
+
+    def _prepare_auth(self, op: Operation) -> PreparedOp | None:
+        try:
+            request = auth_request_from_json(op.f, op.request, "request")
+            response: AuthResponse | Refused | None = None
+            if op.type == "ok":
+                response = auth_response_from_json(op.f, op.response, "response")
+        except (EtcdJsonError, TypeError, ValueError, KeyError) as error:
+            raise ModelInputError(op, str(error)) from error
+        if op.type == "fail":
+            response = self._refusal(op)
+            if response is None:
+                return None
+            op = replace(op, type="ok")
+        return PreparedOp(op, (request, response))
 
     def _prepare_info(self, op: Operation, request: Request) -> PreparedOp | None:
         if isinstance(request, (RangeRequest, LeaseKeepAliveRequest)):
@@ -231,8 +332,15 @@ class EtcdModel(CheckModel):
         )
 
     # -- stepping -----------------------------------------------------------------------
-    def answer(self, state: StoreState, request: Request) -> tuple[StoreState, Response]:
+    def answer(
+        self, state: StoreState, request: Request | AuthRequest | AsUser
+    ) -> tuple[StoreState, Response | AuthResponse]:
         """The model's new state and response (raises StoreError when etcd would refuse)."""
+        if isinstance(request, AsUser):
+            if isinstance(request.request, LeaseKeepAliveRequest):
+                apply(state, request)  # the permission check alone (none for keep-alive)
+                return self.answer(state, request.request)
+            return apply(state, request)
         if isinstance(request, LeaseKeepAliveRequest):
             ttl = lease_ttl(state, request.id)
             return state, LeaseKeepAliveResponse(
@@ -242,6 +350,9 @@ class EtcdModel(CheckModel):
 
     def step(self, state: Any, prepared: PreparedOp) -> list[Any]:
         request, observed = prepared.payload
+        user = prepared.op.user
+        if user is not None or type(request) in AUTH_REQUEST_TYPES or type(observed) is Refused:
+            return self._step_auth(state, prepared)
         kind = type(request)
         if kind is LeaseGrantRequest and request.id == 0 and observed is None:
             return self._blind_grant(state, request)
@@ -256,6 +367,30 @@ class EtcdModel(CheckModel):
             return []
         return [new_state]
 
+    def _step_auth(self, state: StoreState, prepared: PreparedOp) -> list[Any]:
+        """A step of an operation made as a user, of the Auth service, or judged refused."""
+        request, observed = prepared.payload
+        call = _as_caller(prepared)
+        if type(request) is LeaseGrantRequest and request.id == 0 and observed is None:
+            try:  # the permission check first (none for a grant: etcd 3.5.1)
+                apply(state, AsUser(call.user, request) if isinstance(call, AsUser) else request)
+            except StoreError:
+                return []
+            return self._blind_grant(state, request)
+        try:
+            new_state, response = self.answer(state, call)
+        except StoreError as error:
+            if type(observed) is Refused and type(error) is observed.error:
+                return [state]
+            return []
+        if observed is None:
+            return [new_state]
+        if type(observed) is Refused:
+            return []
+        if type(request) in AUTH_REQUEST_TYPES:
+            return [new_state] if same_auth_answer(response, observed) else []  # type: ignore[arg-type]
+        return [new_state] if response == observed else []
+
     def _blind_grant(self, state: StoreState, request: LeaseGrantRequest) -> list[Any]:
         states = []
         for lease_id in self._orphans:
@@ -266,18 +401,24 @@ class EtcdModel(CheckModel):
         return states
 
     def describe_op(self, prepared: PreparedOp) -> str:
-        request, observed = prepared.payload
+        observed = prepared.payload[1]
         answer = observed.describe() if observed is not None else "info"
-        return f"op {prepared.op.id} {request.describe()} -> {answer}"
+        return f"op {prepared.op.id} {_as_caller(prepared).describe()} -> {answer}"
 
     def mismatch(self, state: Any, prepared: PreparedOp) -> str:
-        request, observed = prepared.payload
+        observed = prepared.payload[1]
+        request = _as_caller(prepared)
         try:
             _, response = self.answer(state, request)
         except StoreError as error:
             return f"{request.describe()}: the model refuses it ({error.describe()})"
         if observed is None:
             return f"{request.describe()}: no effect possible here"
+        if type(observed) is Refused:
+            return (
+                f"{request.describe()}: the model permits it (answering {response.describe()}) "
+                f"but the history records it {observed.describe()}"
+            )
         return (
             f"{request.describe()}: the model answers {response.describe()} "
             f"but the history records {observed.describe()}"
@@ -296,7 +437,7 @@ class EtcdModel(CheckModel):
         observed: dict[int, set[Hashable]] = {}
         quiet: dict[bytes, list[tuple[int, int]]] = {}
         alive: dict[bytes, list[tuple[int, int]]] = {}
-        answered = [p.payload for p in ops if p.payload[1] is not None]  # the ok ones
+        answered = [p.payload for p in ops if _kv_answer(p.payload[1])]  # the ok ones
         # Revisions at which an ok operation surely put each key; the revisions ok
         # operations surely took; keys an ok op may put at a revision not known.
         puts: dict[bytes, list[int]] = {}
@@ -304,7 +445,7 @@ class EtcdModel(CheckModel):
         uncertain: set[bytes] = set()
         for prepared in ops:
             request, response = prepared.payload
-            if response is None:
+            if not _kv_answer(response):
                 continue
             if prepared.bumps_to is not None:
                 claimed.append(prepared.bumps_to)
@@ -497,9 +638,10 @@ class EtcdModel(CheckModel):
     def describe_state(self, state: Any) -> str:
         kvs = ", ".join(kv.describe() for kv in self._all_keys(state))
         leases = ", ".join(str(i) for i in sorted(state.lease_ids()))
+        auth = "" if state.auth == initial_state().auth else f", {state.auth.describe()}"
         return (
             f"revision {state.revision}, compacted {state.compact_revision}, "
-            f"keys [{kvs}], leases [{leases}]"
+            f"keys [{kvs}], leases [{leases}]{auth}"
         )
 
     def state_json(self, state: Any) -> Any:
@@ -509,6 +651,28 @@ class EtcdModel(CheckModel):
             "kvs": [kv_to_json(kv) for kv in self._all_keys(state)],
             "leases": sorted(state.lease_ids()),
         }
+
+
+def _kv_answer(response: object) -> bool:
+    """Whether a payload's answer is a KV or lease response (not None, not a judged
+    refusal, not an Auth service response): what the observations read."""
+    return (
+        response is not None
+        and type(response) is not Refused
+        and not hasattr(response, "method")
+        and type(response).__module__ == _REQUESTS_MODULE
+    )
+
+
+_REQUESTS_MODULE = RangeResponse.__module__
+
+
+def _as_caller(prepared: PreparedOp) -> Any:
+    """The operation's request as the model applies it: wrapped as its user's when the
+    history records one."""
+    request = prepared.payload[0]
+    user = prepared.op.user
+    return request if user is None else AsUser(user, request)
 
 
 def _within(spans: list[tuple[int, int]] | None, revision: int) -> bool:

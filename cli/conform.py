@@ -79,7 +79,9 @@ def client_security(
 @click.option("--etcd-bin", default=None, help="The etcd binary for --target etcd.")
 @click.option(
     "--workload",
-    type=click.Choice(["etcd-kv", "etcd-kv-writes", "leases", "kubernetes", "watch", "locks"]),
+    type=click.Choice(
+        ["etcd-kv", "etcd-kv-writes", "leases", "kubernetes", "watch", "locks", "auth"]
+    ),
     default="etcd-kv",
     show_default=True,
 )

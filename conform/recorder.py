@@ -76,13 +76,16 @@ DEFINITE_CODES = frozenset(
 )
 SESSION_EXPIRED = "mutex: session is expired"  # etcd's answer to a waiter that lost its key
 NOT_SENT_MARKERS = ("failed to connect to all addresses", "connections to all backends failing")
+# etcd refuses a request whose token was checked at an older auth revision before it
+# applies anything (code Unknown in etcd 3.5): a definite refusal.
+AUTH_OLD_REVISION = "auth: revision in header is old"
 
 
 def classify(request: Request, code: grpc.StatusCode, details: str) -> str:
     """`fail` when the request surely had no effect, else `info` (see the module notes)."""
     if read_only(request):
         return "fail"
-    if code in DEFINITE_CODES:
+    if code in DEFINITE_CODES or details == AUTH_OLD_REVISION:
         return "fail"
     if code is grpc.StatusCode.UNAVAILABLE and any(m in details for m in NOT_SENT_MARKERS):
         return "fail"
@@ -118,9 +121,18 @@ class Recorder:
         return process
 
     def add(
-        self, process: int | str, type_: str, f: str, value: Any, error: Any = None
+        self,
+        process: int | str,
+        type_: str,
+        f: str,
+        value: Any,
+        error: Any = None,
+        user: str | None = None,
     ) -> HistoryEvent:
-        event = HistoryEvent(len(self.events), process, type_, f, value, self.now(), error=error)
+        """One event; `user` (on an invoke) is who the request's token names."""
+        event = HistoryEvent(
+            len(self.events), process, type_, f, value, self.now(), error=error, user=user
+        )
         self.events.append(event)
         if type_ in self.counts:
             self.counts[type_] += 1

@@ -319,7 +319,11 @@ async def _drive(
     watchers: list[WatchRecorder] = []
     names = target.member_names() or [f"e{i}" for i in range(len(target.endpoints))]
     urls = [target.client_url(n) for n in target.member_names()] or list(target.endpoints)
-    for name, url in zip(names, urls, strict=True):
+    workload = make_workload(options.workload)
+    hooks = RecordingClient(recorder, urls[0], options.request_timeout_s)
+    await workload.start(hooks, Process(recorder.new_process()))
+    watched = list(zip(names, urls, strict=True)) if workload.watch_all else []
+    for name, url in watched:
         watcher = WatchRecorder(
             recorder,
             url,
@@ -344,7 +348,6 @@ async def _drive(
         tasks.append(asyncio.create_task(watcher.run(own_stop)))
         tasks.append(asyncio.create_task(timed()))
 
-    workload = make_workload(options.workload)
     clients = [
         RecordingClient(recorder, urls[i % len(urls)], options.request_timeout_s)
         for i in range(options.clients)
@@ -411,6 +414,9 @@ async def _drive(
     finally:
         stop.set()
         await asyncio.gather(*worker_tasks, fault_task, progress_task, return_exceptions=True)
+        with contextlib.suppress(Exception):  # a finish that fails leaves HashKV to say so
+            await workload.finish(hooks, Process(recorder.new_process()))
+        await hooks.close()
         await asyncio.sleep(0.5)  # let the watches deliver what is committed
         watch_stop.set()
         await asyncio.gather(*tasks, return_exceptions=True)

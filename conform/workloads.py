@@ -26,6 +26,15 @@ Contract:
 - `etcd-kv-writes`: etcd-kv with writes weighted up (WRITE_WEIGHTS): most calls change
   the store, for faults that strike while writes are being applied (kill -9 under
   write load).
+- `auth`: `start` (before the workers, recorded) adds root, the roles of AUTH_ROLES and
+  the users of AUTH_USERS and enables auth; each step is a KV request as one of those
+  users (now and then without a token), many of them outside the user's grants, or,
+  one step in AUTH_CHANGE_EVERY, a permission or role granted or revoked by root
+  (`conform/auth_client.py` records each with its user); `finish` disables auth again
+  (HashKV needs no token then). No all-key watches (a watch needs a READ grant).
+- Hooks: `start(client, process)` and `finish(client, process)` run once before the
+  workers start and after they stop (nothing by default); `watch_all` says whether the
+  run watches every key from every member.
 """
 
 from __future__ import annotations
@@ -35,7 +44,21 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from etcdspec.conform.auth_client import AuthClient
 from etcdspec.conform.recorder import LockOutcome, Outcome, Process, RecordingClient
+from etcdspec.model.auth_requests import (
+    AuthDisableRequest,
+    AuthEnableRequest,
+    AuthRequest,
+    AuthRoleAddRequest,
+    AuthRoleGrantPermissionRequest,
+    AuthRoleRevokePermissionRequest,
+    AuthUserAddRequest,
+    AuthUserGrantRoleRequest,
+    AuthUserRevokeRoleRequest,
+    Permission,
+    PermType,
+)
 from etcdspec.model.requests import (
     CompactionRequest,
     Compare,
@@ -141,9 +164,16 @@ class Worker:
 
 class Workload:
     name = ""
+    watch_all = True  # the run watches every key from every member
 
     async def step(self, worker: Worker) -> None:
         raise WorkloadError(f"workload {self.name or type(self).__name__} has no step")
+
+    async def start(self, client: RecordingClient, process: Process) -> None:
+        """Once, before the workers start (recorded through `client`)."""
+
+    async def finish(self, client: RecordingClient, process: Process) -> None:
+        """Once, after the workers stopped."""
 
 
 class KvWorkload(Workload):
@@ -355,6 +385,105 @@ def fenced_write(name: bytes, key: bytes, value: bytes) -> TxnRequest:
     )
 
 
+ROOT_PASSWORD = "root-pw"
+AUTH_USERS = {"alice": "ra", "bob": "rb", "carol": "rc"}  # user -> the role it starts with
+AUTH_ROLES: dict[str, tuple[Permission, ...]] = {
+    "ra": (Permission(PermType.READWRITE, b"k0", b"k3"),),  # k0, k1, k2
+    "rb": (Permission(PermType.READ, b"k", b"l"),),  # every k... key, read only
+    "rc": (Permission(PermType.WRITE, b"k4"), Permission(PermType.READ, b"k3", b"k5")),
+}
+AUTH_CHANGE_EVERY = 12  # one step in this many changes a permission or a role
+AUTH_SPARE: tuple[Permission, ...] = (  # what a permission change grants or revokes
+    Permission(PermType.READ, b"k4"),
+    Permission(PermType.WRITE, b"k5"),
+    Permission(PermType.READWRITE, b"k3"),
+    Permission(PermType.READWRITE, b"k0", b"k3"),
+    Permission(PermType.READ, b"k", b"l"),
+)
+
+
+def _password(user: str) -> str:
+    return ROOT_PASSWORD if user == "root" else f"{user}-pw"
+
+
+class AuthWorkload(Workload):
+    name = "auth"
+    watch_all = False
+
+    def __init__(self) -> None:
+        self.clients: dict[int, AuthClient] = {}
+        self.passwords = {user: _password(user) for user in ("root", *AUTH_USERS)}
+
+    def _client(self, worker: Worker) -> AuthClient:
+        if worker.number not in self.clients:
+            self.clients[worker.number] = AuthClient(worker.client, self.passwords)
+        return self.clients[worker.number]
+
+    async def start(self, client: RecordingClient, process: Process) -> None:
+        setup: list[AuthRequest] = [
+            AuthUserAddRequest("root", ROOT_PASSWORD),
+            AuthUserGrantRoleRequest("root", "root"),
+        ]
+        for role, perms in AUTH_ROLES.items():
+            setup.append(AuthRoleAddRequest(role))
+            setup += [AuthRoleGrantPermissionRequest(role, perm) for perm in perms]
+        for user, role in AUTH_USERS.items():
+            setup += [
+                AuthUserAddRequest(user, _password(user)),
+                AuthUserGrantRoleRequest(user, role),
+            ]
+        setup.append(AuthEnableRequest())
+        admin = AuthClient(client, self.passwords)
+        for request in setup:
+            outcome = await admin.auth(process, None, request)
+            if outcome.type != "ok":
+                raise WorkloadError(f"auth set-up {request.describe()}: {outcome.describe()}")
+
+    async def finish(self, client: RecordingClient, process: Process) -> None:
+        await AuthClient(client, self.passwords).auth(process, "root", AuthDisableRequest())
+
+    async def step(self, worker: Worker) -> None:
+        rng = worker.rng
+        auth = self._client(worker)
+        if rng.randrange(AUTH_CHANGE_EVERY) == 0:
+            await auth.auth(worker.process, "root", self._change(rng))
+            return
+        user = "" if rng.random() < 0.05 else rng.choice(sorted(AUTH_USERS))
+        key = worker.key()
+        choice = rng.random()
+        request: Request
+        if choice < 0.35:
+            request = PutRequest(key, worker.unique_value(), prev_kv=rng.random() < 0.2)
+        elif choice < 0.65:
+            request = RangeRequest(key)
+        elif choice < 0.75:
+            request = RangeRequest(b"k0", rng.choice([b"k3", b"k5", b"l"]))
+        elif choice < 0.85:
+            request = DeleteRangeRequest(key, prev_kv=rng.random() < 0.3)
+        else:
+            other = worker.key()
+            request = TxnRequest(
+                compare=(Compare(key, CompareTarget.VERSION, CompareResult.GREATER, 0),),
+                success=(PutRequest(other, worker.unique_value()),),
+                failure=(RangeRequest(key),),
+            )
+        outcome = await auth.call(worker.process, user, request)
+        if outcome is not None and outcome.response is not None:
+            worker.last_revision = max(worker.last_revision, outcome.response.header.revision)
+
+    def _change(self, rng: random.Random) -> AuthRequest:
+        role = rng.choice(sorted(AUTH_ROLES))
+        if rng.random() < 0.7:
+            perm = rng.choice(AUTH_SPARE)
+            if rng.random() < 0.5:
+                return AuthRoleGrantPermissionRequest(role, perm)
+            return AuthRoleRevokePermissionRequest(role, perm.key, perm.range_end)
+        user = rng.choice(sorted(AUTH_USERS))
+        if rng.random() < 0.5:
+            return AuthUserGrantRoleRequest(user, role)
+        return AuthUserRevokeRoleRequest(user, role)
+
+
 WORKLOADS: dict[str, Callable[[], Workload]] = {
     "etcd-kv": KvWorkload,
     "etcd-kv-writes": WriteHeavyWorkload,
@@ -362,6 +491,7 @@ WORKLOADS: dict[str, Callable[[], Workload]] = {
     "kubernetes": KubernetesWorkload,
     "watch": WatchWorkload,
     "locks": LocksWorkload,
+    "auth": AuthWorkload,
 }
 
 

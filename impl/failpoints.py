@@ -25,6 +25,8 @@ Known failpoints (FAILPOINTS holds the one-line description of each):
   quorum and does not know it yet would.
 - lock_without_wait: v3lock's Lock answers at once with the caller's key, without
   waiting for the keys ahead of it in the lock's queue to be deleted (two holders).
+- auth_skip_range_check: with auth enabled, the auth store's READ check of a range
+  passes for anyone (a token is still needed): any user reads any key.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ FAILPOINTS: dict[str, str] = {
     "stale_leader_lease_revoke": "the leader revokes expired leases locally, not via the log",
     "wal_skip_payload_crc": "WAL replay takes a record's payload without its checksum",
     "lock_without_wait": "Lock is granted at once, without waiting for the keys ahead of it",
+    "auth_skip_range_check": "with auth enabled, a range is served without the READ check",
 }
 
 _active: frozenset[str] = frozenset()

@@ -1,4 +1,4 @@
-"""Typed errors of the store model: one class per error etcd's KV/lease API returns.
+"""Typed errors of the store model: one class per error etcd's KV/lease/auth API returns.
 
 Contract: `apply()` raises a `StoreError` subclass and leaves the state unchanged when a
 request is invalid. `.code` is the gRPC status name etcd answers with and `.message` is
@@ -101,6 +101,130 @@ class LeaseTTLTooLargeError(StoreError):
     message = "etcdserver: too large lease TTL"
 
 
+# ---------------------------------------------------------------------------- auth
+# The auth store's errors (api/v3rpc/rpctypes ErrGRPC*, etcd 3.5). etcd 3.5 sends the last
+# two with code Unknown and the auth package's own text.
+
+
+class RootUserNotExistError(StoreError):
+    """AuthEnable without a user named root."""
+
+    code = "FAILED_PRECONDITION"
+    message = "etcdserver: root user does not exist"
+
+
+class RootRoleNotExistError(StoreError):
+    """AuthEnable while the root user lacks the root role."""
+
+    code = "FAILED_PRECONDITION"
+    message = "etcdserver: root user does not have root role"
+
+
+class UserAlreadyExistError(StoreError):
+    """UserAdd of a name that is taken."""
+
+    code = "FAILED_PRECONDITION"
+    message = "etcdserver: user name already exists"
+
+
+class UserEmptyError(StoreError):
+    """UserAdd without a name, or a request without a token while auth is enabled."""
+
+    code = "INVALID_ARGUMENT"
+    message = "etcdserver: user name is empty"
+
+
+class UserNotFoundError(StoreError):
+    """a user request naming a user that does not exist."""
+
+    code = "FAILED_PRECONDITION"
+    message = "etcdserver: user name not found"
+
+
+class RoleAlreadyExistError(StoreError):
+    """RoleAdd of a name that is taken."""
+
+    code = "FAILED_PRECONDITION"
+    message = "etcdserver: role name already exists"
+
+
+class RoleNotFoundError(StoreError):
+    """a role request naming a role that does not exist."""
+
+    code = "FAILED_PRECONDITION"
+    message = "etcdserver: role name not found"
+
+
+class RoleEmptyError(StoreError):
+    """RoleAdd without a name."""
+
+    code = "INVALID_ARGUMENT"
+    message = "etcdserver: role name is empty"
+
+
+class AuthFailedError(StoreError):
+    """Authenticate with an unknown user or a wrong password."""
+
+    code = "INVALID_ARGUMENT"
+    message = "etcdserver: authentication failed, invalid user ID or password"
+
+
+class PermissionNotGivenError(StoreError):
+    """RoleGrantPermission without a permission."""
+
+    code = "INVALID_ARGUMENT"
+    message = "etcdserver: permission not given"
+
+
+class PermissionDeniedError(StoreError):
+    """the caller's roles do not grant what the request needs."""
+
+    code = "PERMISSION_DENIED"
+    message = "etcdserver: permission denied"
+
+
+class RoleNotGrantedError(StoreError):
+    """UserRevokeRole of a role the user does not hold."""
+
+    code = "FAILED_PRECONDITION"
+    message = "etcdserver: role is not granted to the user"
+
+
+class PermissionNotGrantedError(StoreError):
+    """RoleRevokePermission of a permission the role does not hold."""
+
+    code = "FAILED_PRECONDITION"
+    message = "etcdserver: permission is not granted to the role"
+
+
+class AuthNotEnabledError(StoreError):
+    """Authenticate while auth is disabled."""
+
+    code = "FAILED_PRECONDITION"
+    message = "etcdserver: authentication is not enabled"
+
+
+class InvalidAuthMgmtError(StoreError):
+    """deleting the root user or role, or revoking root from root, while auth is enabled."""
+
+    code = "INVALID_ARGUMENT"
+    message = "etcdserver: invalid auth management"
+
+
+class AuthOldRevisionError(StoreError):
+    """a token checked at an auth revision older than the store's (authenticate again)."""
+
+    code = "UNKNOWN"
+    message = "auth: revision in header is old"
+
+
+class NoPasswordUserError(StoreError):
+    """Authenticate as a user added with --no-password."""
+
+    code = "UNKNOWN"
+    message = "auth: authentication failed, password was given for no password user"
+
+
 ALL_ERRORS: tuple[type[StoreError], ...] = (
     CompactedError,
     FutureRevisionError,
@@ -113,6 +237,23 @@ ALL_ERRORS: tuple[type[StoreError], ...] = (
     LeaseNotFoundError,
     LeaseExistsError,
     LeaseTTLTooLargeError,
+    RootUserNotExistError,
+    RootRoleNotExistError,
+    UserAlreadyExistError,
+    UserEmptyError,
+    UserNotFoundError,
+    RoleAlreadyExistError,
+    RoleNotFoundError,
+    RoleEmptyError,
+    AuthFailedError,
+    PermissionNotGivenError,
+    PermissionDeniedError,
+    RoleNotGrantedError,
+    PermissionNotGrantedError,
+    AuthNotEnabledError,
+    InvalidAuthMgmtError,
+    AuthOldRevisionError,
+    NoPasswordUserError,
 )
 """Every error class, for lookups by (code, message) from recorded histories."""
 

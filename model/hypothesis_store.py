@@ -10,7 +10,12 @@
   below the compaction it fails with CompactedError, above the head with
   FutureRevisionError;
 - the watch guarantees (`etcdspec.model.watch`) for a watch opened at a random past
-  revision and the responses the model's watch semantics give for it.
+  revision and the responses the model's watch semantics give for it;
+- with the `auth` group: auth changes (users, roles, grants, revokes, enable, disable)
+  and KV/lease requests made as random users; NoWriteWithoutGrant: a write a client made
+  while auth was enabled changed only keys a role of that user (or root) lets it write,
+  every refused request changed nothing, and every auth change that succeeded bumped the
+  auth revision (AuthRevisionBumped) unless it was an enable or a repeated grant.
 
 Swarm testing: an initialize rule picks which optional rule groups run in this example
 (a run focused on some rules, `ExploreOptions.rules`, keeps them all on instead).
@@ -34,6 +39,22 @@ from hypothesis.stateful import (
 )
 
 from etcdspec.model import store as store_model
+from etcdspec.model.auth import ROOT
+from etcdspec.model.auth_requests import (
+    AuthDisableRequest,
+    AuthEnableRequest,
+    AuthRequest,
+    AuthRoleAddRequest,
+    AuthRoleDeleteRequest,
+    AuthRoleGrantPermissionRequest,
+    AuthRoleRevokePermissionRequest,
+    AuthUserAddRequest,
+    AuthUserDeleteRequest,
+    AuthUserGrantRoleRequest,
+    AuthUserRevokeRoleRequest,
+    Permission,
+    PermType,
+)
 from etcdspec.model.bugs import NO_BUGS, BugSet
 from etcdspec.model.errors import CompactedError, FutureRevisionError, StoreError
 from etcdspec.model.explore import ExploreOptions, RunRecorder
@@ -41,6 +62,7 @@ from etcdspec.model.hypothesis_rules import focused, has_initialize_rules
 from etcdspec.model.invariants import InvariantViolation
 from etcdspec.model.requests import (
     RANGE_END_ALL,
+    AsUser,
     CompactionRequest,
     Compare,
     CompareResult,
@@ -56,6 +78,7 @@ from etcdspec.model.requests import (
     Request,
     TxnOp,
     TxnRequest,
+    in_range,
     show_bytes,
 )
 from etcdspec.model.watch import WatchRequest, check_watch, watch_responses
@@ -100,6 +123,43 @@ def txns() -> st.SearchStrategy[TxnRequest]:
     )
 
 
+USERS = (ROOT, "alice", "bob")
+ROLES = (ROOT, "r1", "r2")
+users = st.sampled_from(USERS)
+roles = st.sampled_from(ROLES)
+callers = st.sampled_from(("", *USERS, "alice", "bob"))
+permissions = st.builds(
+    Permission, perm_type=st.sampled_from(tuple(PermType)), key=keys, range_end=range_ends
+)
+
+
+def auth_changes() -> st.SearchStrategy[AuthRequest]:
+    """Auth changes over a few users and roles (root among them), errors included."""
+    return st.one_of(
+        st.builds(AuthUserAddRequest, name=users, password=st.just("pw")),
+        st.builds(AuthUserDeleteRequest, name=users),
+        st.builds(AuthUserGrantRoleRequest, user=users, role=roles),
+        st.builds(AuthUserRevokeRoleRequest, name=users, role=roles),
+        st.builds(AuthRoleAddRequest, name=roles),
+        st.builds(AuthRoleDeleteRequest, role=roles),
+        st.builds(AuthRoleGrantPermissionRequest, name=roles, perm=permissions),
+        st.builds(AuthRoleRevokePermissionRequest, role=roles, key=keys, range_end=range_ends),
+        st.just(AuthEnableRequest()),
+        st.just(AuthDisableRequest()),
+    )
+
+
+def client_requests() -> st.SearchStrategy[Request]:
+    """KV and lease requests a client may make (what the auth rule judges)."""
+    return st.one_of(
+        st.builds(PutRequest, key=keys, value=values, lease=lease_ids, prev_kv=st.booleans()),
+        st.builds(RangeRequest, key=keys, range_end=range_ends),
+        st.builds(DeleteRangeRequest, key=keys, range_end=range_ends, prev_kv=st.booleans()),
+        txns(),
+        st.builds(LeaseRevokeRequest, id=st.integers(min_value=1, max_value=3)),
+    )
+
+
 def abstract_state(state: Any) -> dict[str, Any]:
     """The store as plain values (for counterexamples and ITF): revisions, keys, leases."""
     return {
@@ -122,7 +182,7 @@ def _lease_text(ttl: int, keys: frozenset[bytes]) -> str:
     return f"ttl {ttl} keys [{', '.join(show_bytes(k) for k in sorted(keys))}]"
 
 
-OPTIONAL_RULES = ("delete", "txn", "compact", "lease", "read_past", "watch")
+OPTIONAL_RULES = ("delete", "txn", "compact", "lease", "read_past", "watch", "auth")
 
 
 class StoreMachine(RuleBasedStateMachine):
@@ -147,7 +207,7 @@ class StoreMachine(RuleBasedStateMachine):
         self.enabled = frozenset(enabled)
 
     # ------------------------------------------------------------------ helpers
-    def _apply(self, request: Request) -> Any:
+    def _apply(self, request: Request | AuthRequest | AsUser) -> Any:
         before = self.state
         try:
             after, response = store_model.apply(before, request, self.bugs)
@@ -165,7 +225,9 @@ class StoreMachine(RuleBasedStateMachine):
             self.recorder.witness("store: revision advanced")
         return response
 
-    def _check_revision_step(self, request: Request, before: Any, after: Any) -> None:
+    def _check_revision_step(
+        self, request: Request | AuthRequest | AsUser, before: Any, after: Any
+    ) -> None:
         step = after.revision - before.revision
         if step not in (0, 1):
             raise InvariantViolation(
@@ -277,6 +339,73 @@ class StoreMachine(RuleBasedStateMachine):
                 violations[0].guarantee, "\n".join(v.describe() for v in violations)
             )
         self.recorder.witness("store: watch checked")
+
+    @precondition(lambda self: "auth" in self.enabled and not self.state.auth.enabled)
+    @rule()
+    def auth_bootstrap(self) -> None:
+        """What an operator does first: the root user with the root role, alice and bob
+        holding the roles r1 and r2 (no permissions yet), then enable."""
+        for request in (
+            AuthUserAddRequest(ROOT, "pw"),
+            AuthUserGrantRoleRequest(ROOT, ROOT),
+            AuthUserAddRequest("alice", "pw"),
+            AuthUserAddRequest("bob", "pw"),
+            AuthRoleAddRequest("r1"),
+            AuthRoleAddRequest("r2"),
+            AuthUserGrantRoleRequest("alice", "r1"),
+            AuthUserGrantRoleRequest("bob", "r2"),
+            AuthEnableRequest(),
+        ):
+            self._apply(request)
+        if self.state.auth.enabled:
+            self.recorder.witness("store: auth enabled")
+
+    @precondition(lambda self: "auth" in self.enabled)
+    @rule(change=auth_changes(), as_root=st.booleans())
+    def auth_change(self, change: AuthRequest, as_root: bool) -> None:
+        before = self.state.auth
+        request: AuthRequest | AsUser = AsUser(ROOT, change) if as_root else change
+        response = self._apply(request)
+        if isinstance(response, StoreError):
+            return
+        after = self.state.auth
+        quiet = isinstance(change, AuthEnableRequest) or after == before
+        if not quiet and after.revision != before.revision + 1:
+            raise InvariantViolation(
+                "AuthRevisionBumped",
+                f"{change.describe()} moved the auth revision {before.revision} -> "
+                f"{after.revision}",
+            )
+        if after.enabled:
+            self.recorder.witness("store: auth enabled")
+
+    @precondition(lambda self: "auth" in self.enabled)
+    @rule(user=callers, request=client_requests())
+    def as_user(self, user: str, request: Request) -> None:
+        before = self.state
+        response = self._apply(AsUser(user, request))
+        if isinstance(response, StoreError):
+            if self.state is not before:
+                raise InvariantViolation(
+                    "NoWriteWithoutGrant", f"refused {request.describe()} changed the store"
+                )
+            if before.auth.enabled:
+                self.recorder.witness("store: a client request refused")
+            return
+        if not before.auth.enabled or before.auth.is_root(user):
+            return
+        self.recorder.witness("store: a client request permitted by its roles")
+        written = {e.kv.key for e in self.state.events_since(before.revision + 1)}
+        if self.state.revision == before.revision:
+            written = set()
+        perms = [p for p in before.auth.permissions_of(user) if p.perm_type.grants(PermType.WRITE)]
+        for key in written:
+            if not any(in_range(key, p.key, p.range_end) for p in perms):
+                raise InvariantViolation(
+                    "NoWriteWithoutGrant",
+                    f"{user} wrote {show_bytes(key)} by {request.describe()} holding only "
+                    + ", ".join(p.describe() for p in perms),
+                )
 
     # ------------------------------------------------------------------ invariants
     @invariant()

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
+
+if TYPE_CHECKING:
+    from etcdspec.model.auth_requests import AuthRequest
 
 RANGE_END_ALL = b"\x00"
 """A range end of one zero byte means "every key >= key" (etcd's mkGteRange)."""
@@ -436,6 +439,35 @@ Request: TypeAlias = (
     | LeaseTimeToLiveRequest
     | LeaseLeasesRequest
 )
+
+
+@dataclass(frozen=True, slots=True)
+class AsUser:
+    """A request made by a client: `user` is who its token names ("" for no token) and
+    `auth_revision` the auth revision the token was checked at (0: current, never old).
+
+    A request not wrapped in AsUser is the server's own (a lease expiry, a member's
+    request): etcd does not check those against any user's permissions, nor does the
+    model. Wrapped, it is checked as etcd checks a client's request once auth is enabled
+    (model/auth.py).
+    """
+
+    user: str
+    request: Request | AuthRequest
+    auth_revision: int = 0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.user, str):
+            raise TypeError(f'AsUser.user must be a str ("" for no token), got {self.user!r}')
+        if isinstance(self.request, AsUser):
+            raise TypeError("AsUser wraps a request, not another AsUser")
+        _check_int("AsUser", "auth_revision", self.auth_revision)
+
+    def describe(self) -> str:
+        who = self.user or "<no token>"
+        at = f"@auth {self.auth_revision}" if self.auth_revision else ""
+        return f"[{who}{at}] {self.request.describe()}"
+
 
 # ---------------------------------------------------------------------------- responses
 

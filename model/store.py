@@ -17,6 +17,10 @@ Contract:
   Python's hash seed differs between processes.
 - The store has no clock: lease expiry arrives as a LeaseRevokeRequest through the log;
   keep-alive is answered by the leader with `lease_ttl(state, id)`.
+- The auth store (model/auth.py) is part of the state: auth requests change it, and a
+  request wrapped in `AsUser` is checked against the caller's permissions first (a
+  refused one raises etcd's error and changes nothing); an unwrapped request is the
+  server's own and is not checked.
 """
 
 from __future__ import annotations
@@ -24,7 +28,16 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import overload
 
+from etcdspec.model.auth import (
+    AuthState,
+    apply_auth,
+    check_admin_call,
+    check_auth_invariants,
+    check_client,
+)
+from etcdspec.model.auth_requests import AUTH_REQUEST_TYPES, AuthRequest, AuthResponse
 from etcdspec.model.bugs import NO_BUGS, BugSet
 from etcdspec.model.errors import (
     CompactedError,
@@ -54,6 +67,7 @@ from etcdspec.model.lease import (
 )
 from etcdspec.model.pmap import PMap
 from etcdspec.model.requests import (
+    AsUser,
     CompactionRequest,
     CompactionResponse,
     DeleteRangeRequest,
@@ -142,6 +156,9 @@ def _same_history(a: HistoryNode | None, b: HistoryNode | None) -> bool:
     return True
 
 
+_NO_AUTH = AuthState()
+
+
 class _Keep:
     """Marker: keep the field as it is (None is a valid history)."""
 
@@ -154,6 +171,7 @@ class StoreState:
 
     __slots__ = (
         "_hash",
+        "auth",
         "compact_main_revision",
         "config",
         "history",
@@ -175,6 +193,7 @@ class StoreState:
         next_lease_id: int,
         write_count: int,
         config: StoreConfig,
+        auth: AuthState = _NO_AUTH,
     ) -> None:
         self.revision = revision
         self.compact_main_revision = compact_main_revision
@@ -184,6 +203,7 @@ class StoreState:
         self.next_lease_id = next_lease_id
         self.write_count = write_count
         self.config = config
+        self.auth = auth
         self._hash = hash(
             (
                 revision,
@@ -194,6 +214,7 @@ class StoreState:
                 next_lease_id,
                 write_count,
                 config,
+                auth,
             )
         )
 
@@ -207,6 +228,7 @@ class StoreState:
         history: HistoryNode | _Keep | None = _KEEP,
         next_lease_id: int | None = None,
         write_count: int | None = None,
+        auth: AuthState | None = None,
     ) -> StoreState:
         return StoreState(
             revision=self.revision if revision is None else revision,
@@ -221,6 +243,7 @@ class StoreState:
             next_lease_id=self.next_lease_id if next_lease_id is None else next_lease_id,
             write_count=self.write_count if write_count is None else write_count,
             config=self.config,
+            auth=self.auth if auth is None else auth,
         )
 
     # -- queries
@@ -286,6 +309,7 @@ class StoreState:
                 self.next_lease_id,
                 self.write_count,
                 self.config,
+                self.auth,
             ),
         )
 
@@ -304,6 +328,7 @@ class StoreState:
             and self.next_lease_id == other.next_lease_id
             and self.write_count == other.write_count
             and self.config == other.config
+            and self.auth == other.auth
             and self.live == other.live
             and self.leases == other.leases
             and _same_history(self.history, other.history)
@@ -312,7 +337,8 @@ class StoreState:
     def describe(self) -> str:
         kvs = ", ".join(kv.describe() for kv in self.items())
         compact = f" compact {self.compact_revision}" if self.compact_revision else ""
-        return f"store rev {self.revision}{compact} {{{kvs}}} {self.leases.describe()}"
+        auth = "" if self.auth == _NO_AUTH else f" {self.auth.describe()}"
+        return f"store rev {self.revision}{compact} {{{kvs}}} {self.leases.describe()}{auth}"
 
     def __repr__(self) -> str:
         return f"<StoreState {self.describe()}>"
@@ -327,6 +353,7 @@ def _rebuild_state(
     next_lease_id: int,
     write_count: int,
     config: StoreConfig,
+    auth: AuthState | None = None,
 ) -> StoreState:
     return StoreState(
         revision=revision,
@@ -337,6 +364,7 @@ def _rebuild_state(
         next_lease_id=next_lease_id,
         write_count=write_count,
         config=config,
+        auth=_NO_AUTH if auth is None else auth,
     )
 
 
@@ -357,9 +385,21 @@ def initial_state(config: StoreConfig | None = None) -> StoreState:
 # ---------------------------------------------------------------------------- apply
 
 
+@overload
 def apply(
     state: StoreState, request: Request, bugs: BugSet = NO_BUGS
-) -> tuple[StoreState, Response]:
+) -> tuple[StoreState, Response]: ...
+
+
+@overload
+def apply(
+    state: StoreState, request: AuthRequest | AsUser, bugs: BugSet = NO_BUGS
+) -> tuple[StoreState, Response | AuthResponse]: ...
+
+
+def apply(
+    state: StoreState, request: Request | AuthRequest | AsUser, bugs: BugSet = NO_BUGS
+) -> tuple[StoreState, Response | AuthResponse]:
     """Apply one request; returns the new state and etcd's response, or raises StoreError."""
     if isinstance(request, RangeRequest):
         return state, do_range(state, request)
@@ -392,7 +432,39 @@ def apply(
     if isinstance(request, LeaseLeasesRequest):
         ids = tuple(sorted(state.lease_ids()))
         return state, LeaseLeasesResponse(ResponseHeader(state.revision), ids)
+    if isinstance(request, AsUser):
+        return _apply_as(state, request, bugs)
+    if isinstance(request, AUTH_REQUEST_TYPES):
+        auth, auth_response = apply_auth(state.auth, request, state.revision)
+        return (state if auth is state.auth else state._replace(auth=auth)), auth_response
     raise TypeError(f"apply() got {request!r}, which is not a store request")
+
+
+def _apply_as(
+    state: StoreState, call: AsUser, bugs: BugSet
+) -> tuple[StoreState, Response | AuthResponse]:
+    """A client's request: the API layer's checks of the request alone (a key given, a
+    txn's shape and duplicate keys: etcd makes them before anything else), then the
+    caller's permission, then the request applied."""
+    request = call.request
+    if isinstance(request, AUTH_REQUEST_TYPES):
+        check_admin_call(state.auth, call)
+        return apply(state, request, bugs)
+    if isinstance(request, PutRequest):
+        check_put_request(request)
+    elif isinstance(request, DeleteRangeRequest):
+        check_delete_request(request)
+    elif isinstance(request, TxnRequest):
+        check_txn_request(request, state.config.max_txn_ops)
+    elif isinstance(request, RangeRequest) and not request.key:
+        do_range(state, request)  # raises etcd's empty-key error
+    check_client(state.auth, call, lambda lease_id: _lease_keys(state, lease_id))
+    return apply(state, request, bugs)
+
+
+def _lease_keys(state: StoreState, lease_id: int) -> frozenset[bytes]:
+    record = state.leases.get(lease_id)
+    return frozenset() if record is None else frozenset(record.keys)
 
 
 def apply_all(
@@ -433,6 +505,7 @@ def _put(state: StoreState, request: PutRequest) -> tuple[StoreState, PutRespons
         next_lease_id=state.next_lease_id,
         write_count=state.write_count + 1,
         config=state.config,
+        auth=state.auth,
     )
     return new_state, PutResponse(ResponseHeader(revision), old if request.prev_kv else None)
 
@@ -529,7 +602,10 @@ def check_invariants(state: StoreState) -> None:
     LiveMatchesHistory: the last event of each key in the history is its live value.
     LeaseAttachment: every live key's lease is granted and lists the key, and every
     key a lease lists is live with that lease.
+    The auth store's invariants (model/auth.py `check_auth_invariants`).
     """
+    for name, detail in check_auth_invariants(state.auth):
+        _violation(name, state, detail)
     if state.compact_revision > state.revision:
         _violation("CompactRevisionBounded", state, "compact revision beyond revision")
     if state.revision != 1 + state.write_count:

@@ -1,6 +1,6 @@
-"""The `spec` stage of `etcdspec verify`: prove the three specs, catch every seeded bug.
+"""The `spec` stage of `etcdspec verify`: prove the built-in specs, catch every seeded bug.
 
-`run_stage(options)` proves raft, mvcc and lease (every obligation), then checks that
+`run_stage(options)` proves raft, mvcc, lease and auth (every obligation), then checks that
 each seeded mutation (etcdspec.spec.mutations) yields a counterexample to induction.
 Verdict: TRUE when all proofs hold and every seeded bug is caught; FALSE when a proof
 fails or a seeded bug goes unnoticed (the checker would be blind to it); UNKNOWN when

@@ -40,7 +40,9 @@ def _covers(intervals: list[Interval], wanted: Interval) -> bool:
     """Whether `intervals` (sorted by begin) together hold every key of `wanted`."""
     begin, end = wanted
     if end is not None and end <= begin:
-        return False  # an empty request range: etcd's tree finds nothing overlapping it
+        # An empty or reversed request range: etcd's tree visits the intervals that hold
+        # its first key, and those contain it (etcd 3.5.1 permits such a range then).
+        return any(b <= begin and (e is None or begin < e) for b, e in intervals)
     min_begin: bytes | None = None
     max_end: bytes | None = b""
     found = False

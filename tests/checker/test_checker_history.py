@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from etcdspec.checker.history import (
+    SCHEMA_VERSION,
     HistoryError,
     HistoryEvent,
     decode_bytes,
@@ -155,8 +156,23 @@ def test_bytes_encode_as_text_or_b64(data: bytes, encoded: object) -> None:
 
 def test_schema_is_versioned_and_lists_the_event_types() -> None:
     schema = load_schema()
-    assert schema["x-etcdspec-schema-version"] == 1
+    assert schema["x-etcdspec-schema-version"] == SCHEMA_VERSION == 2
     assert schema["properties"]["type"]["enum"] == ["invoke", "ok", "fail", "info", "watch"]
+
+
+def test_version_2_carries_the_user_and_version_1_reads_unchanged() -> None:
+    with_user = [dict(GOOD[0], user="alice"), *GOOD[1:]]
+    history = parse_history_text("\n".join(json.dumps(line) for line in with_user))
+    assert history.operations[0].user == "alice"
+    assert "as alice" in history.operations[0].describe()
+    old = parse_history_text("\n".join(json.dumps(line) for line in GOOD))
+    assert old.operations[0].user is None
+    out = io.StringIO()
+    write_history(history.events, out)
+    assert '"f":"' in out.getvalue() and '"user":"alice"' in out.getvalue()
+    assert parse_history_text(out.getvalue()).operations[0].user == "alice"
+    with pytest.raises(HistoryError, match="user"):
+        parse_history_text(json.dumps(dict(GOOD[0], user=7)))
 
 
 def test_newer_schema_version_is_refused() -> None:

@@ -17,6 +17,13 @@ Commands (etcdctl's names and flags):
   lease grant TTL [--id=N] | lease revoke ID | lease keep-alive ID
   lease timetolive ID [--keys] | lease list
   watch KEY [END] [--prefix|--from-key] [--rev=N] [--prev-kv] [--progress]
+  auth enable|disable|status | authenticate NAME PASSWORD
+  user add NAME[:PASSWORD] [--no-password] | user get|delete NAME | user list
+  user passwd NAME PASSWORD | user grant-role|revoke-role NAME ROLE
+  role add|get|delete NAME | role list
+  role grant-permission ROLE read|write|readwrite KEY [END] [--prefix|--from-key]
+  role revoke-permission ROLE KEY [END] [--prefix|--from-key]
+  as USER[@AUTHREV] COMMAND   (COMMAND as a client with USER's token; `as - ...`: no token)
 """
 
 from __future__ import annotations
@@ -27,9 +34,32 @@ from pathlib import Path
 import pytest
 from golden import run_golden
 
+from etcdspec.model.auth_requests import (
+    AuthDisableRequest,
+    AuthEnableRequest,
+    AuthenticateRequest,
+    AuthRequest,
+    AuthRoleAddRequest,
+    AuthRoleDeleteRequest,
+    AuthRoleGetRequest,
+    AuthRoleGrantPermissionRequest,
+    AuthRoleListRequest,
+    AuthRoleRevokePermissionRequest,
+    AuthStatusRequest,
+    AuthUserAddRequest,
+    AuthUserChangePasswordRequest,
+    AuthUserDeleteRequest,
+    AuthUserGetRequest,
+    AuthUserGrantRoleRequest,
+    AuthUserListRequest,
+    AuthUserRevokeRoleRequest,
+    Permission,
+    PermType,
+)
 from etcdspec.model.errors import StoreError
 from etcdspec.model.requests import (
     RANGE_END_ALL,
+    AsUser,
     CompactionRequest,
     Compare,
     CompareResult,
@@ -155,9 +185,63 @@ def _txn(text: str) -> TxnRequest:
     )
 
 
-def _request(line: str) -> Request | tuple[WatchRequest, bool]:
+def _auth_request(verb: str, args: list[str], flags: dict[str, str]) -> AuthRequest | None:
+    sub, rest = (args[0], args[1:]) if args else ("", [])
+    if verb == "auth":
+        return {
+            "enable": AuthEnableRequest(),
+            "disable": AuthDisableRequest(),
+            "status": AuthStatusRequest(),
+        }.get(sub)
+    if verb == "authenticate":
+        return AuthenticateRequest(args[0], args[1])
+    if verb == "user":
+        if sub == "add":
+            name, _, password = rest[0].partition(":")
+            return AuthUserAddRequest(name, password, "no-password" in flags)
+        simple = {"get": AuthUserGetRequest, "delete": AuthUserDeleteRequest}
+        if sub in simple:
+            return simple[sub](rest[0])
+        if sub == "list":
+            return AuthUserListRequest()
+        if sub == "passwd":
+            return AuthUserChangePasswordRequest(rest[0], rest[1])
+        if sub == "grant-role":
+            return AuthUserGrantRoleRequest(rest[0], rest[1])
+        if sub == "revoke-role":
+            return AuthUserRevokeRoleRequest(rest[0], rest[1])
+    if verb == "role":
+        if sub == "add":
+            return AuthRoleAddRequest(rest[0])
+        if sub == "get":
+            return AuthRoleGetRequest(rest[0])
+        if sub == "delete":
+            return AuthRoleDeleteRequest(rest[0])
+        if sub == "list":
+            return AuthRoleListRequest()
+        if sub == "grant-permission":
+            where = rest[2:]
+            perm = Permission(
+                PermType[rest[1].upper()], where[0].encode(), _range_end(where, flags)
+            )
+            return AuthRoleGrantPermissionRequest(rest[0], perm)
+        if sub == "revoke-permission":
+            where = rest[1:]
+            return AuthRoleRevokePermissionRequest(
+                rest[0], where[0].encode(), _range_end(where, flags)
+            )
+    return None
+
+
+def _request(line: str) -> Request | AuthRequest | AsUser | tuple[WatchRequest, bool]:
     words = shlex.split(line)
     verb = words[0]
+    if verb == "as":
+        who, _, at = words[1].partition("@")
+        inner = _request(line.split(None, 2)[2])
+        if isinstance(inner, (tuple, AsUser)):
+            raise ScriptError(f"{line!r}: `as` takes one request, not a watch or another `as`")
+        return AsUser("" if who == "-" else who, inner, int(at or "0"))
     if verb in ("put", "get", "del"):
         return _op(line)
     if verb == "txn":
@@ -185,6 +269,9 @@ def _request(line: str) -> Request | tuple[WatchRequest, bool]:
             prev_kv="prev-kv" in flags,
         )
         return (request, "progress" in flags)
+    auth = _auth_request(verb, args, flags)
+    if auth is not None:
+        return auth
     raise ScriptError(f"unknown command {line!r}; see this module's docstring")
 
 

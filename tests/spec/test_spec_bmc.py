@@ -52,6 +52,16 @@ VIOLATING_RUNS = [
         "no_key_on_expired_lease",
         {"grant", "put_with_lease", "advance"},
     ),
+    # a permission revoked (or its role), then a token of the revision before used: the
+    # access takes effect at a revision whose permissions do not allow it
+    (
+        "auth",
+        "stale_token",
+        6,
+        {"user": 2, "role": 2, "access": 1, "key": 1, "authrev": 5},
+        "access_in_force",
+        {"grant_permission", "grant_role", "revoke_permission", "revoke_role", "enable", "access"},
+    ),
 ]
 
 

@@ -23,7 +23,7 @@ TOY = toy_spec()
 
 
 # raft (the slow one, ~20 s) is proved by the stage test below.
-@pytest.mark.parametrize("name", ["mvcc", "lease"])
+@pytest.mark.parametrize("name", ["mvcc", "lease", "auth"])
 def test_unmutated_spec_proves(name: str) -> None:
     report = prove(load_spec(name))
     failures = [r.describe() for r in report.failures()]
