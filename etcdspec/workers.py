@@ -14,7 +14,8 @@ args_per_worker)` (results in worker order) or on one with `call_one`. Two kinds
   225 MB, and its per-call overhead (1.1 ms against 0.7 ms) does not matter for batches
   of thousands of states.
 
-`describe()` names the pool in logs. A worker that dies is `WorkerLost`, never a result.
+`open_pool(workers, cluster)` picks one from a command line's or a config's values (None:
+run in this process). `describe()` names the pool in logs. A worker that dies is `WorkerLost`, never a result.
 """
 
 from __future__ import annotations
@@ -173,3 +174,13 @@ class DaskPool:
         self.client.close()
         if self.cluster is not None:
             self.cluster.close()
+
+
+def open_pool(workers: int | None, cluster: str | None) -> DaskPool | None:
+    """The pool a run asked for: the running cluster at `cluster`, a local cluster of
+    `workers` processes (more than 1), or None: run in this process."""
+    if cluster is not None:
+        return DaskPool.connect(cluster)
+    if workers is not None and workers > 1:
+        return DaskPool.local(workers)
+    return None

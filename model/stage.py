@@ -4,7 +4,8 @@
 1. a seeded Hypothesis run of the cluster machine (3 nodes, PreVote and CheckQuorum on),
 2. the same with explicit persistence and tick-counted timeouts (full mode only),
 3. a seeded Hypothesis run of the store machine,
-4. a bounded exhaustive search of the cluster (small bounds that complete).
+4. a bounded exhaustive search of the cluster (small bounds that complete), over the
+   workers `options.workers` / `options.cluster` name if any (the same answers).
 Each run's verdict merges pessimistically (false > unknown > true). A Hypothesis run
 that never elected a leader or never committed an entry proves nothing: its verdict
 becomes UNKNOWN ("vacuous"). An exhaustive search that runs out of budget is UNKNOWN.
@@ -30,6 +31,7 @@ from etcdspec.model.explore import (
 )
 from etcdspec.stage import StageOptions, StageResult
 from etcdspec.verdict import Verdict
+from etcdspec.workers import open_pool
 
 REQUIRED_WITNESSES = ("cluster: leader elected", "cluster: entry committed")
 
@@ -60,8 +62,21 @@ def plan(options: StageOptions) -> list[RunPlan]:
         durable = replace(cluster, persist="explicit", timeouts="ticks", max_examples=40)
         runs.append(("hypothesis-cluster-ticks-explicit", lambda: run_hypothesis(durable)))
     runs.append(("hypothesis-store", lambda: run_hypothesis(store)))
-    runs.append(("exhaustive-cluster", lambda: run_exhaustive(replace(cluster), bounds)))
+    runs.append(("exhaustive-cluster", lambda: _exhaustive(replace(cluster), bounds, options)))
     return runs
+
+
+def _exhaustive(
+    explore: ExploreOptions, bounds: ExhaustiveBounds, options: StageOptions
+) -> ExploreResult:
+    """The exhaustive run, over the workers `options` name (the same answers) or here."""
+    pool = open_pool(options.workers, options.cluster)
+    if pool is None:
+        return run_exhaustive(explore, bounds)
+    try:
+        return run_exhaustive(explore, bounds, pool=pool)
+    finally:
+        pool.close()
 
 
 def judge(name: str, result: ExploreResult) -> tuple[Verdict, str]:
