@@ -2,7 +2,9 @@
 
 Contract: a pool holds `size` objects made by `start(cls, args_per_worker)`, one per
 worker, and calls a method on every one of them in parallel with `call(method,
-args_per_worker)` (results in worker order) or on one with `call_one`. Two kinds:
+args_per_worker)` (results in worker order) or on one with `call_one`; `map(fn, shared,
+items)` runs `fn(shared, item)` for each item wherever a worker is free (stateless tasks;
+`shared` is sent to each worker once). Two kinds:
 - `InlinePool`: the objects live in this process and are called one after another (the
   deterministic path the core tests drive; no engine needed).
 - `DaskPool`: Dask distributed actors, one per Dask worker: `DaskPool.local(n)` starts a
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 # Dask's statistical profiler samples every thread's stack every 10 ms, and its event-loop
@@ -46,6 +48,10 @@ class WorkerPool(Protocol):
     def call(self, method: str, args_per_worker: Sequence[tuple[Any, ...]]) -> list[Any]: ...
 
     def call_one(self, worker: int, method: str, *args: Any) -> Any: ...
+
+    def map(
+        self, fn: Callable[[Any, Any], Any], shared: Any, items: Sequence[Any]
+    ) -> list[Any]: ...
 
     def describe(self) -> str: ...
 
@@ -72,6 +78,9 @@ class InlinePool:
 
     def call_one(self, worker: int, method: str, *args: Any) -> Any:
         return getattr(self.objects[worker], method)(*args)
+
+    def map(self, fn: Callable[[Any, Any], Any], shared: Any, items: Sequence[Any]) -> list[Any]:
+        return [fn(shared, item) for item in items]
 
     def describe(self) -> str:
         return f"{self.size} in-process shards"
@@ -115,7 +124,7 @@ class DaskPool:
                 n_workers=workers,
                 threads_per_worker=1,
                 processes=True,
-                dashboard_address=None,
+                dashboard_address="127.0.0.1:0",  # only its health routes, no fixed port
                 memory_limit=memory_limit,
                 silence_logs=logging.ERROR,
             )
@@ -153,6 +162,20 @@ class DaskPool:
 
     def call_one(self, worker: int, method: str, *args: Any) -> Any:
         return self._result(getattr(self.actors[worker], method)(*args))
+
+    def map(self, fn: Callable[[Any, Any], Any], shared: Any, items: Sequence[Any]) -> list[Any]:
+        """`fn(shared, item)` for every item as Dask tasks (the scheduler balances them
+        over the workers), `shared` sent to each worker once; results in item order."""
+        if not items:
+            return []
+        try:
+            [on_workers] = self.client.scatter([shared], broadcast=True)
+            futures = self.client.map(fn, [on_workers] * len(items), list(items), pure=False)
+            return list(self.client.gather(futures))
+        except Exception as error:
+            if type(error).__name__ in ("KilledWorker", "CommClosedError", "CancelledError"):
+                raise WorkerLost(f"a worker of {self.where} was lost: {error!r}") from error
+            raise
 
     def _result(self, future: Any) -> Any:
         try:
