@@ -83,7 +83,7 @@ class InlinePool:
         return [fn(shared, item) for item in items]
 
     def describe(self) -> str:
-        return f"{self.size} in-process shards"
+        return "this process" if self.size == 1 else f"{self.size} in-process shards"
 
     def close(self) -> None:
         for obj in self.objects:
@@ -169,7 +169,9 @@ class DaskPool:
         if not items:
             return []
         try:
-            [on_workers] = self.client.scatter([shared], broadcast=True)
+            # hash=False: a fresh key per call (a re-used content key can be released by
+            # the last call while this one scatters it again: "lost dependencies")
+            [on_workers] = self.client.scatter([shared], broadcast=True, hash=False)
             futures = self.client.map(fn, [on_workers] * len(items), list(items), pure=False)
             return list(self.client.gather(futures))
         except Exception as error:

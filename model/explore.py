@@ -173,6 +173,7 @@ class ExploreResult:
     counterexample: Counterexample | None = None
     crashed: str = ""  # the model's own exception, when it crashed
     note: str = ""
+    actions_fired: Mapping[str, int] = field(default_factory=dict)  # model steps by kind
 
     @property
     def steps_per_second(self) -> float:
@@ -261,6 +262,7 @@ class RunRecorder:
         self.trace: list[tuple[str | None, Any]] = []  # None: the action's describe()
         self.actions: list[Any] = []  # the model's replayable step per trace entry (or None)
         self.rule_steps = 0
+        self.kinds: Counter[str] = Counter()  # model steps by action kind (coverage)
 
     def begin(self, initial: Any) -> None:
         self.initial = initial
@@ -269,6 +271,10 @@ class RunRecorder:
 
     def step(self, label: str | None, state: Any, action: Any = None) -> None:
         self.steps += 1
+        kind = getattr(action, "kind", None)
+        if not isinstance(kind, str):  # a labelled step: its name, before its arguments
+            kind = (label or "?").split("(")[0].split(" ")[0]
+        self.kinds[kind] += 1
         self.trace.append((label, state))
         self.actions.append(action)
 
@@ -416,6 +422,7 @@ def _result(
         counterexample=counterexample,
         crashed=crashed,
         note=note,
+        actions_fired=dict(recorder.kinds),
     )
 
 

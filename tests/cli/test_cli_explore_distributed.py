@@ -161,3 +161,34 @@ def test_an_unreachable_scheduler_is_a_clear_error() -> None:
     assert done.returncode == ExitCode.UNREACHABLE
     assert "cannot reach a Dask scheduler at tcp://127.0.0.1:9" in done.stderr
     assert "dask scheduler" in done.stderr  # what to do
+
+
+def test_a_campaign_on_two_local_workers_finds_each_bug_and_reports_coverage() -> None:
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "etcdspec", "explore", "--campaign", "--workers", "2"),
+            *("--time-budget", "8", "--max-examples", "5", "--steps", "20", "--json"),
+            *("--bug", "commit_without_quorum", "--bug", "vote_not_persisted"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=150,
+    )
+    assert done.returncode == ExitCode.HOLDS, done.stderr
+    document = json.loads(done.stdout)
+    assert document["schema"] == "etcdspec.campaign/1" and document["valid"] is True
+    assert document["runs"] >= 3
+    assert document["where"] == "a local Dask cluster of 2 workers"
+    found = {c["bug"]: c["invariant"] for c in document["counterexamples"]}
+    assert found == {
+        "commit_without_quorum": "LeaderCompleteness",
+        "vote_not_persisted": "ElectionSafety",
+    }
+    assert document["actions_fired"]["timeout"] > 0
+    assert document["witnesses"]["cluster: leader elected"] > 0
+
+
+def test_a_campaign_needs_a_budget(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["explore", "--campaign"]) == ExitCode.USAGE
+    assert "give --time-budget SECONDS" in capsys.readouterr().err
+    assert run(["explore", "--campaign", "--exhaustive", "--time-budget", "1"]) == ExitCode.USAGE
