@@ -118,7 +118,7 @@ class DaskPool:
         import dask
         from distributed import Client, LocalCluster
 
-        logging.getLogger("distributed").setLevel(logging.ERROR)
+        logging.getLogger("distributed").setLevel(logging.CRITICAL)
         with dask.config.set(QUIET_WORKERS):
             cluster = LocalCluster(
                 n_workers=workers,
@@ -126,7 +126,7 @@ class DaskPool:
                 processes=True,
                 dashboard_address="127.0.0.1:0",  # only its health routes, no fixed port
                 memory_limit=memory_limit,
-                silence_logs=logging.ERROR,
+                silence_logs=logging.CRITICAL,
             )
         client = Client(cluster)
         client.wait_for_workers(workers)
@@ -175,17 +175,13 @@ class DaskPool:
             futures = self.client.map(fn, [on_workers] * len(items), list(items), pure=False)
             return list(self.client.gather(futures))
         except Exception as error:
-            if type(error).__name__ in ("KilledWorker", "CommClosedError", "CancelledError"):
-                raise WorkerLost(f"a worker of {self.where} was lost: {error!r}") from error
-            raise
+            raise _lost(self.where, error) from error
 
     def _result(self, future: Any) -> Any:
         try:
             return future.result()
         except Exception as error:
-            if type(error).__name__ in ("KilledWorker", "CommClosedError", "CancelledError"):
-                raise WorkerLost(f"a worker of {self.where} was lost: {error!r}") from error
-            raise
+            raise _lost(self.where, error) from error
 
     def describe(self) -> str:
         return self.where if self.cluster is not None else f"{self.where} ({self.size} workers)"
@@ -199,6 +195,16 @@ class DaskPool:
         self.client.close()
         if self.cluster is not None:
             self.cluster.close()
+
+
+def _lost(where: str, error: Exception) -> Exception:
+    """A lost worker as WorkerLost (Dask says it several ways: the actor's worker cannot
+    be contacted, a task's worker was killed, a connection closed); any other error (the
+    worker's own code failed) as it is."""
+    lost = ("KilledWorker", "CommClosedError", "CancelledError", "FutureCancelledError")
+    if isinstance(error, OSError) or type(error).__name__ in lost:
+        return WorkerLost(f"a worker of {where} was lost: {error}")
+    return error
 
 
 def open_pool(workers: int | None, cluster: str | None) -> DaskPool | None:

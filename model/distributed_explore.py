@@ -18,7 +18,8 @@ count the single-process search stops at. Only the time budget is met at round
 boundaries, and `cpu_seconds` adds up the workers' CPU time.
 
 Progress (`progress`, about once a second): states, depth, rate and each worker's
-figures. No I/O besides the pool's calls.
+figures. A worker lost in the middle raises etcdspec.workers.WorkerLost (never a result). No
+I/O besides the pool's calls.
 """
 
 from __future__ import annotations

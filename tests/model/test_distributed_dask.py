@@ -5,6 +5,8 @@ and the cluster's processes are gone after the pool is closed."""
 from __future__ import annotations
 
 import os
+import signal
+import threading
 from collections.abc import Iterator
 
 import psutil
@@ -75,3 +77,19 @@ def test_two_dask_workers_find_the_same_first_violation(
 def test_a_scheduler_that_is_not_there_is_a_clear_error() -> None:
     with pytest.raises(WorkerLost, match=r"cannot reach a Dask scheduler at tcp://127\.0\.0\.1:9"):
         DaskPool.connect("tcp://127.0.0.1:9", timeout_s=2)
+
+
+def test_a_worker_killed_in_the_middle_is_worker_lost_never_a_result() -> None:
+    pool = DaskPool.local(2)
+    try:
+        victim = list(pool.client.run(os.getpid).values())[1]
+        # a search of minutes; the worker is killed 2 s in
+        killer = threading.Timer(2.0, os.kill, (victim, signal.SIGKILL))
+        killer.start()
+        try:
+            with pytest.raises(WorkerLost, match="a worker of a local Dask cluster of 2 workers"):
+                explore_distributed(small_config(max_term=2, max_log=2, max_messages=3), pool)
+        finally:
+            killer.cancel()
+    finally:
+        pool.close()
