@@ -5,8 +5,9 @@ Run (the issue's bound: terms <= 2, logs <= 2, 3 messages in flight):
     .venv/bin/python -m bench.distributed_explore --max-term 2 --max-log 2 --max-messages 3 \
         --workers 1 2
 Prints one line per run (wall seconds, the workers' CPU seconds, states, states/s, the
-speed-up over the single-process wall time) and the load average before and after, since
-on a shared machine wall times mean little without it. Exits 1 if a run's verdict, state
+speed-up over the single-process wall time), each worker's states and peak memory at the
+last progress report, and the load average before and after, since on a shared machine
+wall times mean little without it (the CPU seconds are the steadier figure). Exits 1 if a run's verdict, state
 count or depth differs from the single-process search's.
 """
 
@@ -17,7 +18,7 @@ import os
 import sys
 import time
 
-from etcdspec.model.distributed_explore import explore_distributed
+from etcdspec.model.distributed_explore import DistributedProgress, explore_distributed
 from etcdspec.model.exhaustive import ExhaustiveResult, explore_exhaustive, small_config
 from etcdspec.workers import DaskPool
 
@@ -58,12 +59,16 @@ def main() -> int:
         startup = time.monotonic() - started
         try:
             begun = time.monotonic()
-            result = explore_distributed(config, pool)
+            last: list[DistributedProgress] = []
+            result = explore_distributed(config, pool, progress=last.append)
             wall = time.monotonic() - begun
         finally:
             pool.close()
         name = f"{workers} Dask worker{'s' if workers > 1 else ''} (+{startup:.1f} s start-up)"
         print(_line(name, result, wall, baseline_wall), flush=True)
+        if last:
+            shards = "; ".join(s.describe() for s in last[-1].workers)
+            print(f"  last progress, per worker: {shards}", flush=True)
         if baseline is not None and (
             (result.verdict, result.distinct_states, result.depth_reached)
             != (baseline.verdict, baseline.distinct_states, baseline.depth_reached)
