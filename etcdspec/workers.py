@@ -147,6 +147,10 @@ class DaskPool:
         return cls(client, None, f"the Dask cluster at {address}")
 
     def start(self, cls: type, args_per_worker: Sequence[tuple[Any, ...]]) -> None:
+        """New objects on the workers (the last ones, if any, are closed first)."""
+        if self.actors:
+            with contextlib.suppress(Exception):
+                self.call("close", [()] * len(self.actors))
         self.futures = [
             self.client.submit(cls, *args, actor=True, workers=[address], pure=False)
             for address, args in zip(self.addresses, args_per_worker, strict=True)
@@ -175,13 +179,19 @@ class DaskPool:
             futures = self.client.map(fn, [on_workers] * len(items), list(items), pure=False)
             return list(self.client.gather(futures))
         except Exception as error:
-            raise _lost(self.where, error) from error
+            lost = _lost(self.where, error)
+            if lost is error:
+                raise
+            raise lost from error
 
     def _result(self, future: Any) -> Any:
         try:
             return future.result()
         except Exception as error:
-            raise _lost(self.where, error) from error
+            lost = _lost(self.where, error)
+            if lost is error:
+                raise
+            raise lost from error
 
     def describe(self) -> str:
         return self.where if self.cluster is not None else f"{self.where} ({self.size} workers)"
