@@ -120,10 +120,16 @@ def main() -> None:
     parser.add_argument("--engine", choices=["dask", "ray", "both"], default="both")
     args = parser.parse_args()
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
-    if args.engine in ("dask", "both"):
-        _report("dask distributed", measure_dask(args.calls))
-    if args.engine in ("ray", "both"):
-        _report("ray", measure_ray(args.calls))
+    engines = [("dask distributed", "distributed", measure_dask), ("ray", "ray", measure_ray)]
+    for name, module, measure in engines:
+        if args.engine not in ("both", name.split()[0]):
+            continue
+        try:
+            __import__(module)
+        except ImportError:
+            print(f"{name}: not installed (python3 -m pip install {module}); not measured")
+            continue
+        _report(name, measure(args.calls))
 
 
 if __name__ == "__main__":
