@@ -61,6 +61,8 @@ class WorkerPool(Protocol):
 class InlinePool:
     """`size` objects in this process, called in worker order."""
 
+    concurrent = False
+
     def __init__(self, size: int) -> None:
         if size < 1:
             raise ValueError(f"a pool needs at least 1 worker, got {size}")
@@ -95,6 +97,8 @@ class InlinePool:
 
 class DaskPool:
     """Dask distributed actors, one per worker of a local or a running cluster."""
+
+    concurrent = True  # its workers run at once: callers may call them from threads
 
     def __init__(self, client: Any, cluster: Any, where: str) -> None:
         self.client = client

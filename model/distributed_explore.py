@@ -25,6 +25,7 @@ I/O besides the pool's calls.
 from __future__ import annotations
 
 import heapq
+import threading
 import time
 from array import array
 from collections.abc import Callable, Iterator
@@ -139,8 +140,16 @@ class _Search:
         return self.finish(Verdict.TRUE, "the bounded state space is exhausted")
 
     def expand_level(self) -> bool:
-        """Rounds of expand and receive until every shard's frontier is done; False when
-        the time budget ran out first."""
+        """Expand the level; False when the time budget ran out first. A pool whose
+        workers run at once (`concurrent`) gets one thread here per worker, so that no
+        worker waits for the others between its slices; otherwise rounds in step."""
+        if getattr(self.pool, "concurrent", False):
+            return _Level(self).run()
+        return self.expand_in_rounds()
+
+    def expand_in_rounds(self) -> bool:
+        """Rounds of receive-and-expand on every shard at once until every shard's
+        frontier is done (deterministic: the in-process pool's path)."""
         pool, size = self.pool, self.pool.size
         inbound: list[list[tuple[int, bytes]]] = [[] for _ in range(size)]
         while True:
@@ -226,6 +235,81 @@ class _Search:
         except InvariantViolation as violation:
             return run, violation
         raise RuntimeError("the rebuilt run does not end in a violating state")
+
+
+class _Level:
+    """One level expanded without rounds: a thread per worker calls its shard's `step`
+    with whatever was routed to it, again and again, and routes what the step returns to
+    the owners' inboxes; each shard's inbox is read in the order its senders sent (a
+    sender's batches are numbered against the ones before). The level is done when every
+    shard has expanded its frontier, no step is running and every inbox is empty. Which
+    batch arrives first does not change the result: of the offers of one state the
+    smallest tag wins, whenever it comes."""
+
+    def __init__(self, search: _Search) -> None:
+        self.search = search
+        size = search.pool.size
+        self.lock = threading.Condition()
+        self.inbox: list[list[tuple[int, bytes]]] = [[] for _ in range(size)]
+        self.expanded = [False] * size
+        self.running = [False] * size
+        self.errors: list[BaseException] = []
+        self.out_of_time = False
+
+    def run(self) -> bool:
+        search = self.search
+        threads = [
+            threading.Thread(target=self.serve, args=(index,), daemon=True)
+            for index in range(search.pool.size)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            while thread.is_alive():
+                thread.join(1.0)
+                now = time.monotonic()
+                if search.progress is not None and now - search.last_report >= 1.0:
+                    search.last_report = now
+                    search.stats = tuple(search.pool.call("stats", [()] * search.pool.size))
+                    seen = search.visited + sum(s.pending for s in search.stats)
+                    search.progress(
+                        DistributedProgress(seen, search.depth, now - search.started, search.stats)
+                    )
+        if self.errors:
+            raise self.errors[0]
+        return not self.out_of_time
+
+    def serve(self, index: int) -> None:
+        search = self.search
+        try:
+            while True:
+                with self.lock:
+                    while True:
+                        if self.errors or self.out_of_time:
+                            return
+                        if self.inbox[index] or not self.expanded[index]:
+                            break
+                        if all(self.expanded) and not any(self.running) and not any(self.inbox):
+                            self.lock.notify_all()
+                            return
+                        self.lock.wait()
+                    batches, self.inbox[index] = self.inbox[index], []
+                    self.running[index] = True
+                    limit = 0 if self.expanded[index] else search.slice_size
+                out, left = search.pool.call_one(index, "step", batches, limit)
+                with self.lock:
+                    for owner, blob in out.items():
+                        self.inbox[owner].append((index, blob))
+                    self.running[index] = False
+                    self.expanded[index] = left == 0
+                    budget = search.time_budget_s
+                    if budget is not None and time.monotonic() - search.started > budget:
+                        self.out_of_time = True
+                    self.lock.notify_all()
+        except BaseException as error:  # handed to the coordinator's thread
+            with self.lock:
+                self.errors.append(error)
+                self.lock.notify_all()
 
 
 def _global_ranks(tags: list[list[int]]) -> list[list[int]]:

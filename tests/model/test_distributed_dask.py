@@ -93,3 +93,9 @@ def test_a_worker_killed_in_the_middle_is_worker_lost_never_a_result() -> None:
             killer.cancel()
     finally:
         pool.close()
+
+
+def test_a_spent_time_budget_on_the_workers_is_unknown(pool: DaskPool) -> None:
+    config = small_config(max_term=2, max_log=2, max_messages=3)
+    result = explore_distributed(config, pool, time_budget_s=1.0)
+    assert result.verdict is Verdict.UNKNOWN and "time budget 1 s spent" in result.reason
