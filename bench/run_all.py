@@ -14,6 +14,7 @@ HARNESSES = (
     "etcdspec.model.store_bench",
     "bench.model_bench",
     "bench.exhaustive_bench",
+    "bench.distributed_explore",
     "bench.refinement_bench",
     "bench.spec_bench",
     "bench.checker_bench",

@@ -23,6 +23,7 @@ from etcdspec.verdict import Verdict
 
 if TYPE_CHECKING:
     from etcdspec.model.counterexample import Counterexample
+    from etcdspec.model.explore import ExhaustiveBounds, ExploreOptions, ExploreResult
 
 
 class _ThrottledProgress:
@@ -61,6 +62,27 @@ class _ThrottledProgress:
 @click.option("--max-states", type=int, default=None, help="Exhaustive: distinct-state budget.")
 @click.option("--max-depth", type=int, default=None, help="Exhaustive: depth bound.")
 @click.option("--time-budget", type=float, default=None, help="Exhaustive: seconds budget.")
+@click.option(
+    "--campaign",
+    is_flag=True,
+    help="Seeded runs of the correct model and the finders of the catalogued bugs (or of "
+    "each --bug) until --time-budget, over --workers / --cluster; distinct counterexamples "
+    "and coverage.",
+)
+@click.option(
+    "--workers",
+    type=int,
+    default=None,
+    help="Exhaustive: search over N local worker processes (a local Dask cluster); "
+    "1 or none: this process.",
+)
+@click.option(
+    "--cluster",
+    "cluster_address",
+    default=None,
+    metavar="ADDRESS",
+    help="Exhaustive: search over the workers of a running Dask scheduler (tcp://HOST:PORT).",
+)
 @click.option(
     "--itf",
     "itf_path",
@@ -125,6 +147,9 @@ def explore(
     max_states: int | None,
     max_depth: int | None,
     time_budget: float | None,
+    campaign: bool,
+    workers: int | None,
+    cluster_address: str | None,
     itf_path: Path | None,
     diagram_path: Path | None,
     timeouts: str,
@@ -162,6 +187,26 @@ def explore(
             ExitCode.USAGE,
         )
     _check_bounds(max_term, max_log, max_messages, max_states, max_depth, time_budget)
+    _check_workers(workers, cluster_address, exhaustive or campaign)
+    if campaign and (exhaustive or refine or machine != "cluster"):
+        raise CliError(
+            "--campaign runs Hypothesis runs and bug finders of the cluster: drop "
+            "--exhaustive / --refine / --machine store",
+            ExitCode.USAGE,
+        )
+    if campaign:
+        return _campaign(
+            bugs,
+            time_budget,
+            seed,
+            max_examples,
+            steps,
+            nodes,
+            workers,
+            cluster_address,
+            quiet,
+            as_json,
+        )
     try:
         bug_set = BugSet.of(*bugs)
     except UnknownBugError as error:
@@ -209,8 +254,6 @@ def explore(
 
         result = find_bug(bugs[0], seed, progress, asked.get("max_examples"), asked.get("steps"))
     elif exhaustive:
-        from etcdspec.model.explore import run_exhaustive
-
         bounds = ExhaustiveBounds(
             max_term=max_term,
             max_log=max_log,
@@ -219,7 +262,7 @@ def explore(
             max_depth=max_depth,
             time_budget_s=time_budget,
         )
-        result = run_exhaustive(options, bounds, progress)
+        result = _run_exhaustive(options, bounds, progress, workers, cluster_address, quiet)
     else:
         result = run_hypothesis(options, progress)
     if result.mode == "exhaustive" and result.verdict is Verdict.TRUE and not quiet:
@@ -257,6 +300,114 @@ def _write_diagram(counterexample: Counterexample, path: Path) -> None:
 
     document = counterexample.to_itf().to_json()
     write_diagram(diagram_from_itf(document, counterexample.invariant), path)
+
+
+def _run_exhaustive(
+    options: ExploreOptions,
+    bounds: ExhaustiveBounds,
+    progress: _ThrottledProgress | None,
+    workers: int | None,
+    cluster_address: str | None,
+    quiet: bool,
+) -> ExploreResult:
+    """The exhaustive search in this process, or over a Dask pool (started here and
+    stopped after, or the running cluster at `cluster_address`, left running)."""
+    from etcdspec.model.explore import run_exhaustive
+    from etcdspec.workers import WorkerLost, open_pool
+
+    try:
+        pool = open_pool(workers, cluster_address)
+    except WorkerLost as error:
+        raise CliError(str(error), ExitCode.UNREACHABLE) from error
+    if pool is None:
+        return run_exhaustive(options, bounds, progress)
+    if not quiet:
+        click.echo(f"[explore] searching over {pool.describe()}", err=True)
+    try:
+        return run_exhaustive(options, bounds, progress, pool)
+    except WorkerLost as error:
+        raise CliError(
+            f"{error}; the search is unknown (a worker may have passed its memory limit)",
+            ExitCode.UNKNOWN,
+        ) from error
+    finally:
+        pool.close()
+
+
+def _campaign(
+    bugs: tuple[str, ...],
+    time_budget: float | None,
+    seed: int,
+    max_examples: int,
+    steps: int,
+    nodes: int,
+    workers: int | None,
+    cluster_address: str | None,
+    quiet: bool,
+    as_json: bool,
+) -> int:
+    """`explore --campaign`: etcdspec.model.campaign over a pool (in this process when
+    neither --workers above 1 nor --cluster is given)."""
+    from etcdspec.model.bugs import CATALOGUE
+    from etcdspec.model.campaign import CampaignResult, run_campaign
+    from etcdspec.model.explore import ExploreOptions
+    from etcdspec.workers import InlinePool, WorkerLost, WorkerPool, open_pool
+
+    if time_budget is None:
+        raise CliError("--campaign runs until a budget: give --time-budget SECONDS", ExitCode.USAGE)
+    options = ExploreOptions(
+        machine="cluster", nodes=nodes, seed=seed, max_examples=max_examples, steps=steps
+    )
+    chosen = bugs or tuple(bug.name for bug in CATALOGUE)
+    try:
+        opened = open_pool(workers, cluster_address)
+    except WorkerLost as error:
+        raise CliError(str(error), ExitCode.UNREACHABLE) from error
+    pool: WorkerPool = opened if opened is not None else InlinePool(1)
+    if not quiet:
+        click.echo(
+            f"[explore] campaign: {options.describe()} and the finders of {len(chosen)} bugs, "
+            f"{time_budget:g} s on {pool.describe()}",
+            err=True,
+        )
+
+    def report(result: CampaignResult) -> None:
+        if not quiet:
+            click.echo(
+                f"[explore] {result.runs} runs, {len(result.distinct)} distinct "
+                f"counterexamples, {result.seconds:.0f} s",
+                err=True,
+            )
+
+    try:
+        result = run_campaign(pool, time_budget, options, chosen, progress=report)
+    except WorkerLost as error:
+        raise CliError(f"{error}; the campaign is unknown", ExitCode.UNKNOWN) from error
+    finally:
+        pool.close()
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=2))
+    else:
+        click.echo(result.describe())
+    if result.crashes:
+        raise CliError(f"the model crashed: {result.crashes[0]}", ExitCode.INTERNAL_ERROR)
+    return int(result.verdict.exit_code())
+
+
+def _check_workers(workers: int | None, cluster_address: str | None, exhaustive: bool) -> None:
+    if workers is not None and workers < 1:
+        raise CliError(f"--workers must be at least 1, got {workers}", ExitCode.USAGE)
+    if workers is not None and cluster_address is not None:
+        raise CliError(
+            "--workers starts a local cluster, --cluster uses a running one: give one of them",
+            ExitCode.USAGE,
+        )
+    if (workers is not None or cluster_address is not None) and not exhaustive:
+        raise CliError(
+            "--workers and --cluster distribute the exhaustive search or a campaign: "
+            "add --exhaustive or --campaign",
+            ExitCode.USAGE,
+        )
 
 
 def _check_usage(nodes: int, max_examples: int, steps: int, exhaustive: bool, machine: str) -> None:

@@ -14,8 +14,10 @@ from pathlib import Path
 
 import click
 
+from etcdspec.cli.errors import CliError
 from etcdspec.exitcodes import ExitCode
 from etcdspec.stage import StageOptions, StageResult
+from etcdspec.tool_config import ToolConfig, ToolConfigError, load_tool_config
 from etcdspec.verdict import Verdict
 
 # (stage name, "module:function"), in the order they run.
@@ -80,15 +82,49 @@ def format_table(results: list[StageResult]) -> str:
     help="Run only this stage (repeatable).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print result.json on stdout.")
+@click.option(
+    "--workers",
+    type=int,
+    default=None,
+    help="Run the distributed parts (the exhaustive search) over N local worker processes.",
+)
+@click.option(
+    "--cluster",
+    "cluster_address",
+    default=None,
+    metavar="ADDRESS",
+    help="Run the distributed parts on a running Dask scheduler's workers (tcp://HOST:PORT).",
+)
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=Path("pyproject.toml"),
+    show_default=True,
+    help="Read `workers` / `cluster` defaults from this file's [tool.etcdspec] table.",
+)
 def verify(
-    report_dir: Path | None, seed: int, quick: bool, only: tuple[str, ...], as_json: bool
+    report_dir: Path | None,
+    seed: int,
+    quick: bool,
+    only: tuple[str, ...],
+    as_json: bool,
+    workers: int | None,
+    cluster_address: str | None,
+    config_path: Path,
 ) -> int:
     """Prove the specs, explore the model, check histories, run a conformance run of the
     server and replay its Raft traces on the model."""
+    tool = _tool_config(config_path, workers, cluster_address)
+    if tool.distributed():
+        click.echo(f"[verify] distributed parts run on {tool.describe()}", err=True)
     if report_dir is None:
         report_dir = Path("reports") / time.strftime("verify-%Y%m%d-%H%M%S")
     report_dir.mkdir(parents=True, exist_ok=True)
-    results = run_verify(StageOptions(report_dir=report_dir, seed=seed, quick=quick), only)
+    stage_options = StageOptions(
+        report_dir=report_dir, seed=seed, quick=quick, workers=tool.workers, cluster=tool.cluster
+    )
+    results = run_verify(stage_options, only)
     overall = Verdict.merge_all([r.verdict for r in results])
     document = {
         "schema": "etcdspec.verify/1",
@@ -102,3 +138,18 @@ def verify(
         click.echo(format_table(results))
         click.echo(f"overall: {overall.describe()}   report: {report_dir}")
     return int(overall.exit_code()) if results else int(ExitCode.USAGE)
+
+
+def _tool_config(path: Path, workers: int | None, cluster: str | None) -> ToolConfig:
+    """[tool.etcdspec] of `path`, with the command line's --workers / --cluster over it."""
+    if workers is not None and workers < 1:
+        raise CliError(f"--workers must be at least 1, got {workers}", ExitCode.USAGE)
+    if workers is not None and cluster is not None:
+        raise CliError(
+            "--workers starts a local cluster, --cluster uses a running one: give one of them",
+            ExitCode.USAGE,
+        )
+    try:
+        return load_tool_config(path).override(workers, cluster)
+    except ToolConfigError as error:
+        raise CliError(str(error), ExitCode.BAD_INPUT) from error

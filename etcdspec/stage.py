@@ -19,6 +19,10 @@ class StageOptions:
     report_dir: Path
     seed: int = 0
     quick: bool = False  # a shorter run (tests use it); the verdict logic is the same
+    # where the distributed parts run (etcdspec.workers.open_pool): local worker
+    # processes (more than 1) or a running Dask scheduler's address; neither: this process
+    workers: int | None = None
+    cluster: str | None = None
 
 
 @dataclass(frozen=True)

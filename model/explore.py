@@ -27,7 +27,7 @@ import traceback
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from hypothesis import HealthCheck, Phase, Verbosity, currently_in_test_context, event, settings
 from hypothesis.errors import HypothesisException
@@ -38,6 +38,9 @@ from etcdspec.model.counterexample import Counterexample, build
 from etcdspec.model.hypothesis_replay import replayable_draws
 from etcdspec.model.invariants import InvariantViolation
 from etcdspec.verdict import Verdict
+
+if TYPE_CHECKING:
+    from etcdspec.workers import WorkerPool
 
 MACHINES = ("cluster", "store")
 NODE_COUNTS = (3, 5)
@@ -51,8 +54,11 @@ class Progress:
     steps: int
     states: int
     seconds: float
+    detail: str = ""  # a distributed search's own line: depth, rate, each worker's figures
 
     def describe(self) -> str:
+        if self.detail:
+            return self.detail
         rate = self.steps / self.seconds if self.seconds > 0 else 0.0
         return (
             f"{self.examples} examples, {self.steps} steps ({rate:,.0f} steps/s), "
@@ -176,6 +182,7 @@ class ExploreResult:
     counterexample: Counterexample | None = None
     crashed: str = ""  # the model's own exception, when it crashed
     note: str = ""
+    actions_fired: Mapping[str, int] = field(default_factory=dict)  # model steps by kind
 
     @property
     def steps_per_second(self) -> float:
@@ -264,6 +271,7 @@ class RunRecorder:
         self.trace: list[tuple[str | None, Any]] = []  # None: the action's describe()
         self.actions: list[Any] = []  # the model's replayable step per trace entry (or None)
         self.rule_steps = 0
+        self.kinds: Counter[str] = Counter()  # model steps by action kind (coverage)
 
     def begin(self, initial: Any) -> None:
         self.initial = initial
@@ -272,6 +280,10 @@ class RunRecorder:
 
     def step(self, label: str | None, state: Any, action: Any = None) -> None:
         self.steps += 1
+        kind = getattr(action, "kind", None)
+        if not isinstance(kind, str):  # a labelled step: its name, before its arguments
+            kind = (label or "?").split("(")[0].split(" ")[0]
+        self.kinds[kind] += 1
         self.trace.append((label, state))
         self.actions.append(action)
 
@@ -419,6 +431,7 @@ def _result(
         counterexample=counterexample,
         crashed=crashed,
         note=note,
+        actions_fired=dict(recorder.kinds),
     )
 
 
@@ -426,8 +439,10 @@ def run_exhaustive(
     options: ExploreOptions,
     bounds: ExhaustiveBounds,
     progress: ProgressCallback | None = None,
+    pool: WorkerPool | None = None,
 ) -> ExploreResult:
-    """Breadth-first search of the bounded cluster space (etcdspec.model.exhaustive)."""
+    """Breadth-first search of the bounded cluster space (etcdspec.model.exhaustive), or
+    over `pool`'s workers (etcdspec.model.distributed_explore: the same answers)."""
     from etcdspec.model.cluster import Cluster
     from etcdspec.model.exhaustive import (
         ExploreProgress,
@@ -451,13 +466,29 @@ def run_exhaustive(
         if progress is not None:
             progress(Progress(0, 0, step.distinct_states, step.seconds))
 
-    found = explore_exhaustive(
-        config,
-        max_depth=bounds.max_depth,
-        max_states=bounds.max_states,
-        time_budget_s=bounds.time_budget_s,
-        progress=report,
-    )
+    if pool is None:
+        found = explore_exhaustive(
+            config,
+            max_depth=bounds.max_depth,
+            max_states=bounds.max_states,
+            time_budget_s=bounds.time_budget_s,
+            progress=report,
+        )
+    else:
+        from etcdspec.model.distributed_explore import DistributedProgress, explore_distributed
+
+        def report_shards(step: DistributedProgress) -> None:
+            if progress is not None:
+                progress(Progress(0, 0, step.distinct_states, step.seconds, step.describe()))
+
+        found = explore_distributed(
+            config,
+            pool,
+            max_depth=bounds.max_depth,
+            max_states=bounds.max_states,
+            time_budget_s=bounds.time_budget_s,
+            progress=report_shards,
+        )
     counterexample = None
     if found.violation is not None and found.counterexample is not None:
         counterexample = build(

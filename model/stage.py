@@ -6,7 +6,8 @@
 3. a seeded Hypothesis run of the cluster with configuration changes (membership: 5
    nodes, 4 of them voters to begin with),
 4. a seeded Hypothesis run of the store machine,
-5. a bounded exhaustive search of the cluster (small bounds that complete),
+5. a bounded exhaustive search of the cluster (small bounds that complete), over the
+   workers `options.workers` / `options.cluster` name if any (the same answers),
 6. the same with configuration changes (3 nodes, 2 voters to begin with).
 Each run's verdict merges pessimistically (false > unknown > true). A Hypothesis run
 that never elected a leader or never committed an entry proves nothing: its verdict
@@ -33,6 +34,7 @@ from etcdspec.model.explore import (
 )
 from etcdspec.stage import StageOptions, StageResult
 from etcdspec.verdict import Verdict
+from etcdspec.workers import open_pool
 
 REQUIRED_WITNESSES = ("cluster: leader elected", "cluster: entry committed")
 
@@ -65,7 +67,7 @@ def plan(options: StageOptions) -> list[RunPlan]:
     members = replace(cluster, nodes=5, membership=True)
     runs.append(("hypothesis-cluster-membership", lambda: run_hypothesis(members)))
     runs.append(("hypothesis-store", lambda: run_hypothesis(store)))
-    runs.append(("exhaustive-cluster", lambda: run_exhaustive(replace(cluster), bounds)))
+    runs.append(("exhaustive-cluster", lambda: _exhaustive(replace(cluster), bounds, options)))
     # 3 nodes, voters n1, n2 and n3 outside: 1,046 states at max_term 2, max_log 1;
     # 15,303 at max_term 2, max_log 2 (about a second)
     member_bounds = ExhaustiveBounds(
@@ -74,10 +76,23 @@ def plan(options: StageOptions) -> list[RunPlan]:
     runs.append(
         (
             "exhaustive-cluster-membership",
-            lambda: run_exhaustive(replace(cluster, membership=True), member_bounds),
+            lambda: _exhaustive(replace(cluster, membership=True), member_bounds, options),
         )
     )
     return runs
+
+
+def _exhaustive(
+    explore: ExploreOptions, bounds: ExhaustiveBounds, options: StageOptions
+) -> ExploreResult:
+    """The exhaustive run, over the workers `options` name (the same answers) or here."""
+    pool = open_pool(options.workers, options.cluster)
+    if pool is None:
+        return run_exhaustive(explore, bounds)
+    try:
+        return run_exhaustive(explore, bounds, pool=pool)
+    finally:
+        pool.close()
 
 
 def judge(name: str, result: ExploreResult) -> tuple[Verdict, str]:

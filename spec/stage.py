@@ -2,6 +2,8 @@
 
 `run_stage(options)` proves raft, mvcc, lease and auth (every obligation), then checks that
 each seeded mutation (etcdspec.spec.mutations) yields a counterexample to induction.
+With `options.workers` (more than 1) or `options.cluster`, the obligations and the
+seeded bugs are answered as tasks on that Dask pool (etcdspec.spec.distributed_prove).
 Verdict: TRUE when all proofs hold and every seeded bug is caught; FALSE when a proof
 fails or a seeded bug goes unnoticed (the checker would be blind to it); UNKNOWN when
 Z3 gave up on something. Writes `spec/proofs.json` and `spec/counterexamples.txt` under
@@ -13,11 +15,13 @@ from __future__ import annotations
 import json
 import time
 
+from etcdspec.spec.distributed_prove import catch_distributed, prove_distributed
 from etcdspec.spec.loader import BUILTIN_SPECS, load_spec
 from etcdspec.spec.mutations import SEEDED_BUGS, catch, caught
 from etcdspec.spec.prove import prove
 from etcdspec.stage import StageOptions, StageResult
 from etcdspec.verdict import Verdict
+from etcdspec.workers import open_pool
 
 TIMEOUT_MS = 30_000
 
@@ -26,9 +30,18 @@ def run_stage(options: StageOptions) -> StageResult:
     started = time.monotonic()
     folder = options.report_dir / "spec"
     folder.mkdir(parents=True, exist_ok=True)
-    reports = [prove(load_spec(name), TIMEOUT_MS) for name in BUILTIN_SPECS]
+    pool = open_pool(options.workers, options.cluster)
+    try:
+        if pool is None:
+            reports = [prove(load_spec(name), TIMEOUT_MS) for name in BUILTIN_SPECS]
+            bug_reports = [(bug, catch(bug)) for bug in SEEDED_BUGS]
+        else:
+            reports = [prove_distributed(load_spec(n), pool, TIMEOUT_MS) for n in BUILTIN_SPECS]
+            bug_reports = list(zip(SEEDED_BUGS, catch_distributed(SEEDED_BUGS, pool), strict=True))
+    finally:
+        if pool is not None:
+            pool.close()
     proof_verdict = Verdict.merge_all([r.verdict for r in reports])
-    bug_reports = [(bug, catch(bug)) for bug in SEEDED_BUGS]
     missed = [bug for bug, report in bug_reports if not caught(report)]
     unknown_bugs = [bug for bug, report in bug_reports if report.verdict is Verdict.UNKNOWN]
     bug_verdict = Verdict.TRUE
