@@ -1,7 +1,8 @@
 """What a member knows of its cluster and itself: the members, the leader, its status.
 
-`ClusterView` answers MemberList (the configured members, with the names and client URLs
-each announced in its peer hello), Maintenance.Status and MoveLeader, and builds the
+`ClusterView` answers MemberList (the members the state machine records, seeded from
+--initial-cluster and changed through the log, with the names and client URLs each
+announced in its peer hello), Maintenance.Status and MoveLeader, and builds the
 response header every answer carries (cluster and member id, revision, Raft term). It
 learns the leader from the Raft loop's soft state (`on_leader`) and the peers' attributes
 from the peer transport (`on_peer_attributes`).
@@ -19,6 +20,7 @@ from typing import Any
 from etcdspec.impl import errors
 from etcdspec.impl.api.versions import SERVER_VERSION, STORAGE_VERSION
 from etcdspec.impl.errors import RpcError
+from etcdspec.impl.kv.members import MemberRecord
 from etcdspec.impl.kv.state_machine import StateMachine
 from etcdspec.impl.pb import rpc_pb2
 from etcdspec.impl.raft.driver import RaftDriver
@@ -74,21 +76,43 @@ class ClusterView:
             header.revision = revision
         return header
 
+    def members(self) -> list[MemberRecord]:
+        """The current members, by id: the records, with the name and client URLs each
+        member announced in its hello (none yet: empty, as etcd lists an unstarted one)."""
+        listed = []
+        for record in self.state.members().current():
+            attributes = self.peer_attributes.get(record.member_id)
+            if attributes is not None:
+                record = MemberRecord(
+                    member_id=record.member_id,
+                    name=str(attributes.get("name", "")),
+                    peer_urls=record.peer_urls,
+                    client_urls=tuple(str(u) for u in attributes.get("client_urls", [])),
+                    is_learner=record.is_learner,
+                )
+            else:  # not heard from: as etcd lists an unstarted member
+                record = MemberRecord(
+                    member_id=record.member_id,
+                    peer_urls=record.peer_urls,
+                    is_learner=record.is_learner,
+                )
+            listed.append(record)
+        return listed
+
+    def member(self, member_id: int) -> MemberRecord | None:
+        for record in self.members():
+            if record.member_id == member_id:
+                return record
+        return None
+
+    def members_pb(self) -> list[rpc_pb2.Member]:
+        """The current members as etcd's answers list them."""
+        return [record.to_pb() for record in self.members()]
+
     def member_list(self) -> rpc_pb2.MemberListResponse:
         header = self.header()
         header.ClearField("revision")
-        members = []
-        for peer in self.config.peers:
-            attributes = self.peer_attributes.get(peer.member_id, {})
-            members.append(
-                rpc_pb2.Member(
-                    ID=peer.member_id,
-                    name=str(attributes.get("name", "")),
-                    peerURLs=[peer.peer.url],
-                    clientURLs=[str(u) for u in attributes.get("client_urls", [])],
-                )
-            )
-        return rpc_pb2.MemberListResponse(header=header, members=members)
+        return rpc_pb2.MemberListResponse(header=header, members=self.members_pb())
 
     def status(self) -> rpc_pb2.StatusResponse:
         status = self.driver.status()
@@ -114,8 +138,9 @@ class ClusterView:
     async def move_leader(self, target: int) -> rpc_pb2.MoveLeaderResponse:
         if not self.driver.is_leader():
             raise RpcError(errors.NOT_LEADER)
-        if target not in {peer.member_id for peer in self.config.peers}:
-            raise RpcError(errors.MEMBER_NOT_FOUND)
+        transferee = self.member(target)
+        if transferee is None or transferee.is_learner:  # etcd's check, learners too
+            raise RpcError(errors.BAD_LEADER_TRANSFEREE)
         self.driver.transfer_leader(target)
         self.wake()
         deadline = time.monotonic() + REQUEST_TIMEOUT_S

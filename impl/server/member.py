@@ -31,6 +31,7 @@ from etcdspec.impl.api.serve import start_grpc_server
 from etcdspec.impl.api.watch_stream import WatchStreams
 from etcdspec.impl.errors import RpcError
 from etcdspec.impl.kv.auth_tokens import token_provider
+from etcdspec.impl.kv.members import MemberRecord
 from etcdspec.impl.raft import codec as raft_codec
 from etcdspec.impl.raft.core import Role
 from etcdspec.impl.raft.driver import RaftConfig, RaftDriver
@@ -53,6 +54,14 @@ from etcdspec.impl.server.ticker import Ticker
 from etcdspec.impl.server.trace import MemberTrace, TraceWriter
 
 log = logging.getLogger("etcdspec.impl.server.member")
+
+
+def initial_members(config: MemberConfig) -> list[MemberRecord]:
+    """The members of a new cluster, as --initial-cluster names them."""
+    return [
+        MemberRecord(member_id=peer.member_id, name=peer.name, peer_urls=(peer.peer.url,))
+        for peer in config.peers
+    ]
 
 
 class MemberStartError(Exception):
@@ -118,7 +127,12 @@ class Member:
         )
         self.data = data
         state = data.state
-        voters = tuple(peer.member_id for peer in config.peers)
+        if config.initial_cluster_state == "new":
+            state.members().seed(initial_members(config), self.member_id)
+        records = state.members().current()
+        voters = tuple(r.member_id for r in records if not r.is_learner) or tuple(
+            peer.member_id for peer in config.peers
+        )
         raft_config = RaftConfig(
             id=self.member_id,
             voters=voters,
