@@ -1,16 +1,24 @@
-"""Bytes encoding of Raft messages, entries, hard state and snapshots (format version 1).
+"""Bytes encoding of Raft messages, entries, hard state and snapshots (format version 2).
 
 Used by the peer transport (one encoded message per frame) and by the WAL (entries and
 hard state inside records). All integers are big-endian and unsigned; no pickle.
 
-    message   = version:u8 (=1) type:u8 to:u64 from:u64 term:u64 log_term:u64 index:u64
-                commit:u64 reject:u8 reject_hint:u64 context:bytes32
-                n_entries:u32 entry* has_snapshot:u8 [snapshot]
-    entry     = term:u64 index:u64 data:bytes32
+    message   = version:u8 (=2; 1 is read too) type:u8 to:u64 from:u64 term:u64
+                log_term:u64 index:u64 commit:u64 reject:u8 reject_hint:u64
+                context:bytes32 n_entries:u32 entry* has_snapshot:u8 [snapshot]
+    entry     = term:u64 index:u64 length:u32 [type:u8] data
+                (the length's top bit, TYPED, says a type byte follows: an entry that is
+                not NORMAL; a NORMAL entry is written as in format 1)
     hardstate = term:u64 vote:u64 commit:u64
-    meta      = index:u64 term:u64 n_voters:u16 voter:u64*
+    meta      = index:u64 term:u64 n_voters:u16 voter:u64* [n_learners:u16 learner:u64*]
+                (n_voters' top bit, LEARNERS, says the learners follow; written only
+                when there are learners, so a meta without them is as in format 1)
     snapshot  = meta data:bytes64
     bytesN    = length:uN then that many bytes
+
+Format 2 added entry types (configuration changes) and learners, as flags in fields whose
+top bit format 1 never set: everything written in format 1 (WAL records, snapshot files,
+messages) decodes unchanged, and the WAL and snapshot files need no conversion.
 
 Decoding checks everything (version, message type, lengths, trailing bytes) and raises
 CodecError naming the field and the byte offset. Messages are decoded by one fast pass
@@ -26,6 +34,7 @@ import struct
 
 from etcdspec.impl.raft.messages import (
     Entry,
+    EntryType,
     HardState,
     Message,
     MessageType,
@@ -33,7 +42,11 @@ from etcdspec.impl.raft.messages import (
     SnapshotMeta,
 )
 
-VERSION = 1
+VERSION = 2
+READABLE_VERSIONS = (1, 2)
+TYPED = 1 << 31  # in an entry's length: a type byte follows
+LEARNERS = 1 << 15  # in a meta's voter count: a learner list follows the voters
+_ENTRY_TYPES = {int(t): t for t in EntryType}
 
 _U8 = struct.Struct(">B")
 _U16 = struct.Struct(">H")
@@ -92,12 +105,24 @@ class Reader:
 
 # --- entries and hard state ----------------------------------------------------------------
 def encode_entry(entry: Entry) -> bytes:
-    return _ENTRY_HEAD.pack(entry.term, entry.index, len(entry.data)) + entry.data
+    if entry.type is EntryType.NORMAL:
+        return _ENTRY_HEAD.pack(entry.term, entry.index, len(entry.data)) + entry.data
+    if len(entry.data) >= TYPED:
+        raise ValueError(f"entry {entry.index}: {len(entry.data)} bytes is too large to encode")
+    head = _ENTRY_HEAD.pack(entry.term, entry.index, len(entry.data) | TYPED)
+    return head + _U8.pack(int(entry.type)) + entry.data
 
 
 def read_entry(reader: Reader) -> Entry:
     term, index, length = reader.unpack(_ENTRY_HEAD, "entry header")
-    return Entry(term, index, reader.take(length, f"data of entry {index}"))
+    if not length & TYPED:
+        return Entry(term, index, reader.take(length, f"data of entry {index}"))
+    code = reader.u8(f"type of entry {index}")
+    entry_type = _ENTRY_TYPES.get(code)
+    if entry_type is None:
+        raise CodecError(f"{reader.what}: entry {index} has unknown type {code}")
+    data = reader.take(length & ~TYPED, f"data of entry {index}")
+    return Entry(term, index, data, entry_type)
 
 
 def encode_hard_state(hs: HardState) -> bytes:
@@ -110,15 +135,24 @@ def read_hard_state(reader: Reader) -> HardState:
 
 
 def encode_snapshot_meta(meta: SnapshotMeta) -> bytes:
-    return _META_HEAD.pack(meta.index, meta.term, len(meta.voters)) + b"".join(
-        _U64.pack(v) for v in meta.voters
-    )
+    if len(meta.voters) >= LEARNERS or len(meta.learners) >= LEARNERS:
+        raise ValueError(f"{meta.describe()}: too many members to encode")
+    count = len(meta.voters) | (LEARNERS if meta.learners else 0)
+    parts = [_META_HEAD.pack(meta.index, meta.term, count)]
+    parts.extend(_U64.pack(v) for v in meta.voters)
+    if meta.learners:
+        parts.append(_U16.pack(len(meta.learners)))
+        parts.extend(_U64.pack(v) for v in meta.learners)
+    return b"".join(parts)
 
 
 def read_snapshot_meta(reader: Reader) -> SnapshotMeta:
-    index, term, n = reader.unpack(_META_HEAD, "snapshot metadata")
-    voters = tuple(reader.u64("voter id") for _ in range(n))
-    return SnapshotMeta(index, term, voters)
+    index, term, count = reader.unpack(_META_HEAD, "snapshot metadata")
+    voters = tuple(reader.u64("voter id") for _ in range(count & ~LEARNERS))
+    learners: tuple[int, ...] = ()
+    if count & LEARNERS:
+        learners = tuple(reader.u64("learner id") for _ in range(reader.u16("learner count")))
+    return SnapshotMeta(index, term, voters, learners)
 
 
 def encode_snapshot(snapshot: Snapshot) -> bytes:
@@ -157,8 +191,11 @@ def encode_message(m: Message) -> bytes:
     parts = [head, m.context, _U32.pack(len(m.entries))]
     pack_entry = _ENTRY_HEAD.pack
     for e in m.entries:
-        parts.append(pack_entry(e.term, e.index, len(e.data)))
-        parts.append(e.data)
+        if e.type is EntryType.NORMAL:
+            parts.append(pack_entry(e.term, e.index, len(e.data)))
+            parts.append(e.data)
+        else:
+            parts.append(encode_entry(e))
     if m.snapshot is None:
         parts.append(_U8.pack(0))
     else:
@@ -182,7 +219,7 @@ def _decode_plain(data: bytes) -> Message | None:
         _HEAD_CONTEXT.unpack_from(data, 0)
     )
     message_type = _MESSAGE_TYPES.get(type_code)
-    if version != VERSION or message_type is None or reject > 1:
+    if version not in READABLE_VERSIONS or message_type is None or reject > 1:
         return None
     size = len(data)
     pos = _HEAD_CONTEXT.size + length
@@ -198,7 +235,7 @@ def _decode_plain(data: bytes) -> Message | None:
         pos += _ENTRY_HEAD.size
         end = pos + length
         if end > size:
-            return None
+            return None  # truncated, or a typed entry (its length has the TYPED bit)
         entries.append(Entry(entry_term, entry_index, data[pos:end]))
         pos = end
     if pos + 1 != size or data[pos] != 0:
@@ -223,8 +260,11 @@ def _decode_checked(data: bytes) -> Message:
     """Decode with every field checked; CodecError names the first bad one."""
     reader = Reader(data, "raft message")
     version = reader.u8("version")
-    if version != VERSION:
-        raise CodecError(f"raft message: format version {version}, this build reads {VERSION}")
+    if version not in READABLE_VERSIONS:
+        raise CodecError(
+            f"raft message: format version {version}, this build reads"
+            f" {' and '.join(map(str, READABLE_VERSIONS))}"
+        )
     reader.pos = 0
     (_, type_code, to, from_, term, log_term, index, commit, reject, hint) = reader.unpack(
         _HEAD, "message header"

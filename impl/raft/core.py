@@ -12,7 +12,21 @@ replication with the Figure 8 commit rule (only entries of the current term are
 committed by counting); pipelined, batched MsgApp with flow control per follower
 (raft_progress); leader transfer (MsgTimeoutNow); ReadIndex (raft_readonly; followers
 forward MsgReadIndex to the leader); InstallSnapshot for followers whose next entry was
-compacted away. Membership is fixed (config.voters); there are no configuration changes.
+compacted away; single-server configuration changes and learners (below).
+
+Configuration changes (etcd raft's way): a ConfChange goes through the log as an entry of
+type CONF_CHANGE and takes effect at a node when the application applies it
+(`apply_conf_change`, in log order). Quorums count voters only; learners receive the log
+and snapshots but never vote, campaign or count toward a commit. The leader refuses a
+change (ConfChangeRefused) while an earlier one in its log is not yet applied, and until
+it has committed an entry of its own term: so at most one change is ever in flight, and a
+new leader never stacks a change on one from an earlier term it does not know the fate
+of. A leader removed from the configuration steps down; a removed node drops every
+message (it neither answers nor campaigns). Snapshots carry the configuration at their
+index. A node started as a learner (RaftConfig.learners holds its id) or with an empty
+configuration is joining: its configuration is the one right after the change that added
+it, so the changes in the log up to that one are not applied again (with an empty
+configuration it learns the configuration only from a snapshot).
 
 Proposals on a follower are forwarded to the leader (as etcd raft does) unless
 `forward_proposals` is False, in which case `NotLeader(leader_id)` is raised. A proposal
@@ -30,6 +44,7 @@ from __future__ import annotations
 
 import enum
 import random
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -40,8 +55,13 @@ from etcdspec.impl.raft.messages import (
     LOCAL_MESSAGES,
     NONE,
     VOTE_REQUESTS,
+    ConfChange,
+    ConfChangeRefused,
+    ConfChangeType,
     ConfigError,
+    ConfState,
     Entry,
+    EntryType,
     HardState,
     IllegalTransition,
     InvariantViolation,
@@ -52,6 +72,7 @@ from etcdspec.impl.raft.messages import (
     ReadState,
     Snapshot,
     SnapshotMeta,
+    UsageError,
 )
 from etcdspec.impl.raft.progress import Progress, ProgressState
 from etcdspec.impl.raft.readonly import ReadOnly
@@ -71,6 +92,11 @@ class CampaignKind(enum.Enum):
     ELECTION = "election"  # a real election (after a won pre-election, or PreVote off)
     TRANSFER = "transfer"  # leader transfer: skips PreVote, overrides the leader lease
 
+
+# The conf-change rules a test may turn off (RaftConfig.unsafe_conf_change).
+SKIP_PENDING_CHECK = "skip_pending_check"  # accept a change while one is not yet applied
+SKIP_TERM_CHECK = "skip_term_check"  # accept one before committing an entry of the term
+CONF_CHANGE_BUGS = frozenset({SKIP_PENDING_CHECK, SKIP_TERM_CHECK})
 
 ALLOWED_TRANSITIONS: dict[Role, frozenset[Role]] = {
     Role.FOLLOWER: frozenset({Role.FOLLOWER, Role.PRE_CANDIDATE, Role.CANDIDATE}),
@@ -97,6 +123,11 @@ class RaftConfig:
         one round of messages instead of two; followers learn of a commit that late.
         Except a commit that covers an entry a follower forwarded (whose client waits
         for that follower to apply it): that one goes out at once.
+    learners: members that receive the log but do not vote (a node started as a learner
+        is joining: see the module doc).
+    unsafe_conf_change: bug hooks for tests only (names from CONF_CHANGE_BUGS): turn off
+        one of the leader's conf-change rules, to show that the simulator's safety checks
+        catch what the rule prevents. Never set outside tests.
     """
 
     id: int
@@ -109,15 +140,34 @@ class RaftConfig:
     check_quorum: bool = True
     forward_proposals: bool = True
     defer_commit_broadcast: bool = False
+    learners: tuple[int, ...] = ()
+    unsafe_conf_change: frozenset[str] = frozenset()
 
     def validate(self) -> None:
         if self.id == NONE:
             raise ConfigError("RaftConfig.id must be a positive node id, not 0")
-        if self.id not in self.voters:
-            raise ConfigError(f"RaftConfig.id {self.id} is not among voters {list(self.voters)}")
+        members = (*self.voters, *self.learners)
+        if members and self.id not in members:
+            raise ConfigError(
+                f"RaftConfig.id {self.id} is not among voters {list(self.voters)}"
+                f" (nor learners {list(self.learners)}); a joining node may leave both empty"
+            )
         if len(set(self.voters)) != len(self.voters) or NONE in self.voters:
             raise ConfigError(
                 f"RaftConfig.voters {list(self.voters)} must be distinct and non-zero"
+            )
+        if len(set(members)) != len(members) or NONE in self.learners:
+            raise ConfigError(
+                f"RaftConfig.learners {list(self.learners)} must be distinct, non-zero"
+                f" and not voters {list(self.voters)}"
+            )
+        if members and not self.voters:
+            raise ConfigError("RaftConfig with learners needs voters too")
+        unknown = self.unsafe_conf_change - CONF_CHANGE_BUGS
+        if unknown:
+            raise ConfigError(
+                f"RaftConfig.unsafe_conf_change: unknown {sorted(unknown)};"
+                f" known: {sorted(CONF_CHANGE_BUGS)}"
             )
         if self.heartbeat_tick <= 0:
             raise ConfigError("RaftConfig.heartbeat_tick must be positive")
@@ -127,8 +177,9 @@ class RaftConfig:
             raise ConfigError("RaftConfig.max_inflight_msgs and max_size_per_msg must be positive")
 
     def describe(self) -> str:
+        learners = f" learners {list(self.learners)}" if self.learners else ""
         return (
-            f"node {self.id} of {list(self.voters)} election={self.election_tick}"
+            f"node {self.id} of {list(self.voters)}{learners} election={self.election_tick}"
             f" heartbeat={self.heartbeat_tick} pre_vote={self.pre_vote}"
             f" check_quorum={self.check_quorum}"
             + (" defer_commit_broadcast" if self.defer_commit_broadcast else "")
@@ -176,9 +227,22 @@ class RaftCore:
         persisted = persisted or PersistedState()
         self.config = config
         self.id = config.id
-        self.voters = tuple(sorted(config.voters))
         self.rng = rng
-        snapshot = persisted.snapshot or Snapshot(SnapshotMeta(0, 0, self.voters))
+        given = ConfState(tuple(sorted(config.voters)), tuple(sorted(config.learners)))
+        snapshot = persisted.snapshot or Snapshot(SnapshotMeta(0, 0, given.voters, given.learners))
+        if persisted.snapshot is not None and persisted.snapshot.meta.voters:
+            given = persisted.snapshot.meta.conf_state
+            self.joining = False
+        else:
+            # Joining (see the module doc): the given configuration already holds the
+            # changes up to the one that added this node.
+            self.joining = self.id in given.learners or not given.voters
+        self._set_conf(given)
+        self.removed_ids: set[int] = set()
+        self.conf_applied_index = snapshot.meta.index  # the last conf change applied
+        self.conf_queue: deque[int] = deque()  # conf changes handed out, to be applied
+        self.conf_history: list[tuple[int, ConfState]] = [(snapshot.meta.index, given)]
+        self.pending_conf_index = 0  # a leader's last conf change entry
         hs = persisted.hard_state
         start = snapshot.meta.index
         applied_index = start if applied is None else applied
@@ -210,7 +274,12 @@ class RaftCore:
         self.broadcast_pending = False
         self.commit_pending = False
         self.forwarded_last = 0  # the last entry appended from a follower's MsgProp
+        self.term_start_index = 0  # a leader's first entry of its term (its no-op)
         self._reset(self.term)
+        for entry in persisted.entries:
+            if entry.index <= applied_index and entry.type is EntryType.CONF_CHANGE:
+                self.conf_queue.append(entry.index)  # applied before: the state machine
+                self.apply_conf_change(ConfChange.decode(entry.data))  # will not again
 
     # --- small helpers -----------------------------------------------------------------
     def quorum(self) -> int:
@@ -224,6 +293,20 @@ class RaftCore:
 
     def promotable(self) -> bool:
         return self.id in self.voters and self.log.pending_snapshot is None
+
+    @property
+    def conf_state(self) -> ConfState:
+        return ConfState(self.voters, self.learners)
+
+    def _set_conf(self, conf: ConfState) -> None:
+        self.voters = conf.voters
+        self.learners = conf.learners
+        self.members = frozenset(conf.voters) | frozenset(conf.learners)
+
+    @property
+    def removed(self) -> bool:
+        """This node applied its own removal (it drops every message from then on)."""
+        return self.id in self.removed_ids
 
     def _send(self, message: Message) -> None:
         self.msgs.append(message)
@@ -286,17 +369,29 @@ class RaftCore:
         self.lead = self.id
         self.vote = self.id
         last = self.log.last_index()
-        for voter in self.voters:
+        for member in sorted(self.members):
             progress = Progress(last + 1, self.config.max_inflight_msgs)
-            if voter == self.id:
+            if member == self.id:
                 progress.become_replicate()
                 progress.match = min(self.log.stable_index, last)
                 progress.next = last + 1
-            progress.recent_active = voter == self.id
-            self.progress[voter] = progress
+            progress.recent_active = member == self.id
+            self.progress[member] = progress
+        # A conf change in the log and not yet applied is pending: no other until it is.
+        self.pending_conf_index = max(
+            (e.index for e in self._entries_after(self.conf_applied_index) if _is_conf(e)),
+            default=0,
+        )
         # A new leader commits an entry of its own term before anything else (§5.4.2).
+        self.term_start_index = last + 1
         self.log.append([Entry(self.term, last + 1)])
         self._broadcast_append()
+
+    def _entries_after(self, index: int) -> list[Entry]:
+        low = max(index, self.log.offset) + 1
+        return (
+            self.log.slice(low, self.log.last_index() + 1) if low <= self.log.last_index() else []
+        )
 
     # --- the entry points --------------------------------------------------------------
     def tick(self) -> None:
@@ -366,7 +461,8 @@ class RaftCore:
                 )
 
     def _record_vote(self, node: int, granted: bool) -> int:
-        self.votes.setdefault(node, granted)
+        if node in self.voters:  # a learner's or a stranger's answer does not count
+            self.votes.setdefault(node, granted)
         return sum(1 for g in self.votes.values() if g)
 
     def step(self, m: Message) -> None:
@@ -505,7 +601,19 @@ class RaftCore:
             self.log.commit_to(meta.index)
         else:
             self.log.restore(snapshot)
+            self._restore_conf(meta.index, meta.conf_state)
         self._reply(m, type=MT.APP_RESP, term=self.term, index=self.log.committed)
+
+    def _restore_conf(self, index: int, conf: ConfState) -> None:
+        """A snapshot's configuration replaces ours: exact at its index. Conf changes
+        handed out before it and applied after it are superseded (apply_conf_change
+        skips them)."""
+        if not conf.voters:
+            return  # a snapshot without a configuration (never written by this core)
+        self._set_conf(conf)
+        self.joining = False
+        self.conf_applied_index = max(self.conf_applied_index, index)
+        self.conf_history = [(index, conf)]
 
     # --- candidate ---------------------------------------------------------------------
     def _step_candidate(self, m: Message) -> None:
@@ -535,7 +643,9 @@ class RaftCore:
             self._broadcast_heartbeat(b"")
         elif t is MT.CHECK_QUORUM:
             active = sum(
-                1 for peer, pr in self.progress.items() if peer == self.id or pr.recent_active
+                1
+                for peer, pr in self.progress.items()
+                if peer in self.voters and (peer == self.id or pr.recent_active)
             )
             for peer, pr in self.progress.items():
                 pr.recent_active = peer == self.id
@@ -555,6 +665,9 @@ class RaftCore:
             raise InvariantViolation("MsgProp without entries")
         if self.lead_transferee != NONE:
             raise ProposalDropped(f"leadership is moving to {self.lead_transferee}", self.id)
+        if any(_is_conf(e) for e in m.entries):
+            # Conf changes come only from this leader's propose_conf_change, one at a time.
+            raise ProposalDropped("a forwarded proposal holds a conf change", self.id)
         last = self.log.last_index()
         self.log.append([Entry(self.term, last + i + 1, e.data) for i, e in enumerate(m.entries)])
         if m.from_ != self.id:
@@ -562,6 +675,121 @@ class RaftCore:
         # Replicate lazily: every proposal until the next Ready goes out in one MsgApp
         # per follower (flush_broadcast), not one MsgApp per proposal.
         self.broadcast_pending = True
+
+    def propose_conf_change(self, cc: ConfChange) -> None:
+        """Append `cc` to the leader's log (NotLeader on a follower; ConfChangeRefused when
+        the single-server-change rules do not allow it now)."""
+        if self.role is not Role.LEADER:
+            if self.lead == NONE:
+                raise ProposalDropped("no leader to take the configuration change", NONE)
+            raise NotLeader(self.lead)
+        self._check_conf_change(cc)
+        index = self.log.last_index() + 1
+        self.log.append([Entry(self.term, index, cc.encode(), EntryType.CONF_CHANGE)])
+        self.pending_conf_index = index
+        self.broadcast_pending = True
+
+    def _check_conf_change(self, cc: ConfChange) -> None:
+        bugs = self.config.unsafe_conf_change
+        if self.lead_transferee != NONE:
+            raise ConfChangeRefused(f"leadership is moving to {self.lead_transferee}", self.id)
+        if SKIP_TERM_CHECK not in bugs and self.log.committed < self.term_start_index:
+            raise ConfChangeRefused("leader has not committed an entry of its term", self.id)
+        if SKIP_PENDING_CHECK not in bugs and self.pending_conf_index > self.conf_applied_index:
+            raise ConfChangeRefused(
+                f"a configuration change is pending (entry {self.pending_conf_index}"
+                f" not yet applied)",
+                self.id,
+            )
+        node, kind = cc.node_id, cc.type
+        if node == NONE:
+            raise ConfChangeRefused("a conf change needs a node id, not 0", self.id)
+        if kind is ConfChangeType.ADD_NODE and node in self.voters:
+            raise ConfChangeRefused(f"node {node} is already a voter", self.id)
+        if kind is ConfChangeType.ADD_LEARNER_NODE and node in self.members:
+            what = "voter" if node in self.voters else "learner"
+            raise ConfChangeRefused(f"node {node} is already a {what}", self.id)
+        if kind in (ConfChangeType.REMOVE_NODE, ConfChangeType.UPDATE_NODE):
+            if node not in self.members:
+                raise ConfChangeRefused(f"unknown node {node}", self.id)
+            if kind is ConfChangeType.REMOVE_NODE and self.voters == (node,):
+                raise ConfChangeRefused(f"node {node} is the last voter", self.id)
+
+    def apply_conf_change(self, cc: ConfChange) -> ConfState:
+        """The application applies the next committed CONF_CHANGE entry (in log order):
+        the configuration changes now. `ConfChange(type, NONE)` applies it as a no-op
+        (etcd's way for a change the application rejects). Returns the configuration."""
+        if not self.conf_queue:
+            raise UsageError(
+                "apply_conf_change: no committed conf change entry is waiting to be applied"
+                " (call it once per CONF_CHANGE entry of a Ready's committed_entries, in order)"
+            )
+        index = self.conf_queue.popleft()
+        if index <= self.conf_applied_index:
+            return self.conf_state  # superseded by a snapshot restored since
+        self.conf_applied_index = index
+        if self.joining:
+            if not self.voters or self.id not in self.members:
+                return self.conf_state  # configuration unknown until a snapshot
+            if cc.node_id == self.id and cc.type in (
+                ConfChangeType.ADD_NODE,
+                ConfChangeType.ADD_LEARNER_NODE,
+            ):
+                self.joining = False  # our own addition: what follows is new to us
+            if cc.type is not ConfChangeType.ADD_NODE or cc.node_id != self.id:
+                return self.conf_state  # already in the configuration we were given
+        self._change_conf(cc, index)
+        return self.conf_state
+
+    def _change_conf(self, cc: ConfChange, index: int) -> None:
+        voters, learners = set(self.voters), set(self.learners)
+        node, kind = cc.node_id, cc.type
+        if node == NONE or kind is ConfChangeType.UPDATE_NODE:
+            return
+        if kind is ConfChangeType.ADD_NODE:
+            learners.discard(node)
+            voters.add(node)
+        elif kind is ConfChangeType.ADD_LEARNER_NODE:
+            if node not in voters:  # a voter is never demoted by a single change
+                learners.add(node)
+        elif voters != {node}:  # REMOVE_NODE; the last voter is never removed
+            voters.discard(node)
+            learners.discard(node)
+            self.removed_ids.add(node)
+        conf = ConfState(tuple(sorted(voters)), tuple(sorted(learners)))
+        if conf == self.conf_state:
+            return
+        self._set_conf(conf)
+        self.conf_history.append((index, conf))
+        if self.role is Role.LEADER:
+            self._leader_conf_changed()
+        elif self.role is not Role.FOLLOWER and self.id not in self.voters:
+            self.become_follower(self.term, NONE)  # a campaign of a non-voter ends
+
+    def _leader_conf_changed(self) -> None:
+        if self.id not in self.voters:
+            self.become_follower(self.term, NONE)  # a removed leader steps down
+            return
+        for peer in list(self.progress):
+            if peer not in self.members:
+                del self.progress[peer]
+        for member in sorted(self.members - set(self.progress)):
+            progress = Progress(self.log.last_index() + 1, self.config.max_inflight_msgs)
+            progress.recent_active = True  # not counted out by CheckQuorum at once
+            self.progress[member] = progress
+            self._send_append(member)
+        if self.lead_transferee not in self.voters:
+            self.lead_transferee = NONE
+        if self._maybe_commit():  # a smaller quorum may commit more at once
+            self._committed_more()
+
+    def conf_state_at(self, index: int) -> ConfState:
+        """The configuration at `index` (at or after the snapshot, up to applied)."""
+        conf = self.conf_history[0][1]
+        for at, state in self.conf_history:
+            if at <= index:
+                conf = state
+        return conf
 
     def flush_broadcast(self) -> None:
         """Send the MsgApps owed for proposals appended since the last flush."""
@@ -625,7 +853,7 @@ class RaftCore:
                 self._send_append(m.from_)
             if m.context:
                 acks = self.read_only.recv_ack(m.from_, m.context)
-                if len(acks) >= self.quorum():
+                if len(acks & set(self.voters)) >= self.quorum():
                     for status in self.read_only.advance(m.context):
                         self._respond_read_index(status.request, status.index)
         elif t is MT.SNAP_STATUS:
@@ -638,7 +866,7 @@ class RaftCore:
             pr.become_probe()
 
     def _handle_transfer(self, target: int) -> None:
-        if target not in self.progress or target == self.id:
+        if target not in self.voters or target not in self.progress or target == self.id:
             return
         if self.lead_transferee == target:
             return
@@ -656,7 +884,7 @@ class RaftCore:
         if not self._committed_entry_in_current_term():
             self.pending_read_index.append(m)
             return
-        if len(self.voters) == 1:
+        if self.voters == (self.id,):
             self._respond_read_index(m, self.log.committed)
             return
         if self.read_only.add_request(self.log.committed, m):
@@ -685,7 +913,10 @@ class RaftCore:
 
     def _maybe_commit(self) -> bool:
         """Advance the commit index to the highest index a quorum has (Figure 8 rule)."""
-        matches = sorted((pr.match for pr in self.progress.values()), reverse=True)
+        matches = sorted(
+            (pr.match for peer, pr in self.progress.items() if peer in self.voters),
+            reverse=True,
+        )
         candidate = matches[self.quorum() - 1]
         if candidate > self.log.committed and self.log.term(candidate) == self.term:
             self.log.commit_to(candidate)
@@ -710,12 +941,12 @@ class RaftCore:
         self.commit_pending = False
         if self.forwarded_last <= self.log.committed:
             self.forwarded_last = 0
-        for peer in self.voters:
+        for peer in self.progress:
             if peer != self.id:
                 self._send_append(peer)
 
     def _broadcast_heartbeat(self, context: bytes) -> None:
-        for peer in self.voters:
+        for peer in self.progress:
             if peer != self.id:
                 pr = self.progress[peer]
                 self._send(
@@ -776,8 +1007,10 @@ class RaftCore:
                 f"cannot snapshot at {index}: not in the log [{self.log.first_index()},"
                 f" {self.log.last_index()}]"
             )
-        snapshot = Snapshot(SnapshotMeta(index, term, self.voters), data)
+        conf = self.conf_state_at(index)
+        snapshot = Snapshot(SnapshotMeta(index, term, conf.voters, conf.learners), data)
         self.log.compact(snapshot)
+        self.conf_history = [(index, conf)] + [h for h in self.conf_history if h[0] > index]
         return snapshot
 
     # --- invariants --------------------------------------------------------------------
@@ -793,3 +1026,7 @@ class RaftCore:
                 pr.check()
         if self.role is Role.CANDIDATE and self.vote != self.id:
             raise InvariantViolation(f"candidate {self.id} voted for {self.vote}")
+
+
+def _is_conf(entry: Entry) -> bool:
+    return entry.type is EntryType.CONF_CHANGE

@@ -9,7 +9,12 @@ API (stable; the server and the simulator use only this):
     driver.step(message)                    # a message from a peer (False: dropped)
     driver.propose(data)                    # ProposalDropped / NotLeader if not accepted
     driver.read_index(context)              # ReadIndex request; answer is a ReadState
-    driver.transfer_leader(target_id)       # leader transfer (MsgTimeoutNow)
+    driver.transfer_leader(target_id)       # leader transfer (MsgTimeoutNow); a target
+                                            # that is not a voter: BadLeaderTransferee
+    driver.propose_conf_change(cc)          # leader only: NotLeader / ConfChangeRefused
+    driver.apply_conf_change(cc)            # -> ConfState; the application applies a
+                                            # committed CONF_CHANGE entry (in log order)
+    driver.conf_state                       # -> ConfState (voters, learners)
     driver.campaign()                       # start an election now
     driver.report_unreachable(peer_id)      # transport could not reach peer
     driver.report_snapshot(peer_id, ok)     # transport finished (or failed) sending a snapshot
@@ -35,7 +40,11 @@ The Ready contract, field by field, in the order the caller must act:
    appends and their acknowledgements therefore never outrun the disk.
 3. If `snapshot` is set, restore the state machine from `snapshot.data`; then apply
    `committed_entries` in order (they are durable after step 1). An entry with empty
-   `data` is a leader's no-op.
+   `data` is a leader's no-op. An entry of type CONF_CHANGE holds `ConfChange.encode()`:
+   apply it by calling `apply_conf_change(ConfChange.decode(entry.data))` (or with
+   `ConfChange(type, NONE)` to reject it) once per such entry, in log order; the new
+   configuration takes effect then (it may be later, after `advance`, if the
+   application applies later).
 4. `read_states`: a linearizable read with that `context` may be answered once the state
    machine has applied `index` (serializable reads need no Raft round at all).
 5. `soft_state` (leader and role, None when unchanged) is for display and routing.
@@ -72,7 +81,11 @@ from etcdspec.impl.raft.messages import (
     NONE,
     NOT_FROM_PEERS,
     TERMLESS_FROM_PEERS,
+    BadLeaderTransferee,
+    ConfChange,
+    ConfState,
     Entry,
+    EntryType,
     HardState,
     Message,
     MessageType,
@@ -169,16 +182,20 @@ class RaftDriver:
 
         Network input never raises for being unwanted: local-only kinds and transport
         reports, term-less messages of kinds that must carry a term, messages for another
-        node or from a non-member (or from this node itself), and forwarded proposals or
-        reads this node cannot pass on (no leader known) are dropped, as etcd raft drops
-        them.
+        node or from this node itself, messages from a node this node saw removed (or any
+        message once this node is removed itself), and forwarded proposals or reads this
+        node cannot pass on (no leader known) are dropped, as etcd raft drops them. A
+        node that is not in this node's configuration but was never removed from it is
+        heard: it may have been added by a change this node has not applied yet.
         """
         if (
             message.type in NOT_FROM_PEERS
             or (message.term == 0 and message.type not in TERMLESS_FROM_PEERS)
             or message.to != self.core.id
             or message.from_ == self.core.id
-            or message.from_ not in self.core.voters
+            or message.from_ == 0
+            or message.from_ in self.core.removed_ids
+            or self.core.removed
         ):
             self.dropped_messages += 1
             return False
@@ -201,18 +218,44 @@ class RaftDriver:
 
     def transfer_leader(self, target: int) -> None:
         if target not in self.core.voters:
-            raise UsageError(f"cannot transfer leadership to {target}: not a voter")
+            raise BadLeaderTransferee(target, self.core.voters)
         self.core.step(Message(MessageType.TRANSFER_LEADER, from_=target))
+
+    def propose_conf_change(self, cc: ConfChange) -> None:
+        """Propose a single-server configuration change (leader only; see the Raft core's
+        doc for when ConfChangeRefused is raised). It takes effect when applied."""
+        self.core.propose_conf_change(cc)
+
+    def apply_conf_change(self, cc: ConfChange) -> ConfState:
+        """Apply the next committed CONF_CHANGE entry (etcd raft's ApplyConfChange)."""
+        return self.core.apply_conf_change(cc)
+
+    @property
+    def conf_state(self) -> ConfState:
+        return self.core.conf_state
+
+    def conf_state_at(self, index: int) -> ConfState:
+        """The configuration at an applied `index` (what a snapshot taken there holds)."""
+        return self.core.conf_state_at(index)
+
+    @property
+    def learners(self) -> tuple[int, ...]:
+        return self.core.learners
+
+    def match_index(self, peer: int) -> int:
+        """The leader's view of how far `peer`'s log matches its own (0 if unknown)."""
+        progress = self.core.progress.get(peer) if self.is_leader() else None
+        return progress.match if progress is not None else 0
 
     def campaign(self) -> None:
         self.core.step(Message(MessageType.HUP, from_=self.core.id))
 
     def report_unreachable(self, peer: int) -> None:
-        if peer in self.core.voters:
+        if peer in self.core.members:
             self.core.step(Message(MessageType.UNREACHABLE, from_=peer))
 
     def report_snapshot(self, peer: int, ok: bool) -> None:
-        if peer in self.core.voters:
+        if peer in self.core.members:
             self.core.step(Message(MessageType.SNAP_STATUS, from_=peer, reject=not ok))
 
     def compact(self, index: int, data: bytes) -> Snapshot:
@@ -270,12 +313,14 @@ class RaftDriver:
         hard = core.hard_state()
         entries = tuple(log.unstable_entries())
         prev = self._prev_hard
+        committed = tuple(log.next_committed(log.last_index()))
+        core.conf_queue.extend(e.index for e in committed if e.type is EntryType.CONF_CHANGE)
         ready = Ready(
             soft_state=soft if soft != self._prev_soft else None,
             hard_state=hard if hard != prev else None,
             snapshot=log.pending_snapshot,
             entries=entries,
-            committed_entries=tuple(log.next_committed(log.last_index())),
+            committed_entries=committed,
             messages=tuple(core.msgs),
             read_states=tuple(core.read_states),
             must_fsync=bool(entries)

@@ -14,6 +14,7 @@ ReadIndex request id or the leader-transfer campaign marker.
 from __future__ import annotations
 
 import enum
+import struct
 from dataclasses import dataclass
 
 NONE = 0
@@ -62,16 +63,121 @@ class UsageError(RaftError):
     """The driver was called out of order (e.g. ready() twice without advance())."""
 
 
+class BadLeaderTransferee(UsageError):
+    """Leadership can move only to a voter of the current configuration (the server
+    answers etcd's "etcdserver: bad leader transferee")."""
+
+    def __init__(self, target: int, voters: tuple[int, ...]) -> None:
+        self.target = target
+        super().__init__(
+            f"cannot transfer leadership to {target}: not a voter (voters {list(voters)});"
+            " pick one of the voters"
+        )
+
+
+class ConfChangeRefused(ProposalDropped):
+    """The leader will not take this configuration change now (a change is pending, the
+    leader has not committed an entry of its term yet, or the change makes no sense for
+    the current configuration); `reason` says which. Retry after the pending change is
+    applied, or fix the change."""
+
+
+class EntryType(enum.IntEnum):
+    """What an entry's data is: a state-machine command, or an encoded ConfChange."""
+
+    NORMAL = 0
+    CONF_CHANGE = 1
+
+
 @dataclass(frozen=True)
 class Entry:
-    """One log entry. Empty `data` is the no-op a new leader appends in its term."""
+    """One log entry. Empty `data` is the no-op a new leader appends in its term; an entry
+    of type CONF_CHANGE holds an encoded ConfChange (applied with apply_conf_change)."""
 
     term: int
     index: int
     data: bytes = b""
+    type: EntryType = EntryType.NORMAL
 
     def describe(self) -> str:
+        if self.type is EntryType.CONF_CHANGE:
+            try:
+                what = ConfChange.decode(self.data).describe()
+            except ValueError:
+                what = f"undecodable conf change {describe_data(self.data)}"
+            return f"{self.term}/{self.index} {what}"
         return f"{self.term}/{self.index} {describe_data(self.data)}"
+
+
+class ConfChangeType(enum.IntEnum):
+    """Single-server configuration changes (etcd raftpb's ConfChangeType numbering)."""
+
+    ADD_NODE = 0  # add a voter, or promote a learner
+    REMOVE_NODE = 1
+    UPDATE_NODE = 2  # the member's record (context) changes; the configuration does not
+    ADD_LEARNER_NODE = 3
+
+
+_CONF_CHANGE_HEAD = struct.Struct(">BBQ")  # version, type, node id; then the context
+_CONF_CHANGE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class ConfChange:
+    """One configuration change. `context` is opaque to Raft (the server puts the
+    member's record there)."""
+
+    type: ConfChangeType
+    node_id: int
+    context: bytes = b""
+
+    def encode(self) -> bytes:
+        return _CONF_CHANGE_HEAD.pack(_CONF_CHANGE_VERSION, int(self.type), self.node_id) + (
+            self.context
+        )
+
+    @staticmethod
+    def decode(data: bytes) -> ConfChange:
+        """The ConfChange `encode` gave; ValueError naming the problem for anything else."""
+        if len(data) < _CONF_CHANGE_HEAD.size:
+            raise ValueError(
+                f"conf change: {len(data)} bytes, at least {_CONF_CHANGE_HEAD.size} needed"
+            )
+        version, type_code, node_id = _CONF_CHANGE_HEAD.unpack_from(data)
+        if version != _CONF_CHANGE_VERSION:
+            raise ValueError(
+                f"conf change: format version {version}, this build reads {_CONF_CHANGE_VERSION}"
+            )
+        try:
+            change_type = ConfChangeType(type_code)
+        except ValueError:
+            raise ValueError(f"conf change: unknown type {type_code} at offset 1") from None
+        return ConfChange(change_type, node_id, data[_CONF_CHANGE_HEAD.size :])
+
+    def describe(self) -> str:
+        what = {
+            ConfChangeType.ADD_NODE: "add voter",
+            ConfChangeType.REMOVE_NODE: "remove",
+            ConfChangeType.UPDATE_NODE: "update",
+            ConfChangeType.ADD_LEARNER_NODE: "add learner",
+        }[self.type]
+        context = f" context={describe_data(self.context)}" if self.context else ""
+        return f"conf change: {what} {self.node_id}{context}"
+
+
+@dataclass(frozen=True)
+class ConfState:
+    """The configuration: who votes, and who only receives the log (learners)."""
+
+    voters: tuple[int, ...]
+    learners: tuple[int, ...] = ()
+
+    def members(self) -> tuple[int, ...]:
+        return tuple(sorted((*self.voters, *self.learners)))
+
+    def describe(self) -> str:
+        learners = f" learners={list(self.learners)}" if self.learners else ""
+        return f"voters={list(self.voters)}{learners}"
 
 
 def describe_data(data: bytes, limit: int = 24) -> str:
@@ -98,14 +204,20 @@ class HardState:
 
 @dataclass(frozen=True)
 class SnapshotMeta:
-    """Where a snapshot sits in the log, and the voting members at that point."""
+    """Where a snapshot sits in the log, and the configuration at that point."""
 
     index: int = 0
     term: int = 0
     voters: tuple[int, ...] = ()
+    learners: tuple[int, ...] = ()
+
+    @property
+    def conf_state(self) -> ConfState:
+        return ConfState(self.voters, self.learners)
 
     def describe(self) -> str:
-        return f"snapshot {self.term}/{self.index} voters={list(self.voters)}"
+        learners = f" learners={list(self.learners)}" if self.learners else ""
+        return f"snapshot {self.term}/{self.index} voters={list(self.voters)}{learners}"
 
 
 @dataclass(frozen=True)

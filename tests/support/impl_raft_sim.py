@@ -9,6 +9,10 @@ contract's order: persist, then send, then apply, then advance.
 `check()` asserts the Raft safety properties over the whole cluster after every step:
 Election Safety, Log Matching, State Machine Safety, Leader Completeness, commit <= last
 index, and each node's own invariants. Violations raise AssertionError with a description.
+
+Configuration changes: `propose_conf_change` at a leader; every node applies a committed
+CONF_CHANGE entry through `apply_conf_change` as it applies its log (as a server does);
+`add_node` boots a node that joins (as a learner, or with an empty configuration).
 """
 
 from __future__ import annotations
@@ -22,7 +26,9 @@ from pathlib import Path
 from etcdspec.impl.raft.core import PersistedState, RaftConfig, Role
 from etcdspec.impl.raft.driver import RaftDriver, Ready
 from etcdspec.impl.raft.messages import (
+    ConfChange,
     Entry,
+    EntryType,
     HardState,
     Message,
     MessageType,
@@ -35,13 +41,19 @@ from etcdspec.impl.storage.wal import Wal, recorded_snapshots
 
 
 def encode_state_machine(applied: list[Entry]) -> bytes:
-    return json.dumps([[e.term, e.index, e.data.hex()] for e in applied]).encode()
+    """[term, index, data hex] per entry, and the type when it is not NORMAL."""
+    return json.dumps(
+        [[e.term, e.index, e.data.hex(), *([int(e.type)] if e.type else [])] for e in applied]
+    ).encode()
 
 
 def decode_state_machine(blob: bytes) -> list[Entry]:
     if not blob:
         return []
-    return [Entry(t, i, bytes.fromhex(d)) for t, i, d in json.loads(blob)]
+    return [
+        Entry(t, i, bytes.fromhex(d), EntryType(k[0] if k else 0))
+        for t, i, d, *k in json.loads(blob)
+    ]
 
 
 # Seeded durability bugs (the simulator's own bug catalogue): the safety checks must
@@ -196,12 +208,11 @@ class Cluster:
         )
         self.nodes: dict[int, SimNode] = {}
         self.restarts = 0
+        self.storage_root = storage_root
+        # each node's configuration at its first start (RaftConfig.voters, .learners)
+        self.initial_conf: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
         for node_id in self.ids:
-            disk: Disk | FileDisk = Disk(bugs=bugs)
-            if storage_root is not None:
-                disk = FileDisk(storage_root / f"node{node_id}")
-            self.nodes[node_id] = SimNode(node_id, None, disk, [])
-            self._boot(node_id)
+            self._create(node_id, self.ids, ())
         self.network: list[Message] = []
         self.groups: list[frozenset[int]] | None = None
         self.leaders_by_term: dict[int, int] = {}
@@ -214,7 +225,26 @@ class Cluster:
 
     # --- lifecycle ---------------------------------------------------------------------
     def config(self, node_id: int) -> RaftConfig:
-        return RaftConfig(id=node_id, voters=self.ids, **self.config_kwargs)  # type: ignore[arg-type]
+        voters, learners = self.initial_conf[node_id]
+        return RaftConfig(id=node_id, voters=voters, learners=learners, **self.config_kwargs)  # type: ignore[arg-type]
+
+    def _create(self, node_id: int, voters: tuple[int, ...], learners: tuple[int, ...]) -> None:
+        disk: Disk | FileDisk = Disk(bugs=self.bugs)
+        if self.storage_root is not None:
+            disk = FileDisk(self.storage_root / f"node{node_id}")
+        self.initial_conf[node_id] = (voters, learners)
+        self.nodes[node_id] = SimNode(node_id, None, disk, [])
+        self._boot(node_id)
+
+    def add_node(
+        self, node_id: int, voters: tuple[int, ...] = (), learners: tuple[int, ...] = ()
+    ) -> None:
+        """Boot a new node that joins: with the configuration that added it (itself a
+        learner), or with an empty one (it learns it from a snapshot)."""
+        assert node_id not in self.nodes, f"node {node_id} exists"
+        self.ids = (*self.ids, node_id)
+        self._create(node_id, voters, learners)
+        self.log.append(f"add node {node_id} voters={list(voters)} learners={list(learners)}")
 
     def _boot(self, node_id: int) -> None:
         node = self.nodes[node_id]
@@ -312,6 +342,18 @@ class Cluster:
         self.driver(node_id).campaign()
         self.process(node_id)
 
+    def propose_conf_change(self, node_id: int, cc: ConfChange) -> bool:
+        try:
+            self.driver(node_id).propose_conf_change(cc)
+        except ProposalDropped:
+            return False
+        self.log.append(f"{node_id} proposes {cc.describe()}")
+        self.process(node_id)
+        return True
+
+    def members(self, node_id: int) -> tuple[int, ...]:
+        return self.driver(node_id).conf_state.members()
+
     def transfer_leader(self, node_id: int, target: int) -> None:
         self.driver(node_id).transfer_leader(target)
         self.process(node_id)
@@ -373,6 +415,10 @@ class Cluster:
             f" another node applied {known.describe()}"
         )
         node.applied.append(entry)
+        if entry.type is EntryType.CONF_CHANGE:
+            conf = self.driver(node.id).apply_conf_change(ConfChange.decode(entry.data))
+            if self.record_events:
+                self.log.append(f"{node.id} config {conf.describe()}")
 
     def _check_read(self, node_id: int, read_state: ReadState) -> None:
         floor = self.read_floor.get(read_state.context, 0)
@@ -444,9 +490,11 @@ class Cluster:
             if leader is not None:
                 commit = self.driver(leader).core.log.committed
                 last = self.driver(leader).core.log.last_index()
+                members = self.members(leader)
                 if commit == last and all(
                     self.driver(i).core.log.applied == commit and self.driver(i).leader_id == leader
                     for i in self.alive()
+                    if i in members
                 ):
                     return leader
             self.tick_all()

@@ -1,4 +1,4 @@
-"""raft_codec v1: every message kind round-trips, one table of (value, bytes) pins the
+"""raft_codec v2: every message kind round-trips, one table of (value, bytes) pins the
 layout, and malformed input is refused with the field and offset named."""
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def test_every_message_round_trips(message: Message) -> None:
 def test_layout_is_pinned() -> None:
     m = Message(MessageType.HEARTBEAT, to=2, from_=1, term=5, commit=4, context=b"r")
     assert encode_message(m).hex() == (
-        "01"
+        "02"
         "0a"
         "0000000000000002"
         "0000000000000001"
@@ -63,7 +63,7 @@ def test_layout_is_pinned() -> None:
     "data,problem",
     [
         (b"", "version needs 1 bytes at offset 0"),
-        (b"\x02" + bytes(70), "format version 2"),
+        (b"\x03" + bytes(70), "format version 3"),
         (encode_message(SAMPLES[0])[:-3], "truncated"),
         (encode_message(SAMPLES[0]) + b"\x00", "trailing bytes"),
         (b"\x01\x63" + encode_message(SAMPLES[1])[2:], "unknown message type 99"),

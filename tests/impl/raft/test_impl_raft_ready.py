@@ -135,7 +135,6 @@ def test_status_describes_the_node() -> None:
     [
         Message(MessageType.HUP, to=1, from_=2),
         Message(MessageType.APP, to=3, from_=2, term=5),
-        Message(MessageType.APP, to=1, from_=9, term=5),
         Message(MessageType.PROP, to=1, from_=2, entries=(Entry(0, 0, b"x"),)),
         Message(MessageType.APP, to=1, from_=2, term=0),
         Message(MessageType.SNAP_STATUS, to=1, from_=2, term=1),
@@ -144,7 +143,6 @@ def test_status_describes_the_node() -> None:
     ids=[
         "local-only",
         "misaddressed",
-        "non-member",
         "unforwardable-proposal",
         "termless-append",
         "transport-report",
