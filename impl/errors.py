@@ -224,8 +224,12 @@ ALL_KINDS: tuple[EtcdErrorKind, ...] = (
 
 
 def kind_by_message(message: str) -> EtcdErrorKind | None:
-    """The catalogued error whose message is `message` (or starts it), if any."""
+    """The catalogued error whose message is `message` (or, failing that, starts it), if
+    any (exact first: one message may start another's)."""
     for kind in ALL_KINDS:
-        if message == kind.message or message.startswith(kind.message):
+        if message == kind.message:
+            return kind
+    for kind in ALL_KINDS:
+        if message.startswith(kind.message):
             return kind
     return None

@@ -1,4 +1,5 @@
-"""etcd's Cluster service: MemberList (a linearizable one waits for a ReadIndex round)."""
+"""etcd's Cluster service: MemberList (a linearizable one waits for a ReadIndex round), and
+MemberAdd, MemberRemove, MemberUpdate, MemberPromote (the member's membership changes)."""
 
 from __future__ import annotations
 
@@ -17,3 +18,25 @@ class ClusterServicer(rpc_pb2_grpc.ClusterServicer):
         if request.linearizable:
             await self.reads.barrier()
         return self.cluster.member_list()
+
+    @unary
+    async def MemberAdd(self, request: rpc_pb2.MemberAddRequest) -> rpc_pb2.MemberAddResponse:
+        return await self.cluster.member_add(request)
+
+    @unary
+    async def MemberRemove(
+        self, request: rpc_pb2.MemberRemoveRequest
+    ) -> rpc_pb2.MemberRemoveResponse:
+        return await self.cluster.member_remove(request)
+
+    @unary
+    async def MemberUpdate(
+        self, request: rpc_pb2.MemberUpdateRequest
+    ) -> rpc_pb2.MemberUpdateResponse:
+        return await self.cluster.member_update(request)
+
+    @unary
+    async def MemberPromote(
+        self, request: rpc_pb2.MemberPromoteRequest
+    ) -> rpc_pb2.MemberPromoteResponse:
+        return await self.cluster.member_promote(request)

@@ -58,6 +58,20 @@ class ClusterService(Protocol):
 
     async def move_leader(self, target: int) -> rpc_pb2.MoveLeaderResponse: ...
 
+    async def member_add(self, request: rpc_pb2.MemberAddRequest) -> rpc_pb2.MemberAddResponse: ...
+
+    async def member_remove(
+        self, request: rpc_pb2.MemberRemoveRequest
+    ) -> rpc_pb2.MemberRemoveResponse: ...
+
+    async def member_update(
+        self, request: rpc_pb2.MemberUpdateRequest
+    ) -> rpc_pb2.MemberUpdateResponse: ...
+
+    async def member_promote(
+        self, request: rpc_pb2.MemberPromoteRequest
+    ) -> rpc_pb2.MemberPromoteResponse: ...
+
 
 @dataclass(frozen=True)
 class MemberPorts:

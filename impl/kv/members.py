@@ -43,6 +43,14 @@ class MemberRecord:
     peer_urls: tuple[str, ...] = ()
     client_urls: tuple[str, ...] = ()
     is_learner: bool = False
+    # etcd 3.5.1 lists a learner whose peer URLs were updated as a voter (see
+    # `changed_members`); its Raft role stays learner (`is_learner`).
+    listed_as_voter: bool = False
+
+    @property
+    def listed_learner(self) -> bool:
+        """The learner flag etcd's answers show."""
+        return self.is_learner and not self.listed_as_voter
 
     @property
     def started(self) -> bool:
@@ -50,13 +58,16 @@ class MemberRecord:
         return bool(self.name)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "id": self.member_id,
             "name": self.name,
             "peerURLs": list(self.peer_urls),
             "clientURLs": list(self.client_urls),
             "isLearner": self.is_learner,
         }
+        if self.listed_as_voter:
+            data["listedAsVoter"] = True
+        return data
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> MemberRecord:
@@ -67,6 +78,7 @@ class MemberRecord:
                 peer_urls=tuple(str(url) for url in data.get("peerURLs", [])),
                 client_urls=tuple(str(url) for url in data.get("clientURLs", [])),
                 is_learner=bool(data.get("isLearner", False)),
+                listed_as_voter=bool(data.get("listedAsVoter", False)),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise ValueError(f"not a member record: {data!r} ({error})") from error
@@ -90,11 +102,12 @@ class MemberRecord:
             name=self.name,
             peerURLs=list(self.peer_urls),
             clientURLs=list(self.client_urls),
-            isLearner=self.is_learner,
+            isLearner=self.listed_learner,
         )
 
     def describe(self) -> str:
         role = "learner" if self.is_learner else "voter"
+        role += " (listed as a voter)" if self.listed_as_voter else ""
         name = self.name or "(unstarted)"
         return f"{name}({self.member_id:x}) {role} peers {','.join(self.peer_urls)}"
 
@@ -131,7 +144,7 @@ def check_change(members: dict[int, MemberRecord], removed: set[int], change: Me
             raise RpcError(errors.MEMBER_EXIST)
         _check_urls_free(members, record)
         if kind is ChangeKind.ADD_LEARNER:
-            learners = sum(1 for m in members.values() if m.is_learner)
+            learners = sum(1 for m in members.values() if m.listed_learner)
             if learners + 1 > MAX_LEARNERS:
                 raise RpcError(errors.TOO_MANY_LEARNERS)
         return
@@ -139,7 +152,7 @@ def check_change(members: dict[int, MemberRecord], removed: set[int], change: Me
         raise RpcError(errors.MEMBER_NOT_FOUND)
     if kind is ChangeKind.UPDATE:
         _check_urls_free(members, record)
-    elif kind is ChangeKind.PROMOTE and not current.is_learner:
+    elif kind is ChangeKind.PROMOTE and not current.listed_learner:
         raise RpcError(errors.MEMBER_NOT_LEARNER)
 
 
@@ -167,7 +180,11 @@ def changed_members(
     if kind is ChangeKind.REMOVE:
         return current, True
     if kind is ChangeKind.UPDATE:
-        return replace(current, peer_urls=record.peer_urls), False
+        # etcd 3.5.1 writes the update's raft attributes whole, whose learner flag is
+        # false: a learner updated is listed as a voter from then on, and can no longer
+        # be promoted (its Raft role does not change). Kept, so that the answers are etcd's.
+        listed_as_voter = current.listed_as_voter or current.is_learner
+        return replace(current, peer_urls=record.peer_urls, listed_as_voter=listed_as_voter), False
     return replace(current, is_learner=False), False  # PROMOTE
 
 
@@ -193,20 +210,22 @@ class MemberTable:
         members, _ = self.all()
         return [members[i] for i in sorted(members)]
 
-    def seed(self, records: list[MemberRecord], self_id: int) -> None:
+    def seed(self, records: list[MemberRecord], self_id: int) -> bool:
         """Record the initial members (a new cluster's --initial-cluster) if the table is
         empty: the same on every member, outside the log, as etcd's bootstrap. A table
         that does not know `self_id` at all (data made under another member id: the
-        same data directory started with other URLs) is replaced by them too."""
+        same data directory started with other URLs) is replaced by them too: whether it
+        was (the data's Raft configuration is then the flags' too)."""
         known = self.backend.member_records()
         if any(member_id == self_id for member_id, _, _ in known):
-            return
+            return False
         with self.backend.transaction():
             for member_id, data, _ in known:
                 self.backend.put_member_record(member_id, data, removed=True)
             for record in records:
                 self.backend.put_member_record(record.member_id, record.encode())
         self.backend.flush()
+        return bool(known)
 
     def write(self, change: MemberChange) -> MemberRecord:
         """Write what `change` does (inside the caller's backend transaction); the record

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from etcdspec.impl import errors
 from etcdspec.impl.api.versions import SERVER_VERSION, STORAGE_VERSION
@@ -27,6 +27,24 @@ from etcdspec.impl.raft.driver import RaftDriver
 from etcdspec.impl.raft.messages import NONE
 from etcdspec.impl.server.config import MemberConfig
 from etcdspec.impl.server.proposals import REQUEST_TIMEOUT_S
+
+
+class MembershipChanges(Protocol):
+    """Who makes the membership changes (server.membership.Membership)."""
+
+    async def member_add(self, request: rpc_pb2.MemberAddRequest) -> rpc_pb2.MemberAddResponse: ...
+
+    async def member_remove(
+        self, request: rpc_pb2.MemberRemoveRequest
+    ) -> rpc_pb2.MemberRemoveResponse: ...
+
+    async def member_update(
+        self, request: rpc_pb2.MemberUpdateRequest
+    ) -> rpc_pb2.MemberUpdateResponse: ...
+
+    async def member_promote(
+        self, request: rpc_pb2.MemberPromoteRequest
+    ) -> rpc_pb2.MemberPromoteResponse: ...
 
 
 class ClusterView:
@@ -50,6 +68,30 @@ class ClusterView:
         self.wake = wake
         self.leader_id = NONE
         self.peer_attributes: dict[int, dict[str, Any]] = {self.member_id: own_attributes(config)}
+        self.changes: MembershipChanges | None = None  # set once the member has built it
+
+    def _changes(self) -> MembershipChanges:
+        if self.changes is None:
+            raise RpcError(errors.STOPPED)
+        return self.changes
+
+    async def member_add(self, request: rpc_pb2.MemberAddRequest) -> rpc_pb2.MemberAddResponse:
+        return await self._changes().member_add(request)
+
+    async def member_remove(
+        self, request: rpc_pb2.MemberRemoveRequest
+    ) -> rpc_pb2.MemberRemoveResponse:
+        return await self._changes().member_remove(request)
+
+    async def member_update(
+        self, request: rpc_pb2.MemberUpdateRequest
+    ) -> rpc_pb2.MemberUpdateResponse:
+        return await self._changes().member_update(request)
+
+    async def member_promote(
+        self, request: rpc_pb2.MemberPromoteRequest
+    ) -> rpc_pb2.MemberPromoteResponse:
+        return await self._changes().member_promote(request)
 
     def on_leader(self, leader_id: int) -> None:
         self.leader_id = leader_id
@@ -89,12 +131,14 @@ class ClusterView:
                     peer_urls=record.peer_urls,
                     client_urls=tuple(str(u) for u in attributes.get("client_urls", [])),
                     is_learner=record.is_learner,
+                    listed_as_voter=record.listed_as_voter,
                 )
             else:  # not heard from: as etcd lists an unstarted member
                 record = MemberRecord(
                     member_id=record.member_id,
                     peer_urls=record.peer_urls,
                     is_learner=record.is_learner,
+                    listed_as_voter=record.listed_as_voter,
                 )
             listed.append(record)
         return listed

@@ -154,6 +154,8 @@ class MemberConfig:
     auth_token: str = "simple"  # etcd's --auth-token: simple, or jwt,pub-key=...,...
     auth_token_ttl_s: int = 300  # etcd's --auth-token-ttl (simple tokens), seconds
     peers: tuple[PeerInfo, ...] = field(default=())
+    # A member that joined an existing cluster runs with the cluster's id (server.join).
+    cluster_id_override: int = 0
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -196,6 +198,8 @@ class MemberConfig:
 
     @property
     def cluster_id(self) -> int:
+        if self.cluster_id_override:
+            return self.cluster_id_override
         return cluster_id_of(
             tuple(peer.member_id for peer in self.peers), self.initial_cluster_token
         )

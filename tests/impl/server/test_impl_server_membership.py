@@ -1,0 +1,147 @@
+"""etcd's Cluster service on three members, ours and real etcd 3.5.1 side by side: the
+same membership calls get the same answers (the members listed, learner flags, etcd's
+error codes and texts).
+
+The script covers each check etcd makes: an unknown member (remove, update, promote),
+promoting a voter, a peer URL that exists (add, update), bad URLs, MoveLeader to an
+unknown member and to a learner, a second learner (too many learners), promoting a
+learner that has not caught up (asked of the leader and of a follower, which hands the
+call to the leader), and the strict reconfiguration check (a voter added while another
+added voter has not started: unhealthy cluster); then a learner updated and removed, a
+voter that never started added, and a started voter removed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import etcd_procs
+import grpc
+import pytest
+
+from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
+from etcdspec.impl.tools import launcher
+
+KINDS = ["ours"] + (["etcd"] if etcd_procs.ETCD_BIN else [])
+# etcd refuses membership changes until every voter has been connected for 5 s.
+HEALTH_INTERVAL_S = 5.5
+
+
+def _members(cluster: etcd_procs.Cluster, members: Any) -> list[tuple[str, str, bool]]:
+    """(name, peer URL as the plan names it or as given, learner) sorted by name/URL."""
+    own = {m.peer_url: m.name for m in cluster.plan.members}
+    listed = []
+    for member in members:
+        url = member.peerURLs[0] if member.peerURLs else ""
+        listed.append((member.name, own.get(url, url), member.isLearner))
+    return sorted(listed)
+
+
+def _transcript(cluster: etcd_procs.Cluster) -> list[tuple[str, str]]:
+    statuses = {e: launcher.probe_status(e) for e in cluster.endpoints}
+    leader = next(e for e, s in statuses.items() if s["leader"] == s["member_id"])
+    followers = [e for e in cluster.endpoints if e != leader]
+    voter = statuses[followers[0]]["member_id"]
+    first_peer_url = cluster.plan.members[0].peer_url
+    lines: list[tuple[str, str]] = []
+    added: dict[str, int] = {}
+
+    with (
+        grpc.insecure_channel(leader.removeprefix("http://")) as channel,
+        grpc.insecure_channel(followers[0].removeprefix("http://")) as follower_channel,
+    ):
+        members = rpc_pb2_grpc.ClusterStub(channel)
+        on_follower = rpc_pb2_grpc.ClusterStub(follower_channel)
+        maintenance = rpc_pb2_grpc.MaintenanceStub(channel)
+
+        def call(name: str, fn: Callable[[], Any]) -> Any:
+            try:
+                answer = fn()
+            except grpc.RpcError as error:
+                lines.append((name, f"{error.code().name} {error.details()}"))
+                return None
+            listed = getattr(answer, "members", None)
+            shown = "ok"
+            if listed is not None:
+                shown += f" members={_members(cluster, listed)}"
+            if answer.HasField("header"):
+                shown += f" revision={answer.header.revision}"
+            member = getattr(answer, "member", None)
+            if member is not None:
+                shown += f" added={_members(cluster, [member])}"
+                added[name] = member.ID
+            lines.append((name, shown))
+            return answer
+
+        def remove(ident: int) -> Any:
+            return members.MemberRemove(rpc_pb2.MemberRemoveRequest(ID=ident), timeout=10)
+
+        def update(ident: int, url: str) -> Any:
+            return members.MemberUpdate(
+                rpc_pb2.MemberUpdateRequest(ID=ident, peerURLs=[url]), timeout=10
+            )
+
+        def add(url: str, learner: bool = False) -> Any:
+            return members.MemberAdd(
+                rpc_pb2.MemberAddRequest(peerURLs=[url], isLearner=learner), timeout=10
+            )
+
+        def promote(stub: Any, ident: int) -> Any:
+            return stub.MemberPromote(rpc_pb2.MemberPromoteRequest(ID=ident), timeout=10)
+
+        def move(ident: int) -> Any:
+            return maintenance.MoveLeader(rpc_pb2.MoveLeaderRequest(targetID=ident), timeout=10)
+
+        call("remove unknown", lambda: remove(12345))
+        call("update unknown", lambda: update(12345, "http://127.0.0.1:1"))
+        call("promote unknown", lambda: promote(members, 12345))
+        call("promote a voter", lambda: promote(members, voter))
+        call("add an existing peer URL", lambda: add(first_peer_url))
+        call("add a bad URL", lambda: add("not a url"))
+        call("move leader to an unknown member", lambda: move(12345))
+        call("add a learner", lambda: add("http://127.0.0.1:1", learner=True))
+        learner = added.get("add a learner", 0)
+        call(
+            "list on a follower",
+            lambda: on_follower.MemberList(rpc_pb2.MemberListRequest(linearizable=True)),
+        )
+        call("add a second learner", lambda: add("http://127.0.0.1:2", learner=True))
+        call("promote the learner", lambda: promote(members, learner))
+        call("promote the learner on a follower", lambda: promote(on_follower, learner))
+        call("move leader to the learner", lambda: move(learner))
+        call("update the learner", lambda: update(learner, "http://127.0.0.1:3"))
+        call("update to an existing URL", lambda: update(learner, first_peer_url))
+        call("remove the learner", lambda: remove(learner))
+        call("remove it again", lambda: remove(learner))
+        call("add a voter", lambda: add("http://127.0.0.1:4"))
+        call("add another voter", lambda: add("http://127.0.0.1:5"))
+        call("remove a started voter", lambda: remove(voter))
+        call("list", lambda: members.MemberList(rpc_pb2.MemberListRequest()))
+    return lines
+
+
+@pytest.fixture(scope="module")
+def transcripts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[tuple[str, str]]]:
+    found = {}
+    for kind in KINDS:
+        directory: Path = tmp_path_factory.mktemp(f"members-{kind}")
+        with etcd_procs.cluster(kind, directory, 3) as running:
+            time.sleep(HEALTH_INTERVAL_S)
+            found[kind] = _transcript(running)
+    return found
+
+
+def test_membership_calls_answer_as_etcds(transcripts: dict[str, list[tuple[str, str]]]) -> None:
+    ours = transcripts["ours"]
+    assert (
+        "promote a voter",
+        "FAILED_PRECONDITION etcdserver: can only promote a learner member",
+    ) in ours
+    assert ("remove it again", "NOT_FOUND etcdserver: member not found") in ours
+    if "etcd" not in transcripts:
+        pytest.skip("no etcd binary to compare with")
+    for (name, mine), (_, theirs) in zip(ours, transcripts["etcd"], strict=True):
+        assert (name, mine) == (name, theirs)
