@@ -72,7 +72,8 @@ class ApplyQueue:
         self.deferred: tuple[Entry, ...] = ()  # committed, not yet applied (`defer`)
         ordered = sorted(voters)
         self._period = len(ordered)  # a follower's turn to apply (`turn`)
-        self._rank = ordered.index(state.member_id)
+        # A learner (not among the voters) takes the turn of rank 0.
+        self._rank = ordered.index(state.member_id) if state.member_id in ordered else 0
         self._timer: asyncio.TimerHandle | None = None
 
     def apply(self, entries: tuple[Entry, ...]) -> None:

@@ -143,6 +143,10 @@ class ClusterView:
             listed.append(record)
         return listed
 
+    def is_learner(self) -> bool:
+        """Whether this member is a learner of the Raft configuration now."""
+        return self.member_id in self.driver.learners
+
     def member(self, member_id: int) -> MemberRecord | None:
         for record in self.members():
             if record.member_id == member_id:

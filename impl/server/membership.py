@@ -223,12 +223,14 @@ class Membership:
         if not self.driver.is_leader():
             answer: rpc_pb2.MemberPromoteResponse = await self._forward("MemberPromote", request)
             return answer
-        if request.ID in self.driver.learners:
+        # etcd's isLearnerReady looks at any member with a progress, voters too (a voter
+        # that trails the leader is "not in sync" as well).
+        if request.ID in (*self.driver.voters, *self.driver.learners):
             leader_match = self.driver.match_index(self.member_id)
             if self.driver.match_index(request.ID) < leader_match * LEARNER_READY_FRACTION:
                 raise RpcError(errors.LEARNER_NOT_READY)
-            if not self._ready_to_add_voter():
-                raise RpcError(errors.MEMBER_NOT_ENOUGH_STARTED)
+        if request.ID in self.driver.learners and not self._ready_to_add_voter():
+            raise RpcError(errors.MEMBER_NOT_ENOUGH_STARTED)
         await self._change(MemberChange(ChangeKind.PROMOTE, MemberRecord(request.ID)))
         return rpc_pb2.MemberPromoteResponse(
             header=self._header(), members=self.cluster.members_pb()
@@ -343,8 +345,14 @@ class Membership:
             self.driver.apply_conf_change(conf_change)
             return
         if isinstance(outcome, RpcError):
-            # As etcd: the Raft configuration does not change (a change of no node).
-            self.driver.apply_conf_change(ConfChange(conf_change.type, NONE))
+            if self.driver.core.joining:
+                # A joining member's records start at the configuration that added it,
+                # so the changes before it are refused here; the Raft core, joining too,
+                # skips them itself (and must see its own addition to stop joining).
+                self.driver.apply_conf_change(conf_change)
+            else:
+                # As etcd: the Raft configuration does not change (a change of no node).
+                self.driver.apply_conf_change(ConfChange(conf_change.type, NONE))
             log.info(
                 "configuration change refused when applied",
                 extra={"change": context.describe(), "error": outcome.describe()},

@@ -30,13 +30,21 @@ KINDS = ["ours"] + (["etcd"] if etcd_procs.ETCD_BIN else [])
 HEALTH_INTERVAL_S = 5.5
 
 
-def _members(cluster: etcd_procs.Cluster, members: Any) -> list[tuple[str, str, bool]]:
-    """(name, peer URL as the plan names it or as given, learner) sorted by name/URL."""
+def _members(
+    cluster: etcd_procs.Cluster, members: Any, roles: dict[str, str]
+) -> list[tuple[str, str, bool]]:
+    """(name, peer URL, learner) sorted: a member of the plan by its role in the script
+    ("leader", "voter": the follower it removes, "other"), which member plays which
+    varies; an added one by the URL it was given."""
     own = {m.peer_url: m.name for m in cluster.plan.members}
     listed = []
     for member in members:
         url = member.peerURLs[0] if member.peerURLs else ""
-        listed.append((member.name, own.get(url, url), member.isLearner))
+        if url in own:
+            name = url = roles[own[url]]
+        else:
+            name = member.name
+        listed.append((name, url, member.isLearner))
     return sorted(listed)
 
 
@@ -45,6 +53,13 @@ def _transcript(cluster: etcd_procs.Cluster) -> list[tuple[str, str]]:
     leader = next(e for e, s in statuses.items() if s["leader"] == s["member_id"])
     followers = [e for e in cluster.endpoints if e != leader]
     voter = statuses[followers[0]]["member_id"]
+    ids = launcher.member_ids(cluster.endpoints)
+    role_of = {
+        statuses[leader]["member_id"]: "leader",
+        voter: "voter",
+        statuses[followers[1]]["member_id"]: "other",
+    }
+    roles = {name: role_of[ident] for name, ident in ids.items()}
     first_peer_url = cluster.plan.members[0].peer_url
     lines: list[tuple[str, str]] = []
     added: dict[str, int] = {}
@@ -66,12 +81,12 @@ def _transcript(cluster: etcd_procs.Cluster) -> list[tuple[str, str]]:
             listed = getattr(answer, "members", None)
             shown = "ok"
             if listed is not None:
-                shown += f" members={_members(cluster, listed)}"
+                shown += f" members={_members(cluster, listed, roles)}"
             if answer.HasField("header"):
                 shown += f" revision={answer.header.revision}"
             member = getattr(answer, "member", None)
             if member is not None:
-                shown += f" added={_members(cluster, [member])}"
+                shown += f" added={_members(cluster, [member], roles)}"
                 added[name] = member.ID
             lines.append((name, shown))
             return answer
@@ -95,10 +110,12 @@ def _transcript(cluster: etcd_procs.Cluster) -> list[tuple[str, str]]:
         def move(ident: int) -> Any:
             return maintenance.MoveLeader(rpc_pb2.MoveLeaderRequest(targetID=ident), timeout=10)
 
+        # First, while every follower has all the entries: etcd checks a voter's match
+        # as a learner's (so a voter that trails the leader is "not in sync").
+        call("promote a voter", lambda: promote(members, voter))
         call("remove unknown", lambda: remove(12345))
         call("update unknown", lambda: update(12345, "http://127.0.0.1:1"))
         call("promote unknown", lambda: promote(members, 12345))
-        call("promote a voter", lambda: promote(members, voter))
         call("add an existing peer URL", lambda: add(first_peer_url))
         call("add a bad URL", lambda: add("not a url"))
         call("move leader to an unknown member", lambda: move(12345))

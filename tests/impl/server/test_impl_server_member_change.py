@@ -1,0 +1,131 @@
+"""Membership changes on running processes, our members and real etcd 3.5.1 alike (the
+same test body runs on both, through the launcher's membership API):
+
+- a learner is added under writes, started with --initial-cluster-state existing, catches
+  up (the same revision everywhere, HashKV equal on the voters), serves serializable reads
+  but refuses a write as etcd's learners do, and is promoted once in sync;
+- the leader is removed: its process exits by itself (the same exit code as etcd's), the
+  others elect a leader among themselves and go on serving writes;
+- a member restarted after the changes keeps the configuration (MemberList unchanged).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import etcd_procs
+import grpc
+import pytest
+
+from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
+from etcdspec.impl.tools import launcher
+
+KINDS = ["ours"] + (["etcd"] if etcd_procs.ETCD_BIN else [])
+HEALTH_INTERVAL_S = 5.5  # etcd refuses changes until its voters are connected for 5 s
+
+
+class Writer(threading.Thread):
+    """Puts keys w/0, w/1, ... through any member that answers, until stopped."""
+
+    def __init__(self, endpoints: list[str]) -> None:
+        super().__init__(daemon=True)
+        self.endpoints = endpoints
+        self.done = threading.Event()
+        self.written = 0
+
+    def run(self) -> None:
+        while not self.done.is_set():
+            for endpoint in list(self.endpoints):
+                try:
+                    with grpc.insecure_channel(endpoint.removeprefix("http://")) as channel:
+                        rpc_pb2_grpc.KVStub(channel).Put(
+                            rpc_pb2.PutRequest(key=f"w/{self.written}".encode(), value=b"v"),
+                            timeout=2,
+                        )
+                    self.written += 1
+                    break
+                except grpc.RpcError:
+                    continue
+            time.sleep(0.01)
+
+
+def _members(endpoint: str) -> list[tuple[str, bool]]:
+    """MemberList at `endpoint`; retried while it is a learner (which refuses it, as
+    etcd's do) that has not yet applied its promotion."""
+    deadline = time.monotonic() + 10
+    while True:
+        with grpc.insecure_channel(endpoint.removeprefix("http://")) as channel:
+            try:
+                answer = rpc_pb2_grpc.ClusterStub(channel).MemberList(
+                    rpc_pb2.MemberListRequest(linearizable=True), timeout=10
+                )
+                return sorted((m.name, m.isLearner) for m in answer.members)
+            except grpc.RpcError as error:
+                if "learner" not in str(error.details()) or time.monotonic() > deadline:
+                    raise
+        time.sleep(0.1)
+
+
+def _leader_name(plan: launcher.ClusterPlan) -> str:
+    ids = launcher.member_ids(plan.endpoints)
+    leader = launcher.wait_ready(plan.endpoints)[plan.endpoints[0]]["leader"]
+    return next(name for name, ident in ids.items() if ident == leader)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_add_a_learner_under_writes_promote_it_remove_the_leader_restart(
+    kind: str, tmp_path: Path
+) -> None:
+    program = etcd_procs.program_for(kind)
+    with etcd_procs.cluster(kind, tmp_path, 3) as running:
+        time.sleep(HEALTH_INTERVAL_S)
+        writer = Writer(list(running.endpoints))
+        writer.start()
+        try:
+            plan, added = launcher.add_member(running.plan, running.members, program, learner=True)
+            running.members.append(added)
+            running.plan = plan
+            time.sleep(1.0)  # writes go on while it catches up
+        finally:
+            writer.done.set()
+            writer.join()
+        assert writer.written > 20
+        revision = launcher.wait_caught_up(plan.endpoints)
+        assert revision >= writer.written
+        assert _members(plan.endpoints[0]) == [
+            ("m1", False),
+            ("m2", False),
+            ("m3", False),
+            ("m4", True),
+        ]
+        with grpc.insecure_channel(plan.endpoints[3].removeprefix("http://")) as channel:
+            with pytest.raises(grpc.RpcError, match="rpc not supported for learner"):
+                rpc_pb2_grpc.KVStub(channel).Put(rpc_pb2.PutRequest(key=b"k", value=b"v"))
+            serializable = rpc_pb2.RangeRequest(key=b"w/0", serializable=True)
+            assert rpc_pb2_grpc.KVStub(channel).Range(serializable).count == 1
+        launcher.promote_member(plan, "m4")
+        assert _members(plan.endpoints[3]) == [(f"m{i}", False) for i in range(1, 5)]
+
+        time.sleep(HEALTH_INTERVAL_S)  # m4 connected long enough for etcd's check
+        leader = _leader_name(plan)
+        removed = running.member(leader)
+        plan = launcher.remove_member(plan, running.members, leader)
+        running.plan = plan
+        assert not removed.alive()
+        assert removed.process is not None and removed.process.returncode == 0
+        launcher.wait_ready(plan.endpoints)
+        with grpc.insecure_channel(plan.endpoints[0].removeprefix("http://")) as channel:
+            rpc_pb2_grpc.KVStub(channel).Put(rpc_pb2.PutRequest(key=b"after", value=b"x"))
+        before = _members(plan.endpoints[0])
+        assert len(before) == 3 and leader not in {name for name, _ in before}
+
+        restarted = plan.members[0].name
+        launcher.stop_member(running.member(restarted))
+        running.members[running.members.index(running.member(restarted))] = launcher.start_member(
+            plan, plan.members[0], program, state="existing"
+        )
+        launcher.wait_ready(plan.endpoints)
+        assert _members(plan.endpoints[0]) == before
+        launcher.wait_caught_up(plan.endpoints)
