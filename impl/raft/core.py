@@ -21,8 +21,9 @@ and snapshots but never vote, campaign or count toward a commit. The leader refu
 change (ConfChangeRefused) while an earlier one in its log is not yet applied, and until
 it has committed an entry of its own term: so at most one change is ever in flight, and a
 new leader never stacks a change on one from an earlier term it does not know the fate
-of. A leader removed from the configuration steps down; a removed node drops every
-message (it neither answers nor campaigns). Snapshots carry the configuration at their
+of. A leader removed from the configuration hands over and steps down (it tells a
+quorum of the remaining voters that its removal is committed, then asks the most
+up-to-date one to campaign); a removed node never campaigns but still answers. Snapshots carry the configuration at their
 index. A node started as a learner (RaftConfig.learners holds its id) or with an empty
 configuration is joining: its configuration is the one right after the change that added
 it, so the changes in the log up to that one are not applied again (with an empty
@@ -94,6 +95,7 @@ class CampaignKind(enum.Enum):
 
 
 # The conf-change rules a test may turn off (RaftConfig.unsafe_conf_change).
+HANDOVER = b"ConfHandover"  # the context of a removed leader's handover heartbeats
 SKIP_PENDING_CHECK = "skip_pending_check"  # accept a change while one is not yet applied
 SKIP_TERM_CHECK = "skip_term_check"  # accept one before committing an entry of the term
 CONF_CHANGE_BUGS = frozenset({SKIP_PENDING_CHECK, SKIP_TERM_CHECK})
@@ -243,6 +245,16 @@ class RaftCore:
         self.conf_queue: deque[int] = deque()  # conf changes handed out, to be applied
         self.conf_history: list[tuple[int, ConfState]] = [(snapshot.meta.index, given)]
         self.pending_conf_index = 0  # a leader's last conf change entry
+        # A leader that applied its own removal hands over before it steps down: it
+        # tells the remaining voters the commit index (heartbeats with HANDOVER) until a
+        # quorum of them acknowledged one that covers the removal at `handover_index`.
+        self.handover_index = 0
+        # From the entry that removes a leader on, it appends nothing more: its log then
+        # ends within what a quorum holds, so its vote (which the nodes that have not
+        # learnt of its removal may need) never refuses all of them.
+        self.leaving_index = 0
+        self.handover_sent: dict[int, int] = {}  # peer -> commit index it was told
+        self.handover_acks: set[int] = set()
         hs = persisted.hard_state
         start = snapshot.meta.index
         applied_index = start if applied is None else applied
@@ -303,6 +315,12 @@ class RaftCore:
         self.learners = conf.learners
         self.members = frozenset(conf.voters) | frozenset(conf.learners)
 
+    def committed_conf_unapplied(self) -> bool:
+        """A committed conf change that this node has not applied yet."""
+        committed = self.log.committed
+        low = max(self.conf_applied_index, self.log.offset) + 1
+        return low <= committed and any(_is_conf(e) for e in self.log.slice(low, committed + 1))
+
     @property
     def removed(self) -> bool:
         """This node applied its own removal (it drops every message from then on)."""
@@ -346,9 +364,13 @@ class RaftCore:
         self.broadcast_pending = False
         self.commit_pending = False
         self.forwarded_last = 0
+        self.leaving_index = 0
 
     def become_follower(self, term: int, lead: int) -> None:
         self._transition(Role.FOLLOWER)
+        if self.handover_index:  # a removed leader's handover ends: it is removed now
+            self.removed_ids.add(self.id)
+            self.handover_index = 0
         self._reset(term)
         self.lead = lead
 
@@ -377,9 +399,15 @@ class RaftCore:
                 progress.next = last + 1
             progress.recent_active = member == self.id
             self.progress[member] = progress
-        # A conf change in the log and not yet applied is pending: no other until it is.
-        self.pending_conf_index = max(
-            (e.index for e in self._entries_after(self.conf_applied_index) if _is_conf(e)),
+        # The term rule's second half: a conf change from an earlier term still in the log
+        # and not applied here is pending (etcd raft sets pendingConfIndex to the last
+        # index at election for this); no other change until it is applied.
+        self.pending_conf_index = 0
+        unapplied = [e for e in self._entries_after(self.conf_applied_index) if _is_conf(e)]
+        if SKIP_TERM_CHECK not in self.config.unsafe_conf_change:
+            self.pending_conf_index = max((e.index for e in unapplied), default=0)
+        self.leaving_index = max(
+            (e.index for e in unapplied if _removes(e, self.id)),
             default=0,
         )
         # A new leader commits an entry of its own term before anything else (§5.4.2).
@@ -427,8 +455,11 @@ class RaftCore:
             self.step(Message(MT.BEAT, from_=self.id))
 
     def campaign(self, kind: CampaignKind | None = None) -> None:
-        """Start an election of `kind` (default: a pre-election when PreVote is on)."""
-        if not self.promotable():
+        """Start an election of `kind` (default: a pre-election when PreVote is on).
+
+        Not while a committed conf change is still to be applied here (etcd raft's rule):
+        the node would count votes in a configuration the cluster has left."""
+        if not self.promotable() or self.committed_conf_unapplied():
             return
         if kind is None:
             kind = CampaignKind.PRE_ELECTION if self.config.pre_vote else CampaignKind.ELECTION
@@ -640,7 +671,10 @@ class RaftCore:
     def _step_leader(self, m: Message) -> None:
         t = m.type
         if t is MT.BEAT:
-            self._broadcast_heartbeat(b"")
+            if self.handover_index:
+                self._broadcast_handover()
+            else:
+                self._broadcast_heartbeat(b"")
         elif t is MT.CHECK_QUORUM:
             active = sum(
                 1
@@ -665,6 +699,8 @@ class RaftCore:
             raise InvariantViolation("MsgProp without entries")
         if self.lead_transferee != NONE:
             raise ProposalDropped(f"leadership is moving to {self.lead_transferee}", self.id)
+        if self.handover_index or self.leaving_index:
+            raise ProposalDropped("this leader is being removed from the configuration", NONE)
         if any(_is_conf(e) for e in m.entries):
             # Conf changes come only from this leader's propose_conf_change, one at a time.
             raise ProposalDropped("a forwarded proposal holds a conf change", self.id)
@@ -678,7 +714,13 @@ class RaftCore:
 
     def propose_conf_change(self, cc: ConfChange) -> None:
         """Append `cc` to the leader's log (NotLeader on a follower; ConfChangeRefused when
-        the single-server-change rules do not allow it now)."""
+        the single-server-change rules do not allow it now).
+
+        The pending rule: no change while this leader's last one is not applied here.
+        The term rule: none before the leader has committed an entry of its term and
+        applied every change that came before it (a change from an earlier term may have
+        been committed by a quorum this leader never heard from: stacking a second one on
+        it would let two changes commit under the old configuration)."""
         if self.role is not Role.LEADER:
             if self.lead == NONE:
                 raise ProposalDropped("no leader to take the configuration change", NONE)
@@ -687,10 +729,14 @@ class RaftCore:
         index = self.log.last_index() + 1
         self.log.append([Entry(self.term, index, cc.encode(), EntryType.CONF_CHANGE)])
         self.pending_conf_index = index
+        if cc.type is ConfChangeType.REMOVE_NODE and cc.node_id == self.id:
+            self.leaving_index = index
         self.broadcast_pending = True
 
     def _check_conf_change(self, cc: ConfChange) -> None:
         bugs = self.config.unsafe_conf_change
+        if self.handover_index:
+            raise ConfChangeRefused("this leader was removed from the configuration", NONE)
         if self.lead_transferee != NONE:
             raise ConfChangeRefused(f"leadership is moving to {self.lead_transferee}", self.id)
         if SKIP_TERM_CHECK not in bugs and self.log.committed < self.term_start_index:
@@ -755,7 +801,12 @@ class RaftCore:
         elif voters != {node}:  # REMOVE_NODE; the last voter is never removed
             voters.discard(node)
             learners.discard(node)
-            self.removed_ids.add(node)
+            if node == self.id and self.role is Role.LEADER:
+                self.handover_index = index  # removed when the handover ends
+                self.handover_sent.clear()
+                self.handover_acks.clear()
+            else:
+                self.removed_ids.add(node)
         conf = ConfState(tuple(sorted(voters)), tuple(sorted(learners)))
         if conf == self.conf_state:
             return
@@ -767,11 +818,8 @@ class RaftCore:
             self.become_follower(self.term, NONE)  # a campaign of a non-voter ends
 
     def _leader_conf_changed(self) -> None:
-        if self.id not in self.voters:
-            self.become_follower(self.term, NONE)  # a removed leader steps down
-            return
         for peer in list(self.progress):
-            if peer not in self.members:
+            if peer not in self.members and peer != self.id:
                 del self.progress[peer]
         for member in sorted(self.members - set(self.progress)):
             progress = Progress(self.log.last_index() + 1, self.config.max_inflight_msgs)
@@ -782,6 +830,41 @@ class RaftCore:
             self.lead_transferee = NONE
         if self._maybe_commit():  # a smaller quorum may commit more at once
             self._committed_more()
+        if self.handover_index:
+            self._broadcast_handover()
+
+    def _broadcast_handover(self) -> None:
+        for peer in self.progress:
+            if peer != self.id:
+                self._send_handover(peer)
+
+    def _send_handover(self, peer: int) -> None:
+        told = min(self.progress[peer].match, self.log.committed)
+        self.handover_sent[peer] = told
+        self._send(
+            Message(
+                MT.HEARTBEAT, to=peer, from_=self.id, term=self.term, commit=told, context=HANDOVER
+            )
+        )
+
+    def _handover_acked(self, peer: int) -> None:
+        """`peer` answered a handover heartbeat: if that one told it of the removal's
+        commit, it counts; with a quorum of the remaining voters the leader steps down,
+        after asking the most up-to-date of them to campaign at once (MsgTimeoutNow)."""
+        if not self.handover_index or self.handover_sent.get(peer, 0) < self.handover_index:
+            return
+        self.handover_acks.add(peer)
+        told = self.handover_acks & set(self.voters)
+        if len(told) < self.quorum():
+            return
+        successor = max(sorted(told), key=lambda v: self.progress[v].match)
+        if self.progress[successor].match == self.log.last_index():
+            self._send(
+                Message(
+                    MT.TIMEOUT_NOW, to=successor, from_=self.id, term=self.term, context=HANDOVER
+                )
+            )
+        self.become_follower(self.term, NONE)
 
     def conf_state_at(self, index: int) -> ConfState:
         """The configuration at `index` (at or after the snapshot, up to applied)."""
@@ -842,6 +925,12 @@ class RaftCore:
                 self._send_append(m.from_)
             while self._send_append(m.from_, send_if_empty=False):
                 pass
+            if (
+                self.handover_index
+                and pr.match >= self.handover_index
+                and self.handover_sent.get(m.from_, 0) < self.handover_index
+            ):
+                self._send_handover(m.from_)  # it can be told of the removal's commit now
             if m.from_ == self.lead_transferee and pr.match == self.log.last_index():
                 self._send(Message(MT.TIMEOUT_NOW, to=m.from_, from_=self.id, term=self.term))
         elif t is MT.HEARTBEAT_RESP:
@@ -851,7 +940,9 @@ class RaftCore:
                 pr.inflights.free_first()
             if pr.match < self.log.last_index():
                 self._send_append(m.from_)
-            if m.context:
+            if m.context == HANDOVER:
+                self._handover_acked(m.from_)
+            elif m.context:
                 acks = self.read_only.recv_ack(m.from_, m.context)
                 if len(acks & set(self.voters)) >= self.quorum():
                     for status in self.read_only.advance(m.context):
@@ -881,6 +972,8 @@ class RaftCore:
         return self.log.term(self.log.committed) == self.term
 
     def _handle_read_index(self, m: Message) -> None:
+        if self.handover_index:
+            raise ProposalDropped("this leader was removed from the configuration", NONE)
         if not self._committed_entry_in_current_term():
             self.pending_read_index.append(m)
             return
@@ -1030,3 +1123,12 @@ class RaftCore:
 
 def _is_conf(entry: Entry) -> bool:
     return entry.type is EntryType.CONF_CHANGE
+
+
+def _removes(entry: Entry, node: int) -> bool:
+    """Whether a CONF_CHANGE entry removes `node` (False for one it cannot decode)."""
+    try:
+        cc = ConfChange.decode(entry.data)
+    except ValueError:
+        return False
+    return cc.type is ConfChangeType.REMOVE_NODE and cc.node_id == node

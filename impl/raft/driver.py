@@ -182,11 +182,15 @@ class RaftDriver:
 
         Network input never raises for being unwanted: local-only kinds and transport
         reports, term-less messages of kinds that must carry a term, messages for another
-        node or from this node itself, messages from a node this node saw removed (or any
-        message once this node is removed itself), and forwarded proposals or reads this
-        node cannot pass on (no leader known) are dropped, as etcd raft drops them. A
-        node that is not in this node's configuration but was never removed from it is
-        heard: it may have been added by a change this node has not applied yet.
+        node or from this node itself, and forwarded proposals or reads this node cannot
+        pass on (no leader known) are dropped, as etcd raft drops them. Messages from
+        nodes outside this node's configuration are heard, as etcd raft hears them: a
+        node added by a change not applied here yet, or a leader elected by nodes that
+        have not applied a removal yet. A removed node still answers (it never starts
+        anything: it is no voter): the nodes that have not learnt of its removal may
+        need its vote and its acknowledgements to elect a leader and commit, and so to
+        learn of the removal. A server stops a removed member once it is told
+        (`removed`), or drops its traffic at the transport, as etcd does.
         """
         if (
             message.type in NOT_FROM_PEERS
@@ -194,8 +198,6 @@ class RaftDriver:
             or message.to != self.core.id
             or message.from_ == self.core.id
             or message.from_ == 0
-            or message.from_ in self.core.removed_ids
-            or self.core.removed
         ):
             self.dropped_messages += 1
             return False
@@ -237,6 +239,11 @@ class RaftDriver:
     def conf_state_at(self, index: int) -> ConfState:
         """The configuration at an applied `index` (what a snapshot taken there holds)."""
         return self.core.conf_state_at(index)
+
+    @property
+    def removed(self) -> bool:
+        """This node applied its own removal from the configuration."""
+        return self.core.removed
 
     @property
     def learners(self) -> tuple[int, ...]:

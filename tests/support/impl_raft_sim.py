@@ -8,7 +8,8 @@ contract's order: persist, then send, then apply, then advance.
 
 `check()` asserts the Raft safety properties over the whole cluster after every step:
 Election Safety, Log Matching, State Machine Safety, Leader Completeness, commit <= last
-index, and each node's own invariants. Violations raise AssertionError with a description.
+index, and each node's own invariants (and, as nodes apply conf changes, Configuration
+Agreement: every node is in the same configuration after the same conf change). Violations raise AssertionError with a description.
 
 Configuration changes: `propose_conf_change` at a leader; every node applies a committed
 CONF_CHANGE entry through `apply_conf_change` as it applies its log (as a server does);
@@ -17,16 +18,21 @@ CONF_CHANGE entry through `apply_conf_change` as it applies its log (as a server
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from etcdspec.impl.raft.core import PersistedState, RaftConfig, Role
 from etcdspec.impl.raft.driver import RaftDriver, Ready
 from etcdspec.impl.raft.messages import (
+    BadLeaderTransferee,
     ConfChange,
+    ConfChangeType,
+    ConfState,
     Entry,
     EntryType,
     HardState,
@@ -186,6 +192,7 @@ class Cluster:
         max_size_per_msg: int = 1024 * 1024,
         max_inflight_msgs: int = 256,
         defer_commit_broadcast: bool = False,
+        unsafe_conf_change: frozenset[str] = frozenset(),
         bugs: frozenset[str] = frozenset(),
         record_events: bool = False,
         storage_root: Path | None = None,
@@ -205,6 +212,7 @@ class Cluster:
             max_size_per_msg=max_size_per_msg,
             max_inflight_msgs=max_inflight_msgs,
             defer_commit_broadcast=defer_commit_broadcast,
+            unsafe_conf_change=unsafe_conf_change,
         )
         self.nodes: dict[int, SimNode] = {}
         self.restarts = 0
@@ -217,6 +225,7 @@ class Cluster:
         self.groups: list[frozenset[int]] | None = None
         self.leaders_by_term: dict[int, int] = {}
         self.committed: dict[int, Entry] = {}  # index -> the entry applied there by anyone
+        self.conf_after: dict[int, ConfState] = {}  # conf change index -> configuration
         self.read_floor: dict[bytes, int] = {}  # read context -> commit known at request
         self.reads_served = 0  # read states handed out, restarts included
         self.elections = 0
@@ -298,6 +307,22 @@ class Cluster:
         self.delivered[m.type] += 1
         node.driver.step(m)  # a forwarded proposal with nowhere to go is dropped
         self.process(m.to)
+
+    def deliver_where(self, wanted: Callable[[Message], bool], max_rounds: int = 10_000) -> int:
+        """Deliver the oldest message `wanted` accepts, again and again, until none is
+        left (messages sent meanwhile included); returns how many were delivered."""
+        for delivered in range(max_rounds):
+            position = next((i for i, m in enumerate(self.network) if wanted(m)), None)
+            if position is None:
+                return delivered
+            self.deliver(position)
+        return max_rounds
+
+    def drop_where(self, unwanted: Callable[[Message], bool]) -> int:
+        """Lose every message in flight that `unwanted` accepts; returns how many."""
+        before = len(self.network)
+        self.network = [m for m in self.network if not unwanted(m)]
+        return before - len(self.network)
 
     def deliver_all(self, max_rounds: int = 10_000) -> None:
         rounds = 0
@@ -419,6 +444,13 @@ class Cluster:
             conf = self.driver(node.id).apply_conf_change(ConfChange.decode(entry.data))
             if self.record_events:
                 self.log.append(f"{node.id} config {conf.describe()}")
+            # A joining node holds, before its own addition, the configuration given to it.
+            if not self.driver(node.id).core.joining:
+                known_conf = self.conf_after.setdefault(entry.index, conf)
+                assert known_conf == conf, (
+                    f"Configuration Agreement: node {node.id} is in {conf.describe()} after"
+                    f" the conf change at {entry.index}, another node in {known_conf.describe()}"
+                )
 
     def _check_read(self, node_id: int, read_state: ReadState) -> None:
         floor = self.read_floor.get(read_state.context, 0)
@@ -515,25 +547,76 @@ class ChaosStats:
     compactions: int = 0
     reads: int = 0
     snapshots_installed: int = 0
+    conf_changes_proposed: int = 0
+    conf_changes_refused: int = 0
+    conf_changes_applied: int = 0  # distinct conf change entries applied somewhere
+    final_voters: int = 0
 
     def describe(self) -> str:
-        return (
+        text = (
             f"elections={self.elections} proposals={self.proposals} committed={self.committed}"
             f" crashes={self.crashes} compactions={self.compactions} reads={self.reads}"
             f" snapshots_installed={self.snapshots_installed}"
         )
+        if self.conf_changes_proposed or self.conf_changes_refused:
+            text += (
+                f" conf_changes proposed={self.conf_changes_proposed}"
+                f" refused={self.conf_changes_refused} applied={self.conf_changes_applied}"
+                f" final_voters={self.final_voters}"
+            )
+        return text
 
 
-def run_chaos(cluster: Cluster, steps: int) -> ChaosStats:
+MAX_NODES = 7  # chaos with conf changes adds nodes up to this many ids
+
+
+def random_conf_change(cluster: Cluster, rng: random.Random, stats: ChaosStats) -> None:
+    """At the leader (if any): add a new node as a learner (booted as a server boots a
+    new member: with the configuration that adds it), promote a learner, or remove a
+    member (the leader itself included)."""
+    leader = cluster.leader()
+    if leader is None:
+        return
+    conf = cluster.driver(leader).conf_state
+    kinds = ["remove"] if len(conf.voters) > 1 or conf.learners else []
+    if len(cluster.ids) < MAX_NODES:
+        kinds.append("add")
+    if conf.learners:
+        kinds.append("promote")
+    if not kinds:
+        return
+    kind = rng.choice(kinds)
+    if kind == "add":
+        node = max(cluster.ids) + 1
+        cc = ConfChange(ConfChangeType.ADD_LEARNER_NODE, node, f"member {node}".encode())
+    elif kind == "promote":
+        cc = ConfChange(ConfChangeType.ADD_NODE, rng.choice(conf.learners))
+    else:
+        members = conf.members() if len(conf.voters) > 1 else conf.learners
+        cc = ConfChange(ConfChangeType.REMOVE_NODE, rng.choice(members))
+    stats.conf_changes_proposed += 1
+    if not cluster.propose_conf_change(leader, cc):
+        stats.conf_changes_refused += 1
+        return
+    if kind == "add":
+        cluster.add_node(cc.node_id, conf.voters, (*conf.learners, cc.node_id))
+
+
+def run_chaos(cluster: Cluster, steps: int, conf_changes: float = 0.0) -> ChaosStats:
     """Random faults and inputs for `steps` steps, then heal, restart all, and converge.
 
     Safety is checked after every step (Cluster.process calls check()). At the end a final
-    proposal must commit on every node: the liveness witness.
+    proposal must commit on every member of the leader's configuration: the liveness
+    witness. With `conf_changes` > 0, that share of the steps proposes a random
+    configuration change (random_conf_change); without, the runs are as before.
     """
     rng = cluster.rng
     stats = ChaosStats()
     n = len(cluster.ids)
     for step in range(steps):
+        if conf_changes and rng.random() < conf_changes:
+            random_conf_change(cluster, rng, stats)
+            continue
         roll = rng.random()
         alive = cluster.alive()
         if roll < 0.25 and alive:
@@ -567,7 +650,8 @@ def run_chaos(cluster: Cluster, steps: int) -> ChaosStats:
         elif alive:
             leader = cluster.leader()
             if leader is not None:
-                cluster.transfer_leader(leader, rng.choice(cluster.ids))
+                with contextlib.suppress(BadLeaderTransferee):  # not a voter (yet)
+                    cluster.transfer_leader(leader, rng.choice(cluster.ids))
     cluster.heal()
     for node_id in cluster.ids:
         if cluster.nodes[node_id].driver is None:
@@ -576,12 +660,18 @@ def run_chaos(cluster: Cluster, steps: int) -> ChaosStats:
     for _ in range(20):
         if cluster.propose(leader, b"final"):
             break
+        cluster.tick_all()  # e.g. a leader transfer in progress: let it finish or time out
         leader = cluster.stabilize(max_ticks=2000)
     leader = cluster.stabilize(max_ticks=2000)
     final = [e for e in cluster.nodes[leader].applied if e.data == b"final"]
     assert final, "the final proposal did not commit after healing:\n" + cluster.describe()
-    for node_id in cluster.ids:
+    members = cluster.members(leader)
+    for node_id in members:
         assert cluster.nodes[node_id].applied[-1].index >= final[0].index
+    stats.conf_changes_applied = sum(
+        1 for e in cluster.committed.values() if e.type is EntryType.CONF_CHANGE
+    )
+    stats.final_voters = len(cluster.driver(leader).conf_state.voters)
     stats.elections = cluster.elections
     stats.committed = len(cluster.committed)
     stats.snapshots_installed = cluster.delivered[MessageType.SNAP]

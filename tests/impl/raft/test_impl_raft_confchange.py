@@ -105,34 +105,47 @@ def test_promoting_a_learner_makes_it_count_and_able_to_lead() -> None:
     assert cluster.stabilize() == 4
 
 
-def test_removed_follower_is_not_counted_and_stops_answering() -> None:
+def test_removed_follower_is_not_counted_and_never_campaigns() -> None:
     cluster, leader = started(5)
     gone = next(i for i in cluster.ids if i != leader)
     change(cluster, leader, REMOVE, gone)
     assert gone not in conf(cluster, leader).voters and len(conf(cluster, leader).voters) == 4
-    assert cluster.driver(gone).core.removed
-    before = cluster.driver(gone).dropped_messages
+    assert cluster.driver(gone).removed
     assert cluster.propose(leader, b"after removal")
     cluster.stabilize()
     live = [i for i in cluster.ids if i != gone]
     assert committed_everywhere(cluster, b"after removal", live)
     assert not any(e.data == b"after removal" for e in cluster.nodes[gone].applied)
-    # The removed node drops what still reaches it, and neither answers nor campaigns.
-    cluster.driver(gone).step(Message(MessageType.HEARTBEAT, to=gone, from_=leader, term=9))
-    assert cluster.driver(gone).dropped_messages == before + 1
+    # However long it hears nothing, it starts nothing.
+    cluster.partition({gone}, set(live))
     cluster.tick(gone, 100)
     assert cluster.driver(gone).role is Role.FOLLOWER
     assert not [m for m in cluster.network if m.from_ == gone]
 
 
-def test_messages_from_a_removed_member_are_dropped() -> None:
+def test_a_removed_node_still_answers_a_leader_that_has_not_applied_its_removal() -> None:
+    """A leader elected by nodes that have not applied a removal counts the removed node
+    in its configuration: the removed node's vote and acknowledgements let it commit, and
+    so learn of the removal (a silent removed node could leave it stuck forever)."""
     cluster, leader = started(3)
     gone = next(i for i in cluster.ids if i != leader)
     change(cluster, leader, REMOVE, gone)
-    driver = cluster.driver(leader)
-    vote = Message(MessageType.VOTE, to=leader, from_=gone, term=50, index=99, log_term=49)
-    assert driver.step(vote) is False
-    assert driver.term < 50 and driver.is_leader()
+    driver = cluster.driver(gone)
+    term = driver.term
+    other = next(i for i in cluster.ids if i not in (leader, gone))
+    last = driver.core.log.last_index()
+    cluster.tick(gone, cluster.config(gone).election_tick)  # out of the leader's lease
+    assert not driver.has_ready()  # it never starts anything itself
+    vote = Message(MessageType.VOTE, to=gone, from_=other, term=term + 1, index=last, log_term=term)
+    assert driver.step(vote) is True
+    app = Message(MessageType.APP, to=gone, from_=other, term=term + 1, index=last, log_term=term)
+    assert driver.step(app) is True
+    ready = driver.ready()
+    assert [(m.type, m.to, m.reject) for m in ready.messages] == [
+        (MessageType.VOTE_RESP, other, False),
+        (MessageType.APP_RESP, other, False),
+    ]
+    driver.advance(ready)
 
 
 def test_removed_leader_steps_down_and_the_rest_elect_a_new_one() -> None:
