@@ -179,6 +179,7 @@ class ClusterView:
                 for alarm in alarms
             ],
             dbSizeInUse=in_use,
+            isLearner=self.is_learner(),
             dbSizeQuota=self.config.quota_backend_bytes,
             storageVersion=STORAGE_VERSION,
         )

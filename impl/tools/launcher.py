@@ -542,6 +542,7 @@ def probe_status(endpoint: str, timeout_s: float = 1.0) -> dict[str, Any]:
         "raft_index": response.raftIndex,
         "db_size": response.dbSize,
         "version": response.version,
+        "is_learner": response.isLearner,
     }
 
 
