@@ -244,7 +244,8 @@ class Membership:
     # ---- etcd's strict reconfiguration checks --------------------------------------------
 
     def _voters(self) -> list[MemberRecord]:
-        return [m for m in self.cluster.members() if not m.is_learner]
+        # The voters as etcd's records list them (a learner whose URL was updated counts).
+        return [m for m in self.cluster.members() if not m.listed_learner]
 
     def _ready_to_add_voter(self) -> bool:
         """etcd's IsReadyToAddVotingMember: with one more voter, a quorum has started."""
@@ -268,7 +269,7 @@ class Membership:
     def _may_remove(self, member_id: int) -> None:
         voters = self._voters()
         target = self.cluster.member(member_id)
-        if target is None or target.is_learner:
+        if target is None or target.listed_learner:
             return  # an unknown member is refused when applied; a learner holds no vote
         others = [m for m in voters if m.member_id != member_id]
         started = sum(1 for m in others if m.started)
