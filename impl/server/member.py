@@ -110,6 +110,7 @@ class Member:
         self.stopped = asyncio.Event()
         self._ticker: asyncio.Task[None] | None = None
         self._stopping = False
+        self._removed_seen = False
 
     # ---- life cycle -------------------------------------------------------------------
 
@@ -212,6 +213,8 @@ class Member:
             attributes=own_attributes(config),
             on_attributes=cluster.on_peer_attributes,
             on_query=lambda _query: members_answer(self.cluster_id, cluster.members()),
+            removed_peers=lambda: frozenset(state.members().all()[1]),
+            on_removed_notice=lambda _peer: self._removed(),
         )
         membership = self.membership = Membership(
             driver,
@@ -327,11 +330,17 @@ class Member:
         log.info("member stopped", extra={"member_id": f"{self.member_id:x}"})
 
     def _removed(self) -> None:
-        """This member was removed from the cluster: it stops itself, as etcd does."""
+        """This member was removed from the cluster (it applied its removal, or a peer
+        said so): it stops itself, and the process exits 0, as etcd's does (with etcd's
+        words)."""
+        if self._stopping or self._removed_seen:
+            return
+        self._removed_seen = True
         log.warning(
-            "the member has been permanently removed from the cluster; stopping",
-            extra={"member_id": f"{self.member_id:x}"},
+            "server error",
+            extra={"error": "the member has been permanently removed from the cluster"},
         )
+        log.warning("data-dir used by this member must be removed")
         if self.raft is not None:
             self.raft.stop()
         asyncio.get_running_loop().call_soon(lambda: asyncio.ensure_future(self.stop()))

@@ -11,6 +11,9 @@ A members query (a member joining an existing cluster, which does not know its o
 yet): the hello with sender id QUERY_ID (0, no member's id), one frame holding the query
 as JSON; the receiver answers with one frame (JSON, `on_query`'s answer) and closes.
 `query_peer(host, port, query)` asks it.
+A member removed from the cluster that connects (it was down when it was removed, say)
+is sent REMOVED_NOTICE and the connection closed; its sender calls `on_removed_notice`
+(the member stops itself, as etcd's does when its peers say it was removed).
 
 Contract: `send(to, payload)` never blocks and never raises; a message is queued for
 that peer and may be lost (when QUEUE_LIMIT frames wait, when more than
@@ -57,6 +60,7 @@ WRITE_BUFFER_LIMIT = 16 * 1024 * 1024
 BACKOFF_START_S = 0.05
 BACKOFF_MAX_S = 1.0
 QUERY_ID = 0  # the sender id of a members query (no member has id 0)
+REMOVED_NOTICE = b"ETSP-REMOVED"  # written back to a removed member's connection
 
 log = logging.getLogger("etcdspec.impl.server.peer")
 
@@ -155,6 +159,7 @@ class _PeerSender:
         self.port = port
         self.stats = stats
         self.pending: list[bytes] = []
+        self.on_removed_notice: Callable[[int], None] | None = None
         self.writer: asyncio.StreamWriter | None = None
         self.task: asyncio.Task[None] | None = None
         self._flush_scheduled = False
@@ -204,9 +209,11 @@ class _PeerSender:
                 backoff = BACKOFF_START_S
                 self.writer = writer
                 self._flush()  # what was queued while connecting
-                # The peer never writes on this connection: reading ends when it closes.
-                while await reader.read(4096):
-                    pass
+                # The peer writes on this connection only to say this member was
+                # removed (REMOVED_NOTICE); reading ends when it closes.
+                while data := await reader.read(4096):
+                    if data.startswith(REMOVED_NOTICE) and self.on_removed_notice is not None:
+                        self.on_removed_notice(self.peer_id)
             except (OSError, ConnectionError, asyncio.IncompleteReadError) as error:
                 log.debug("peer %x unreachable: %s", self.peer_id, error)
             finally:
@@ -265,6 +272,11 @@ class _Inbound(ScratchProtocol):
                 return
             self.from_id = decode_hello(bytes(buffer[: HELLO.size]))
             pos = HELLO.size
+            if self.from_id in owner.removed_peers() and self.transport is not None:
+                self.transport.write(REMOVED_NOTICE)
+                self.transport.close()
+                buffer.clear()
+                return
         from_id = self.from_id
         size = len(buffer)
         try:
@@ -347,8 +359,12 @@ class PeerTransport:
         on_attributes: OnAttributes | None = None,
         after_read: Callable[[], None] = lambda: None,
         on_query: OnQuery | None = None,
+        removed_peers: Callable[[], frozenset[int]] = frozenset,
+        on_removed_notice: Callable[[int], None] | None = None,
     ) -> None:
         self.self_id = self_id
+        self.removed_peers = removed_peers  # the members removed from the cluster
+        self.on_removed_notice = on_removed_notice
         self.on_attributes = on_attributes
         self.on_query = on_query
         self.after_read = after_read  # called once a read's frames are all delivered
@@ -362,6 +378,8 @@ class PeerTransport:
             for peer_id, (host, port) in peers.items()
             if peer_id != self_id
         }
+        for sender in self._senders.values():
+            sender.on_removed_notice = on_removed_notice
         self._server: asyncio.Server | None = None
         self._inbound: set[asyncio.Transport] = set()
         self._scratch = new_scratch()  # every inbound connection's reads (scratch_recv)
@@ -397,6 +415,7 @@ class PeerTransport:
         sender = _PeerSender(
             self.self_id, peer_id, host, port, self.stats, self._encoded_attributes
         )
+        sender.on_removed_notice = self.on_removed_notice
         self._senders[peer_id] = sender
         if self._server is not None:
             sender.start()

@@ -6,7 +6,9 @@ same test body runs on both, through the launcher's membership API):
   but refuses a write as etcd's learners do, and is promoted once in sync;
 - the leader is removed: its process exits by itself (the same exit code as etcd's), the
   others elect a leader among themselves and go on serving writes;
-- a member restarted after the changes keeps the configuration (MemberList unchanged).
+- a member restarted after the changes keeps the configuration (MemberList unchanged);
+- a follower replaced by a fresh voter after the logs were compacted catches up;
+- a member removed while down, started again, is told so by its peers and exits 0.
 """
 
 from __future__ import annotations
@@ -164,3 +166,30 @@ def test_replace_a_member_with_a_fresh_voter_after_the_log_was_compacted(
         assert got.count == 200
         if kind == "ours":  # it was sent a snapshot: the log was compacted past its start
             assert list(Path(added.plan.data_dir, "member", "snap").glob("*.snap"))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_member_removed_while_down_stops_itself_when_started(kind: str, tmp_path: Path) -> None:
+    """A follower stopped, removed by the others (a member that is down is safe to
+    remove), then started again on its data: its peers tell it it was removed, and it
+    exits 0 by itself, as etcd's does."""
+    program = etcd_procs.program_for(kind)
+    with etcd_procs.cluster(kind, tmp_path, 3) as running:
+        time.sleep(HEALTH_INTERVAL_S)
+        leader = _leader_name(running.plan)
+        name = next(m.name for m in running.plan.members if m.name != leader)
+        ids = launcher.member_ids(running.endpoints)
+        launcher.stop_member(running.member(name))
+        others = [m.client_url for m in running.plan.members if m.name != name]
+        with grpc.insecure_channel(others[0].removeprefix("http://")) as channel:
+            rpc_pb2_grpc.ClusterStub(channel).MemberRemove(
+                rpc_pb2.MemberRemoveRequest(ID=ids[name]), timeout=10
+            )
+        old = running.member(name)
+        again = launcher.start_member(running.plan, old.plan, program, state="existing")
+        running.members[running.members.index(old)] = again
+        assert again.process is not None
+        assert again.process.wait(timeout=30) == 0
+        assert "the member has been permanently removed from the cluster" in Path(
+            again.log_path
+        ).read_text(errors="replace")
