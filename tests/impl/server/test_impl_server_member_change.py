@@ -166,6 +166,18 @@ def test_replace_a_member_with_a_fresh_voter_after_the_log_was_compacted(
         assert got.count == 200
         if kind == "ours":  # it was sent a snapshot: the log was compacted past its start
             assert list(Path(added.plan.data_dir, "member", "snap").glob("*.snap"))
+        # Restarted on its data, the new member is the same member of the same cluster.
+        before = launcher.probe_status(added.plan.client_url)
+        launcher.stop_member(added)
+        again = launcher.start_member(plan, added.plan, program, state="existing")
+        running.members[running.members.index(added)] = again
+        launcher.wait_ready(plan.endpoints)
+        after = launcher.probe_status(added.plan.client_url)
+        assert (after["member_id"], after["cluster_id"]) == (
+            before["member_id"],
+            before["cluster_id"],
+        )
+        assert [name for name, _ in _members(added.plan.client_url)] == names
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -193,3 +205,17 @@ def test_a_member_removed_while_down_stops_itself_when_started(kind: str, tmp_pa
         assert "the member has been permanently removed from the cluster" in Path(
             again.log_path
         ).read_text(errors="replace")
+
+
+def test_a_member_the_cluster_does_not_list_is_refused_when_it_joins(tmp_path: Path) -> None:
+    """Started with --initial-cluster-state existing before anyone added it, a member of
+    ours asks the cluster who it is, is told nothing, and exits saying what to do."""
+    with etcd_procs.cluster("ours", tmp_path, 3) as running:
+        plan, member = launcher.plan_added_member(running.plan)
+        stray = launcher.start_member(plan, member, launcher.ours_program(), state="existing")
+        running.members.append(stray)
+        assert stray.process is not None
+        assert stray.process.wait(timeout=30) != 0
+        log = Path(stray.log_path).read_text(errors="replace")
+        assert f"has no member with peer URL {member.peer_url}" in log
+        assert f"etcdctl member add m4 --peer-urls={member.peer_url}" in log
