@@ -312,6 +312,7 @@ class RaftCore:
 
     def _set_conf(self, conf: ConfState) -> None:
         self.voters = conf.voters
+        self.voter_set = frozenset(conf.voters)
         self.learners = conf.learners
         self.members = frozenset(conf.voters) | frozenset(conf.learners)
 
@@ -525,6 +526,11 @@ class RaftCore:
                 self._reply(m, type=MT.APP_RESP, term=self.term)
             elif m.type is MT.PRE_VOTE:
                 self._reply(m, type=MT.PRE_VOTE_RESP, term=self.term, reject=True)
+            elif m.type is MT.VOTE and m.from_ not in self.voter_set:
+                # A candidate this node does not count among the voters never hears of
+                # our term from our own campaigns: tell it (Raft's stale-term reply), or
+                # with PreVote off it may stay terms behind a node it needs the vote of.
+                self._reply(m, type=MT.VOTE_RESP, term=self.term, reject=True)
             return
 
         if m.type is MT.HUP:
@@ -679,7 +685,7 @@ class RaftCore:
             active = sum(
                 1
                 for peer, pr in self.progress.items()
-                if peer in self.voters and (peer == self.id or pr.recent_active)
+                if peer in self.voter_set and (peer == self.id or pr.recent_active)
             )
             for peer, pr in self.progress.items():
                 pr.recent_active = peer == self.id
@@ -701,8 +707,9 @@ class RaftCore:
             raise ProposalDropped(f"leadership is moving to {self.lead_transferee}", self.id)
         if self.handover_index or self.leaving_index:
             raise ProposalDropped("this leader is being removed from the configuration", NONE)
-        if any(_is_conf(e) for e in m.entries):
-            # Conf changes come only from this leader's propose_conf_change, one at a time.
+        if m.from_ != self.id and any(_is_conf(e) for e in m.entries):
+            # Conf changes come only from this leader's propose_conf_change, one at a time
+            # (the driver's own proposals are NORMAL entries: no need to look at them).
             raise ProposalDropped("a forwarded proposal holds a conf change", self.id)
         last = self.log.last_index()
         self.log.append([Entry(self.term, last + i + 1, e.data) for i, e in enumerate(m.entries)])
@@ -839,25 +846,29 @@ class RaftCore:
                 self._send_handover(peer)
 
     def _send_handover(self, peer: int) -> None:
+        """A heartbeat telling `peer` the commit index (up to what it holds); the context
+        names that index, so that the answer says what the peer was told."""
         told = min(self.progress[peer].match, self.log.committed)
         self.handover_sent[peer] = told
+        context = HANDOVER + b" " + str(told).encode()
         self._send(
             Message(
-                MT.HEARTBEAT, to=peer, from_=self.id, term=self.term, commit=told, context=HANDOVER
+                MT.HEARTBEAT, to=peer, from_=self.id, term=self.term, commit=told, context=context
             )
         )
 
-    def _handover_acked(self, peer: int) -> None:
+    def _handover_acked(self, peer: int, context: bytes) -> None:
         """`peer` answered a handover heartbeat: if that one told it of the removal's
         commit, it counts; with a quorum of the remaining voters the leader steps down,
         after asking the most up-to-date of them to campaign at once (MsgTimeoutNow)."""
-        if not self.handover_index or self.handover_sent.get(peer, 0) < self.handover_index:
+        told = context[len(HANDOVER) + 1 :]
+        if not self.handover_index or not told.isdigit() or int(told) < self.handover_index:
             return
         self.handover_acks.add(peer)
-        told = self.handover_acks & set(self.voters)
-        if len(told) < self.quorum():
+        acked = self.handover_acks & self.voter_set
+        if len(acked) < self.quorum():
             return
-        successor = max(sorted(told), key=lambda v: self.progress[v].match)
+        successor = max(sorted(acked), key=lambda v: self.progress[v].match)
         if self.progress[successor].match == self.log.last_index():
             self._send(
                 Message(
@@ -940,11 +951,11 @@ class RaftCore:
                 pr.inflights.free_first()
             if pr.match < self.log.last_index():
                 self._send_append(m.from_)
-            if m.context == HANDOVER:
-                self._handover_acked(m.from_)
+            if m.context.startswith(HANDOVER):
+                self._handover_acked(m.from_, m.context)
             elif m.context:
                 acks = self.read_only.recv_ack(m.from_, m.context)
-                if len(acks & set(self.voters)) >= self.quorum():
+                if len(acks & self.voter_set) >= self.quorum():
                     for status in self.read_only.advance(m.context):
                         self._respond_read_index(status.request, status.index)
         elif t is MT.SNAP_STATUS:
@@ -1006,10 +1017,13 @@ class RaftCore:
 
     def _maybe_commit(self) -> bool:
         """Advance the commit index to the highest index a quorum has (Figure 8 rule)."""
-        matches = sorted(
-            (pr.match for peer, pr in self.progress.items() if peer in self.voters),
-            reverse=True,
-        )
+        if self.learners or self.handover_index:  # progress beyond the voters
+            voters = self.voter_set
+            matches = sorted(
+                (pr.match for peer, pr in self.progress.items() if peer in voters), reverse=True
+            )
+        else:
+            matches = sorted((pr.match for pr in self.progress.values()), reverse=True)
         candidate = matches[self.quorum() - 1]
         if candidate > self.log.committed and self.log.term(candidate) == self.term:
             self.log.commit_to(candidate)

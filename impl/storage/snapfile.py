@@ -2,7 +2,8 @@
 
 One file per snapshot, named `<term:016x>-<index:016x>.snap`, holding (format v1):
     magic "ESSNAP" version:u8 crc32:u32 body
-    body = snapshot metadata (index, term, voter ids; raft_codec layout) + data:bytes64
+    body = snapshot metadata (index, term, voter and learner ids; raft_codec layout,
+           whose format 2 reads format 1's metadata unchanged) + data:bytes64
 where crc32 (zlib) covers the body. `save` writes a temporary file, fsyncs it, renames
 it into place and fsyncs the directory, so a crash leaves either the old set of files
 or the new one, never a half-written snapshot under a final name. `load_newest` returns

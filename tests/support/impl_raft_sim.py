@@ -550,6 +550,7 @@ class ChaosStats:
     conf_changes_proposed: int = 0
     conf_changes_refused: int = 0
     conf_changes_applied: int = 0  # distinct conf change entries applied somewhere
+    leader_removals: int = 0  # a leader proposed its own removal
     final_voters: int = 0
 
     def describe(self) -> str:
@@ -562,6 +563,7 @@ class ChaosStats:
             text += (
                 f" conf_changes proposed={self.conf_changes_proposed}"
                 f" refused={self.conf_changes_refused} applied={self.conf_changes_applied}"
+                f" leader_removals={self.leader_removals}"
                 f" final_voters={self.final_voters}"
             )
         return text
@@ -598,7 +600,12 @@ def random_conf_change(cluster: Cluster, rng: random.Random, stats: ChaosStats) 
     if not cluster.propose_conf_change(leader, cc):
         stats.conf_changes_refused += 1
         return
-    if kind == "add":
+    stats.leader_removals += cc.type is ConfChangeType.REMOVE_NODE and cc.node_id == leader
+    if kind == "add" and cluster.config_kwargs["unsafe_conf_change"]:
+        # With a conf-change rule off, the configuration this change will apply to is
+        # not the leader's now: the node starts empty and learns it from a snapshot.
+        cluster.add_node(cc.node_id)
+    elif kind == "add":
         cluster.add_node(cc.node_id, conf.voters, (*conf.learners, cc.node_id))
 
 

@@ -309,3 +309,69 @@ def test_snapshot_carries_the_configuration_at_its_index() -> None:
     cluster.compact(leader)
     meta = driver.core.log.snapshot.meta
     assert (meta.voters, meta.learners) == ((1, 2, 3), (4,))
+
+
+def test_a_forwarded_proposal_holding_a_conf_change_is_dropped() -> None:
+    cluster, leader = started()
+    follower = next(i for i in cluster.ids if i != leader)
+    entry = Entry(0, 0, ConfChange(REMOVE, follower).encode(), EntryType.CONF_CHANGE)
+    prop = Message(MessageType.PROP, to=leader, from_=follower, entries=(entry,))
+    last = cluster.driver(leader).core.log.last_index()
+    assert cluster.driver(leader).step(prop) is False
+    assert cluster.driver(leader).core.log.last_index() == last
+
+
+def test_no_campaign_while_a_committed_conf_change_is_unapplied() -> None:
+    """etcd raft's rule: a node that knows a conf change is committed applies it before it
+    campaigns (it would count votes in a configuration the cluster has left)."""
+    driver = RaftDriver(RaftConfig(id=2, voters=(1, 2, 3)), random.Random(0))
+    cc = Entry(1, 2, ConfChange(REMOVE, 3).encode(), EntryType.CONF_CHANGE)
+    entries = (Entry(1, 1), cc)
+    driver.step(Message(MessageType.APP, to=2, from_=1, term=1, entries=entries, commit=2))
+    ready = driver.ready()
+    assert ready.committed_entries == entries
+    driver.advance(ready)  # applied the entries but not (yet) the conf change
+    driver.campaign()
+    assert driver.role is Role.FOLLOWER and not driver.has_ready()
+    assert driver.apply_conf_change(ConfChange.decode(cc.data)) == ConfState((1, 2))
+    driver.campaign()
+    assert driver.role is Role.PRE_CANDIDATE
+
+
+def test_a_node_with_an_empty_configuration_learns_it_only_from_a_snapshot() -> None:
+    """Caught up from the log alone (never compacted), it replicates, acknowledges and
+    applies, but does not know the configuration, so it never campaigns even once made a
+    voter: start new members with the configuration that adds them (as a learner)."""
+    cluster, leader = started()
+    cluster.add_node(4)
+    change(cluster, leader, LEARNER, 4)
+    change(cluster, leader, ADD, 4)
+    assert conf(cluster, 4) == ConfState(()) and cluster.driver(4).core.joining
+    assert not cluster.driver(4).core.promotable()
+    assert conf(cluster, leader) == ConfState((1, 2, 3, 4))
+    driver = cluster.driver(leader)
+    assert driver.match_index(4) == driver.core.log.last_index()  # it has the whole log
+    # (test_new_learner_catches_up_from_a_snapshot_when_the_log_was_compacted: configured)
+
+
+def test_a_stale_candidate_outside_the_configuration_is_told_the_term() -> None:
+    """With PreVote off, a node whose configuration lacks a candidate never sends it its
+    own campaigns' terms: a stale vote request from it gets a rejection with the term
+    (Raft's reply), or it could stay terms behind forever (chaos found that livelock).
+    A voter's stale request is still ignored, as before."""
+
+    def sent(driver: RaftDriver) -> list[tuple[MessageType, int, int, bool]]:
+        if not driver.has_ready():
+            return []
+        ready = driver.ready()
+        driver.advance(ready)
+        return [(m.type, m.to, m.term, m.reject) for m in ready.messages]
+
+    driver = RaftDriver(RaftConfig(id=1, voters=(1, 2), pre_vote=False), random.Random(0))
+    driver.campaign()
+    driver.campaign()  # a candidate of {1, 2} at term 2
+    sent(driver)
+    for candidate, expected in ((5, [(MessageType.VOTE_RESP, 5, 2, True)]), (2, [])):
+        stale = Message(MessageType.VOTE, to=1, from_=candidate, term=1, index=9, log_term=1)
+        assert driver.step(stale)
+        assert sent(driver) == expected

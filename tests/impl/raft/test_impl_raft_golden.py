@@ -13,6 +13,8 @@ Commands:
     read-index <id> <context> | transfer <leader> <target> | compact <id>
     deliver [max]  (in order)  | drop [to=<id>] | partition <ids> | <ids> ... | heal
     crash <id> | restart <id> | status
+    add-node <id> [voters=1,2,3] [learners=4]   (a node that joins; empty: no config)
+    conf-change <leader> add-learner|add|remove|update <id>   (its refusal is printed)
 """
 
 from __future__ import annotations
@@ -22,6 +24,15 @@ from pathlib import Path
 import pytest
 from golden import run_golden
 from impl_raft_sim import Cluster
+
+from etcdspec.impl.raft.messages import ConfChange, ConfChangeRefused, ConfChangeType
+
+CONF_CHANGES = {
+    "add-learner": ConfChangeType.ADD_LEARNER_NODE,
+    "add": ConfChangeType.ADD_NODE,
+    "remove": ConfChangeType.REMOVE_NODE,
+    "update": ConfChangeType.UPDATE_NODE,
+}
 
 SCRIPTS = sorted((Path(__file__).parent / "raft_scripts").glob("*.txt"))
 
@@ -116,6 +127,26 @@ class Interpreter:
 
     def cmd_status(self, args: list[str]) -> list[str]:
         return self.c.describe().splitlines()
+
+    def cmd_add_node(self, args: list[str]) -> None:
+        options = dict(a.split("=") for a in args[1:])
+
+        def ids(name: str) -> tuple[int, ...]:
+            return tuple(int(x) for x in options.get(name, "").split(",") if x)
+
+        self.c.add_node(int(args[0]), ids("voters"), ids("learners"))
+
+    def cmd_conf_change(self, args: list[str]) -> list[str]:
+        if args[1] not in CONF_CHANGES:
+            raise ValueError(f"conf-change: unknown kind {args[1]!r}; one of {list(CONF_CHANGES)}")
+        cc = ConfChange(CONF_CHANGES[args[1]], int(args[2]))
+        try:
+            self.c.driver(int(args[0])).propose_conf_change(cc)
+        except ConfChangeRefused as refused:
+            return [f"refused: {refused.reason}"]
+        self.c.log.append(f"{args[0]} proposes {cc.describe()}")
+        self.c.process(int(args[0]))
+        return []
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
