@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from etcdspec.impl import errors
+from etcdspec.impl.api.ports import Metadata
 from etcdspec.impl.api.versions import SERVER_VERSION, STORAGE_VERSION
 from etcdspec.impl.errors import RpcError
 from etcdspec.impl.kv.members import MemberRecord
@@ -32,18 +33,20 @@ from etcdspec.impl.server.proposals import REQUEST_TIMEOUT_S
 class MembershipChanges(Protocol):
     """Who makes the membership changes (server.membership.Membership)."""
 
-    async def member_add(self, request: rpc_pb2.MemberAddRequest) -> rpc_pb2.MemberAddResponse: ...
+    async def member_add(
+        self, request: rpc_pb2.MemberAddRequest, metadata: Metadata = ()
+    ) -> rpc_pb2.MemberAddResponse: ...
 
     async def member_remove(
-        self, request: rpc_pb2.MemberRemoveRequest
+        self, request: rpc_pb2.MemberRemoveRequest, metadata: Metadata = ()
     ) -> rpc_pb2.MemberRemoveResponse: ...
 
     async def member_update(
-        self, request: rpc_pb2.MemberUpdateRequest
+        self, request: rpc_pb2.MemberUpdateRequest, metadata: Metadata = ()
     ) -> rpc_pb2.MemberUpdateResponse: ...
 
     async def member_promote(
-        self, request: rpc_pb2.MemberPromoteRequest
+        self, request: rpc_pb2.MemberPromoteRequest, metadata: Metadata = ()
     ) -> rpc_pb2.MemberPromoteResponse: ...
 
 
@@ -75,23 +78,25 @@ class ClusterView:
             raise RpcError(errors.STOPPED)
         return self.changes
 
-    async def member_add(self, request: rpc_pb2.MemberAddRequest) -> rpc_pb2.MemberAddResponse:
-        return await self._changes().member_add(request)
+    async def member_add(
+        self, request: rpc_pb2.MemberAddRequest, metadata: Metadata = ()
+    ) -> rpc_pb2.MemberAddResponse:
+        return await self._changes().member_add(request, metadata)
 
     async def member_remove(
-        self, request: rpc_pb2.MemberRemoveRequest
+        self, request: rpc_pb2.MemberRemoveRequest, metadata: Metadata = ()
     ) -> rpc_pb2.MemberRemoveResponse:
-        return await self._changes().member_remove(request)
+        return await self._changes().member_remove(request, metadata)
 
     async def member_update(
-        self, request: rpc_pb2.MemberUpdateRequest
+        self, request: rpc_pb2.MemberUpdateRequest, metadata: Metadata = ()
     ) -> rpc_pb2.MemberUpdateResponse:
-        return await self._changes().member_update(request)
+        return await self._changes().member_update(request, metadata)
 
     async def member_promote(
-        self, request: rpc_pb2.MemberPromoteRequest
+        self, request: rpc_pb2.MemberPromoteRequest, metadata: Metadata = ()
     ) -> rpc_pb2.MemberPromoteResponse:
-        return await self._changes().member_promote(request)
+        return await self._changes().member_promote(request, metadata)
 
     def on_leader(self, leader_id: int) -> None:
         self.leader_id = leader_id

@@ -42,6 +42,7 @@ from typing import Any
 import grpc
 
 from etcdspec.impl import errors
+from etcdspec.impl.api.ports import Metadata
 from etcdspec.impl.errors import RpcError
 from etcdspec.impl.kv.members import ChangeKind, MemberChange, MemberRecord, check_change
 from etcdspec.impl.kv.state_machine import StateMachine
@@ -173,10 +174,12 @@ class Membership:
 
     # ---- the Cluster calls ------------------------------------------------------------
 
-    async def member_add(self, request: rpc_pb2.MemberAddRequest) -> rpc_pb2.MemberAddResponse:
+    async def member_add(
+        self, request: rpc_pb2.MemberAddRequest, metadata: Metadata = ()
+    ) -> rpc_pb2.MemberAddResponse:
         urls = check_urls(list(request.peerURLs))
         if not self.driver.is_leader():
-            answer: rpc_pb2.MemberAddResponse = await self._forward("MemberAdd", request)
+            answer: rpc_pb2.MemberAddResponse = await self._forward("MemberAdd", request, metadata)
             return answer
         kind = ChangeKind.ADD_LEARNER if request.isLearner else ChangeKind.ADD
         record = MemberRecord(
@@ -192,10 +195,12 @@ class Membership:
         )
 
     async def member_remove(
-        self, request: rpc_pb2.MemberRemoveRequest
+        self, request: rpc_pb2.MemberRemoveRequest, metadata: Metadata = ()
     ) -> rpc_pb2.MemberRemoveResponse:
         if not self.driver.is_leader():
-            answer: rpc_pb2.MemberRemoveResponse = await self._forward("MemberRemove", request)
+            answer: rpc_pb2.MemberRemoveResponse = await self._forward(
+                "MemberRemove", request, metadata
+            )
             return answer
         self._may_remove(request.ID)
         await self._change(MemberChange(ChangeKind.REMOVE, MemberRecord(request.ID)))
@@ -204,11 +209,13 @@ class Membership:
         )
 
     async def member_update(
-        self, request: rpc_pb2.MemberUpdateRequest
+        self, request: rpc_pb2.MemberUpdateRequest, metadata: Metadata = ()
     ) -> rpc_pb2.MemberUpdateResponse:
         urls = check_urls(list(request.peerURLs))
         if not self.driver.is_leader():
-            answer: rpc_pb2.MemberUpdateResponse = await self._forward("MemberUpdate", request)
+            answer: rpc_pb2.MemberUpdateResponse = await self._forward(
+                "MemberUpdate", request, metadata
+            )
             return answer
         await self._change(
             MemberChange(ChangeKind.UPDATE, MemberRecord(request.ID, peer_urls=urls))
@@ -218,10 +225,12 @@ class Membership:
         )
 
     async def member_promote(
-        self, request: rpc_pb2.MemberPromoteRequest
+        self, request: rpc_pb2.MemberPromoteRequest, metadata: Metadata = ()
     ) -> rpc_pb2.MemberPromoteResponse:
         if not self.driver.is_leader():
-            answer: rpc_pb2.MemberPromoteResponse = await self._forward("MemberPromote", request)
+            answer: rpc_pb2.MemberPromoteResponse = await self._forward(
+                "MemberPromote", request, metadata
+            )
             return answer
         # etcd's isLearnerReady looks at any member with a progress, voters too (a voter
         # that trails the leader is "not in sync" as well).
@@ -316,8 +325,9 @@ class Membership:
             timer.cancel()
             self._waiters.pop(request_id, None)
 
-    async def _forward(self, method: str, request: Any) -> Any:
-        """The call made at the leader (a follower's answer is the leader's)."""
+    async def _forward(self, method: str, request: Any, metadata: Metadata) -> Any:
+        """The call made at the leader (a follower's answer is the leader's), with the
+        caller's token."""
         leader = self.cluster.leader_id
         if leader == NONE:
             raise RpcError(errors.NO_LEADER)
@@ -330,7 +340,9 @@ class Membership:
             self._leader_channels[leader] = channel
         stub = rpc_pb2_grpc.ClusterStub(channel)
         try:
-            return await getattr(stub, method)(request, timeout=REQUEST_TIMEOUT_S)
+            return await getattr(stub, method)(
+                request, timeout=REQUEST_TIMEOUT_S, metadata=metadata or None
+            )
         except grpc.aio.AioRpcError as error:
             kind = errors.kind_by_message(error.details() or "")
             raise RpcError(kind or errors.TIMEOUT) from error

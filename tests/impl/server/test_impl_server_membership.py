@@ -8,7 +8,8 @@ unknown member and to a learner, a second learner (too many learners), promoting
 learner that has not caught up (asked of the leader and of a follower, which hands the
 call to the leader), and the strict reconfiguration check (a voter added while another
 added voter has not started: unhealthy cluster); then a learner updated and removed, a
-voter that never started added, and a started voter removed.
+voter that never started added, and a started voter removed. With auth enabled, only
+root changes the membership (a follower hands the call and its token to the leader).
 """
 
 from __future__ import annotations
@@ -162,3 +163,58 @@ def test_membership_calls_answer_as_etcds(transcripts: dict[str, list[tuple[str,
         pytest.skip("no etcd binary to compare with")
     for (name, mine), (_, theirs) in zip(ours, transcripts["etcd"], strict=True):
         assert (name, mine) == (name, theirs)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_membership_changes_need_root_when_auth_is_on(kind: str, tmp_path: Path) -> None:
+    """With auth enabled, only root changes the membership (asked of a follower, which
+    hands the call on with the token); anyone lists the members. Same answers as etcd's."""
+    outcomes: list[str] = []
+    with etcd_procs.cluster(kind, tmp_path, 3) as cluster:
+        time.sleep(HEALTH_INTERVAL_S)
+        statuses = {e: launcher.probe_status(e) for e in cluster.endpoints}
+        follower = next(e for e, s in statuses.items() if s["leader"] != s["member_id"])
+        with grpc.insecure_channel(follower.removeprefix("http://")) as channel:
+            auth = rpc_pb2_grpc.AuthStub(channel)
+            members = rpc_pb2_grpc.ClusterStub(channel)
+            auth.UserAdd(rpc_pb2.AuthUserAddRequest(name="root", password="rootpw"), timeout=10)
+            auth.UserGrantRole(rpc_pb2.AuthUserGrantRoleRequest(user="root", role="root"))
+            auth.UserAdd(rpc_pb2.AuthUserAddRequest(name="alice", password="alicepw"))
+            auth.AuthEnable(rpc_pb2.AuthEnableRequest())
+
+            def token(name: str, password: str) -> list[tuple[str, str]]:
+                answer = auth.Authenticate(
+                    rpc_pb2.AuthenticateRequest(name=name, password=password), timeout=10
+                )
+                return [("token", answer.token)]
+
+            callers = {
+                "no token": [],
+                "alice": token("alice", "alicepw"),
+                "root": token("root", "rootpw"),
+            }
+            added = 0
+            for who, metadata in callers.items():
+                try:
+                    answer = members.MemberAdd(
+                        rpc_pb2.MemberAddRequest(peerURLs=["http://127.0.0.1:1"], isLearner=True),
+                        metadata=metadata,
+                        timeout=10,
+                    )
+                    added = answer.member.ID
+                    outcomes.append(f"{who} add: ok")
+                except grpc.RpcError as error:
+                    outcomes.append(f"{who} add: {error.code().name} {error.details()}")
+            listed = members.MemberList(rpc_pb2.MemberListRequest(linearizable=True), timeout=10)
+            outcomes.append(f"list without a token: {len(listed.members)} members")
+            members.MemberRemove(
+                rpc_pb2.MemberRemoveRequest(ID=added), metadata=callers["root"], timeout=10
+            )
+            outcomes.append("root remove: ok")
+    assert outcomes == [
+        "no token add: INVALID_ARGUMENT etcdserver: user name is empty",
+        "alice add: PERMISSION_DENIED etcdserver: permission denied",
+        "root add: ok",
+        "list without a token: 4 members",
+        "root remove: ok",
+    ]
