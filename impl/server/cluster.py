@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, Protocol
 
 from etcdspec.impl import errors
@@ -129,23 +130,12 @@ class ClusterView:
         listed = []
         for record in self.state.members().current():
             attributes = self.peer_attributes.get(record.member_id)
-            if attributes is not None:
-                record = MemberRecord(
-                    member_id=record.member_id,
-                    name=str(attributes.get("name", "")),
-                    peer_urls=record.peer_urls,
-                    client_urls=tuple(str(u) for u in attributes.get("client_urls", [])),
-                    is_learner=record.is_learner,
-                    listed_as_voter=record.listed_as_voter,
-                )
-            else:  # not heard from: as etcd lists an unstarted member
-                record = MemberRecord(
-                    member_id=record.member_id,
-                    peer_urls=record.peer_urls,
-                    is_learner=record.is_learner,
-                    listed_as_voter=record.listed_as_voter,
-                )
-            listed.append(record)
+            if attributes is None:  # not heard from: as etcd lists an unstarted member
+                listed.append(replace(record, name="", client_urls=()))
+                continue
+            name = str(attributes.get("name", ""))
+            client_urls = tuple(str(u) for u in attributes.get("client_urls", []))
+            listed.append(replace(record, name=name, client_urls=client_urls))
         return listed
 
     def is_learner(self) -> bool:
