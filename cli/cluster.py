@@ -1,13 +1,16 @@
-"""`etcdspec cluster up|status|stop|start|restart|down`: a local cluster of the reference
-server.
+"""`etcdspec cluster up|status|stop|start|restart|add|remove|promote|down`: a local
+cluster of the reference server.
 
 A thin layer over etcdspec.impl.tools.launcher: `up` plans free loopback ports, starts the
 members as separate processes, writes DIR/cluster.json and waits until each member
 reports a leader; `status` asks every member listed there for Maintenance.Status (a
 stopped member is reported stopped, with no pid); `stop NAME` stops one member (`--kill`:
 kill -9), `start NAME` starts it again on its data and waits until it reports a leader,
-`restart NAME` does both; `down` stops exactly the processes `up` started. `--json`
-prints machine-readable output on stdout.
+`restart NAME` does both; `add [NAME] [--learner]` asks the cluster to add a member
+(MemberAdd), starts it with `--initial-cluster-state existing` and waits until it has
+caught up; `remove NAME` asks the cluster to remove one (MemberRemove; it stops itself);
+`promote NAME` promotes a learner once it is in sync; `down` stops exactly the processes
+the state file lists. `--json` prints machine-readable output on stdout.
 
 A secured cluster: `up --tls` makes a CA, the members' certificate and a client
 certificate for root (CN root) in DIR/tls/ (etcdspec.impl.tools.certs) and starts every
@@ -203,6 +206,7 @@ def status(directory: str, as_json: bool) -> int:
                     f"member {int(row['member_id']):x} leader {int(row['leader']):x} "  # type: ignore[call-overload]
                     f"term {row['raft_term']} revision {row['revision']} "
                     f"raft index {row['raft_index']}"
+                    + (" learner" if row.get("is_learner") else "")
                 )
     return int(ExitCode.UNREACHABLE if unreachable else ExitCode.HOLDS)
 
@@ -292,4 +296,61 @@ def down(directory: str) -> int:
             click.echo(f"stopped {member.plan.name} (pid {member.pid})")
         else:
             click.echo(f"{member.plan.name} was not running (it was pid {member.pid})")
+    return int(ExitCode.HOLDS)
+
+
+@cluster.command()
+@click.argument("name", required=False)
+@click.option("--dir", "directory", default=DEFAULT_DIR, show_default=True, type=click.Path())
+@click.option("--learner", is_flag=True, help="Add it as a learner (promote it later).")
+@click.option("--timeout", "timeout_s", default=60.0, show_default=True, help="Seconds to wait.")
+def add(name: str | None, directory: str, learner: bool, timeout_s: float) -> int:
+    """Add a member (NAME, or the next m<N>): MemberAdd, then start it; wait until it
+    has caught up with the others."""
+    from etcdspec.impl.tools import launcher
+
+    try:
+        member = launcher.add_recorded_member(directory, name, learner=learner)
+    except launcher.LauncherError as error:
+        raise CliError(str(error), ExitCode.BAD_INPUT) from error
+    plan, _ = launcher.read_state(directory)
+    try:
+        launcher.wait_caught_up(plan.endpoints, timeout_s=timeout_s)
+    except launcher.LauncherError as error:
+        raise CliError(
+            f"{member.plan.name} (pid {member.pid}) added but has not caught up: {error}; "
+            f"its log is {member.log_path}",
+            ExitCode.UNKNOWN,
+        ) from error
+    click.echo(f"added {'learner ' if learner else ''}{member.describe()}")
+    return int(ExitCode.HOLDS)
+
+
+@cluster.command()
+@click.argument("name")
+@click.option("--dir", "directory", default=DEFAULT_DIR, show_default=True, type=click.Path())
+def remove(name: str, directory: str) -> int:
+    """Remove a member (MemberRemove); it stops itself, and the state file drops it."""
+    from etcdspec.impl.tools import launcher
+
+    try:
+        member = launcher.remove_recorded_member(directory, name)
+    except launcher.LauncherError as error:
+        raise CliError(str(error), ExitCode.BAD_INPUT) from error
+    click.echo(f"removed {name} (pid {member.pid}); its data stays in {member.plan.data_dir}")
+    return int(ExitCode.HOLDS)
+
+
+@cluster.command()
+@click.argument("name")
+@click.option("--dir", "directory", default=DEFAULT_DIR, show_default=True, type=click.Path())
+def promote(name: str, directory: str) -> int:
+    """Promote the learner NAME to a voter (retried until it is in sync with the leader)."""
+    from etcdspec.impl.tools import launcher
+
+    try:
+        launcher.promote_recorded_member(directory, name)
+    except launcher.LauncherError as error:
+        raise CliError(str(error), ExitCode.BAD_INPUT) from error
+    click.echo(f"promoted {name}")
     return int(ExitCode.HOLDS)

@@ -68,6 +68,31 @@ LEASE_NOT_FOUND = EtcdErrorKind(grpc.StatusCode.NOT_FOUND, "etcdserver: requeste
 LEASE_EXIST = EtcdErrorKind(grpc.StatusCode.FAILED_PRECONDITION, "etcdserver: lease already exists")
 LEASE_TTL_TOO_LARGE = EtcdErrorKind(grpc.StatusCode.OUT_OF_RANGE, "etcdserver: too large lease TTL")
 MEMBER_NOT_FOUND = EtcdErrorKind(grpc.StatusCode.NOT_FOUND, "etcdserver: member not found")
+# Membership (etcd 3.5's rpctypes ErrGRPCMember*, ErrGRPCPeerURLExist, ...).
+MEMBER_EXIST = EtcdErrorKind(
+    grpc.StatusCode.FAILED_PRECONDITION, "etcdserver: member ID already exist"
+)
+PEER_URL_EXIST = EtcdErrorKind(
+    grpc.StatusCode.FAILED_PRECONDITION, "etcdserver: Peer URLs already exists"
+)
+MEMBER_NOT_ENOUGH_STARTED = EtcdErrorKind(
+    grpc.StatusCode.FAILED_PRECONDITION,
+    "etcdserver: re-configuration failed due to not enough started members",
+)
+MEMBER_BAD_URLS = EtcdErrorKind(_INVALID, "etcdserver: given member URLs are invalid")
+MEMBER_NOT_LEARNER = EtcdErrorKind(
+    grpc.StatusCode.FAILED_PRECONDITION, "etcdserver: can only promote a learner member"
+)
+LEARNER_NOT_READY = EtcdErrorKind(
+    grpc.StatusCode.FAILED_PRECONDITION,
+    "etcdserver: can only promote a learner member which is in sync with leader",
+)
+TOO_MANY_LEARNERS = EtcdErrorKind(
+    grpc.StatusCode.FAILED_PRECONDITION, "etcdserver: too many learner members in cluster"
+)
+BAD_LEADER_TRANSFEREE = EtcdErrorKind(
+    grpc.StatusCode.FAILED_PRECONDITION, "etcdserver: bad leader transferee"
+)
 NO_LEADER = EtcdErrorKind(_UNAVAILABLE, "etcdserver: no leader")
 NOT_LEADER = EtcdErrorKind(grpc.StatusCode.FAILED_PRECONDITION, "etcdserver: not leader")
 LEADER_CHANGED = EtcdErrorKind(_UNAVAILABLE, "etcdserver: leader changed")
@@ -155,6 +180,14 @@ ALL_KINDS: tuple[EtcdErrorKind, ...] = (
     LEASE_EXIST,
     LEASE_TTL_TOO_LARGE,
     MEMBER_NOT_FOUND,
+    MEMBER_EXIST,
+    PEER_URL_EXIST,
+    MEMBER_NOT_ENOUGH_STARTED,
+    MEMBER_BAD_URLS,
+    MEMBER_NOT_LEARNER,
+    LEARNER_NOT_READY,
+    TOO_MANY_LEARNERS,
+    BAD_LEADER_TRANSFEREE,
     NO_LEADER,
     NOT_LEADER,
     LEADER_CHANGED,
@@ -191,8 +224,12 @@ ALL_KINDS: tuple[EtcdErrorKind, ...] = (
 
 
 def kind_by_message(message: str) -> EtcdErrorKind | None:
-    """The catalogued error whose message is `message` (or starts it), if any."""
+    """The catalogued error whose message is `message` (or, failing that, starts it), if
+    any (exact first: one message may start another's)."""
     for kind in ALL_KINDS:
-        if message == kind.message or message.startswith(kind.message):
+        if message == kind.message:
+            return kind
+    for kind in ALL_KINDS:
+        if message.startswith(kind.message):
             return kind
     return None

@@ -45,6 +45,10 @@ class LeaseService(Protocol):
     async def leases(self) -> rpc_pb2.LeaseLeasesResponse: ...
 
 
+# Call metadata handed on with a forwarded call (the caller's auth token).
+Metadata = tuple[tuple[str, str], ...]
+
+
 class ClusterService(Protocol):
     """What the member knows of its cluster and itself, and every answer's header."""
 
@@ -57,6 +61,24 @@ class ClusterService(Protocol):
     def status(self) -> rpc_pb2.StatusResponse: ...
 
     async def move_leader(self, target: int) -> rpc_pb2.MoveLeaderResponse: ...
+
+    def is_learner(self) -> bool: ...
+
+    async def member_add(
+        self, request: rpc_pb2.MemberAddRequest, metadata: Metadata = ()
+    ) -> rpc_pb2.MemberAddResponse: ...
+
+    async def member_remove(
+        self, request: rpc_pb2.MemberRemoveRequest, metadata: Metadata = ()
+    ) -> rpc_pb2.MemberRemoveResponse: ...
+
+    async def member_update(
+        self, request: rpc_pb2.MemberUpdateRequest, metadata: Metadata = ()
+    ) -> rpc_pb2.MemberUpdateResponse: ...
+
+    async def member_promote(
+        self, request: rpc_pb2.MemberPromoteRequest, metadata: Metadata = ()
+    ) -> rpc_pb2.MemberPromoteResponse: ...
 
 
 @dataclass(frozen=True)

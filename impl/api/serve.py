@@ -58,19 +58,87 @@ class GenericOnly:
     messages are the same.
     """
 
-    def __init__(self, server: GenericHandlerSink) -> None:
+    def __init__(
+        self, server: GenericHandlerSink, is_learner: Callable[[], bool] | None = None
+    ) -> None:
         self.server = server
+        self.is_learner = is_learner
 
     def add_generic_rpc_handlers(self, handlers: Sequence[grpc.GenericRpcHandler]) -> None:
+        if self.is_learner is not None:
+            handlers = [LearnerGate(handler, self.is_learner) for handler in handlers]
         self.server.add_generic_rpc_handlers(handlers)
 
     def add_registered_method_handlers(self, service: str, handlers: dict[str, Any]) -> None:
         """Ignored: the same handlers arrive through add_generic_rpc_handlers."""
 
 
+# What a learner serves (etcd 3.5's isRPCSupportedForLearner, and its stream interceptor,
+# which lets Snapshot through): everything else is refused with this error.
+LEARNER_METHODS = {
+    "/etcdserverpb.Maintenance/Status",
+    "/etcdserverpb.Maintenance/Snapshot",
+    "/etcdserverpb.KV/Range",  # a serializable Range only
+}
+NOT_SUPPORTED_FOR_LEARNER = "etcdserver: rpc not supported for learner"
+
+
+class LearnerGate(grpc.GenericRpcHandler):
+    """A generic handler whose methods, while this member is a learner, refuse what etcd's
+    learners refuse (UNAVAILABLE, "etcdserver: rpc not supported for learner"). The check
+    is one call of `is_learner` per call; a voter's calls run the handler unchanged."""
+
+    def __init__(self, inner: grpc.GenericRpcHandler, is_learner: Callable[[], bool]) -> None:
+        self.inner = inner
+        self.is_learner = is_learner
+
+    def service(self, handler_call_details: Any) -> Any:
+        handler = self.inner.service(handler_call_details)
+        if handler is None:
+            return None
+        method = str(handler_call_details.method)
+        is_learner = self.is_learner
+        if method in LEARNER_METHODS and method != "/etcdserverpb.KV/Range":
+            return handler
+        if handler.unary_unary is not None:
+            inner = handler.unary_unary
+            serializable_only = method == "/etcdserverpb.KV/Range"
+
+            def unary(request: Any, context: Any) -> Any:
+                if is_learner() and not (serializable_only and request.serializable):
+                    return _refuse(context)
+                return inner(request, context)
+
+            return handler._replace(unary_unary=unary)
+        for kind in ("unary_stream", "stream_stream", "stream_unary"):
+            behaviour = getattr(handler, kind)
+            if behaviour is not None:
+                return handler._replace(**{kind: _gated_stream(behaviour, is_learner)})
+        return handler
+
+
+async def _refuse(context: Any) -> Any:
+    await context.abort(grpc.StatusCode.UNAVAILABLE, NOT_SUPPORTED_FOR_LEARNER)
+
+
+def _gated_stream(behaviour: Any, is_learner: Callable[[], bool]) -> Any:
+    def gated(request: Any, context: Any) -> Any:
+        if is_learner():
+            return _refused_stream(context)
+        return behaviour(request, context)
+
+    return gated
+
+
+async def _refused_stream(context: Any) -> Any:
+    await context.abort(grpc.StatusCode.UNAVAILABLE, NOT_SUPPORTED_FOR_LEARNER)
+    yield  # an async generator, as the stream's behaviour is
+
+
 def add_servicers(ports: MemberPorts, sink: GenericHandlerSink) -> None:
-    """Register every service of the client API over `ports` into `sink`."""
-    handlers = GenericOnly(sink)
+    """Register every service of the client API over `ports` into `sink`; while the
+    member is a learner its calls are gated as etcd's (`LearnerGate`)."""
+    handlers = GenericOnly(sink, lambda: ports.cluster.is_learner())
     rpc_pb2_grpc.add_KVServicer_to_server(KVServicer(ports), handlers)
     rpc_pb2_grpc.add_LeaseServicer_to_server(LeaseServicer(ports), handlers)
     rpc_pb2_grpc.add_ClusterServicer_to_server(ClusterServicer(ports), handlers)

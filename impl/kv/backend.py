@@ -99,6 +99,13 @@ _SCHEMA = (
         alarm INTEGER NOT NULL,
         PRIMARY KEY (member_id, alarm)
     )""",
+    # The cluster's members (etcd's members and members_removed buckets): one row per
+    # member ever added, its record as etcd's JSON, `removed` once it was removed.
+    """CREATE TABLE IF NOT EXISTS member (
+        id INTEGER PRIMARY KEY,
+        record BLOB NOT NULL,
+        removed INTEGER NOT NULL
+    )""",
     """CREATE TABLE IF NOT EXISTS auth (
         kind TEXT NOT NULL,
         name BLOB NOT NULL,
@@ -709,6 +716,25 @@ class Backend:
     def set_auth_state(self, enabled: bool, revision: int) -> None:
         self._set_meta("auth_enabled", int(enabled))
         self._set_meta("auth_revision", revision)
+
+    # ---- members ----
+
+    def member_records(self) -> list[tuple[int, bytes, bool]]:
+        """(id, record, removed) of every member ever recorded, by id."""
+        with self._lock:
+            return [
+                (int(i), bytes(r), bool(x))
+                for i, r, x in self._conn.execute(
+                    "SELECT id, record, removed FROM member ORDER BY id"
+                )
+            ]
+
+    def put_member_record(self, member_id: int, record: bytes, removed: bool = False) -> None:
+        self._require_txn()
+        self._conn.execute(
+            "INSERT OR REPLACE INTO member (id, record, removed) VALUES (?, ?, ?)",
+            (member_id, record, int(removed)),
+        )
 
     # ---- alarms ----
 

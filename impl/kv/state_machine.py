@@ -33,6 +33,7 @@ from etcdspec.impl.kv.backend import BackendCopy
 from etcdspec.impl.kv.etcd_export import etcd_database_from_copy
 from etcdspec.impl.kv.lessor import Lessor
 from etcdspec.impl.kv.member_backend import MemberBackend
+from etcdspec.impl.kv.members import MemberChange, MemberRecord, MemberTable
 from etcdspec.impl.kv.mvcc import KVStore
 from etcdspec.impl.kv.quota import BackendQuota, consumes_space
 from etcdspec.impl.kv.watch_hub import WatchHub
@@ -124,6 +125,30 @@ class StateMachine:
             else:
                 out.append(AppliedEntry(result.request_id, result.response, result.error))
         return out
+
+    def apply_member_change(
+        self, index: int, term: int, change: MemberChange
+    ) -> MemberRecord | RpcError | None:
+        """Apply the configuration change of the committed entry (index, term): the member
+        records written with the consistent index, in one transaction. The record written,
+        or etcd's error if its checks refuse the change here (nothing but the index is
+        written then), or None if the backend holds the entry applied already."""
+        backend = self.backend
+        if index <= backend.consistent_index():
+            return None
+        outcome: MemberRecord | RpcError
+        with backend.transaction():
+            try:
+                with backend.savepoint("member"):
+                    outcome = MemberTable(backend).write(change)
+            except RpcError as error:
+                outcome = error
+            backend.set_applied(index, term)
+        return outcome
+
+    def members(self) -> MemberTable:
+        """The member records (read them on the event loop)."""
+        return MemberTable(self.backend)
 
     def restore(self, database: bytes, index: int) -> None:
         """Replace the state with `database` (a snapshot's, at log index `index`), unless

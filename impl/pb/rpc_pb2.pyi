@@ -406,6 +406,68 @@ class Member(_message.Message):
     isLearner: bool
     def __init__(self, ID: _Optional[int] = ..., name: _Optional[str] = ..., peerURLs: _Optional[_Iterable[str]] = ..., clientURLs: _Optional[_Iterable[str]] = ..., isLearner: _Optional[bool] = ...) -> None: ...
 
+class MemberAddRequest(_message.Message):
+    __slots__ = ("peerURLs", "isLearner")
+    PEERURLS_FIELD_NUMBER: _ClassVar[int]
+    ISLEARNER_FIELD_NUMBER: _ClassVar[int]
+    peerURLs: _containers.RepeatedScalarFieldContainer[str]
+    isLearner: bool
+    def __init__(self, peerURLs: _Optional[_Iterable[str]] = ..., isLearner: _Optional[bool] = ...) -> None: ...
+
+class MemberAddResponse(_message.Message):
+    __slots__ = ("header", "member", "members")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    header: ResponseHeader
+    member: Member
+    members: _containers.RepeatedCompositeFieldContainer[Member]
+    def __init__(self, header: _Optional[_Union[ResponseHeader, _Mapping]] = ..., member: _Optional[_Union[Member, _Mapping]] = ..., members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ...) -> None: ...
+
+class MemberRemoveRequest(_message.Message):
+    __slots__ = ("ID",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    ID: int
+    def __init__(self, ID: _Optional[int] = ...) -> None: ...
+
+class MemberRemoveResponse(_message.Message):
+    __slots__ = ("header", "members")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    header: ResponseHeader
+    members: _containers.RepeatedCompositeFieldContainer[Member]
+    def __init__(self, header: _Optional[_Union[ResponseHeader, _Mapping]] = ..., members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ...) -> None: ...
+
+class MemberUpdateRequest(_message.Message):
+    __slots__ = ("ID", "peerURLs")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    PEERURLS_FIELD_NUMBER: _ClassVar[int]
+    ID: int
+    peerURLs: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, ID: _Optional[int] = ..., peerURLs: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class MemberUpdateResponse(_message.Message):
+    __slots__ = ("header", "members")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    header: ResponseHeader
+    members: _containers.RepeatedCompositeFieldContainer[Member]
+    def __init__(self, header: _Optional[_Union[ResponseHeader, _Mapping]] = ..., members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ...) -> None: ...
+
+class MemberPromoteRequest(_message.Message):
+    __slots__ = ("ID",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    ID: int
+    def __init__(self, ID: _Optional[int] = ...) -> None: ...
+
+class MemberPromoteResponse(_message.Message):
+    __slots__ = ("header", "members")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    header: ResponseHeader
+    members: _containers.RepeatedCompositeFieldContainer[Member]
+    def __init__(self, header: _Optional[_Union[ResponseHeader, _Mapping]] = ..., members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ...) -> None: ...
+
 class MemberListRequest(_message.Message):
     __slots__ = ("linearizable",)
     LINEARIZABLE_FIELD_NUMBER: _ClassVar[int]

@@ -594,17 +594,61 @@ class ClusterStub:
         Args:
             channel: A grpc.Channel.
         """
+        self.MemberAdd = channel.unary_unary(
+                '/etcdserverpb.Cluster/MemberAdd',
+                request_serializer=etcdspec_dot_impl_dot_pb_dot_rpc__pb2.MemberAddRequest.SerializeToString,
+                response_deserializer=etcdspec_dot_impl_dot_pb_dot_rpc__pb2.MemberAddResponse.FromString,
+                _registered_method=True)
+        self.MemberRemove = channel.unary_unary(
+                '/etcdserverpb.Cluster/MemberRemove',
+                request_serializer=etcdspec_dot_impl_dot_pb_dot_rpc__pb2.MemberRemoveRequest.SerializeToString,
+                response_deserializer=etcdspec_dot_impl_dot_pb_dot_rpc__pb2.MemberRemoveResponse.FromString,
+                _registered_method=True)
+        self.MemberUpdate = channel.unary_unary(
+                '/etcdserverpb.Cluster/MemberUpdate',
+                request_serializer=etcdspec_dot_impl_dot_pb_dot_rpc__pb2.MemberUpdateRequest.SerializeToString,
+                response_deserializer=etcdspec_dot_impl_dot_pb_dot_rpc__pb2.MemberUpdateResponse.FromString,
+                _registered_method=True)
         self.MemberList = channel.unary_unary(
                 '/etcdserverpb.Cluster/MemberList',
                 request_serializer=etcdspec_dot_impl_dot_pb_dot_rpc__pb2.MemberListRequest.SerializeToString,
                 response_deserializer=etcdspec_dot_impl_dot_pb_dot_rpc__pb2.MemberListResponse.FromString,
+                _registered_method=True)
+        self.MemberPromote = channel.unary_unary(
+                '/etcdserverpb.Cluster/MemberPromote',
+                request_serializer=etcdspec_dot_impl_dot_pb_dot_rpc__pb2.MemberPromoteRequest.SerializeToString,
+                response_deserializer=etcdspec_dot_impl_dot_pb_dot_rpc__pb2.MemberPromoteResponse.FromString,
                 _registered_method=True)
 
 
 class ClusterServicer:
     """Missing associated documentation comment in .proto file."""
 
+    def MemberAdd(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def MemberRemove(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def MemberUpdate(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def MemberList(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def MemberPromote(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -613,10 +657,30 @@ class ClusterServicer:
 
 def add_ClusterServicer_to_server(servicer, server):
     rpc_method_handlers = {
+            'MemberAdd': grpc.unary_unary_rpc_method_handler(
+                    servicer.MemberAdd,
+                    request_deserializer=etcdspec_dot_impl_dot_pb_dot_rpc__pb2.MemberAddRequest.FromString,
+                    response_serializer=etcdspec_dot_impl_dot_pb_dot_rpc__pb2.MemberAddResponse.SerializeToString,
+            ),
+            'MemberRemove': grpc.unary_unary_rpc_method_handler(
+                    servicer.MemberRemove,
+                    request_deserializer=etcdspec_dot_impl_dot_pb_dot_rpc__pb2.MemberRemoveRequest.FromString,
+                    response_serializer=etcdspec_dot_impl_dot_pb_dot_rpc__pb2.MemberRemoveResponse.SerializeToString,
+            ),
+            'MemberUpdate': grpc.unary_unary_rpc_method_handler(
+                    servicer.MemberUpdate,
+                    request_deserializer=etcdspec_dot_impl_dot_pb_dot_rpc__pb2.MemberUpdateRequest.FromString,
+                    response_serializer=etcdspec_dot_impl_dot_pb_dot_rpc__pb2.MemberUpdateResponse.SerializeToString,
+            ),
             'MemberList': grpc.unary_unary_rpc_method_handler(
                     servicer.MemberList,
                     request_deserializer=etcdspec_dot_impl_dot_pb_dot_rpc__pb2.MemberListRequest.FromString,
                     response_serializer=etcdspec_dot_impl_dot_pb_dot_rpc__pb2.MemberListResponse.SerializeToString,
+            ),
+            'MemberPromote': grpc.unary_unary_rpc_method_handler(
+                    servicer.MemberPromote,
+                    request_deserializer=etcdspec_dot_impl_dot_pb_dot_rpc__pb2.MemberPromoteRequest.FromString,
+                    response_serializer=etcdspec_dot_impl_dot_pb_dot_rpc__pb2.MemberPromoteResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -628,6 +692,87 @@ def add_ClusterServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class Cluster:
     """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def MemberAdd(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/etcdserverpb.Cluster/MemberAdd',
+            etcdspec_dot_impl_dot_pb_dot_rpc__pb2.MemberAddRequest.SerializeToString,
+            etcdspec_dot_impl_dot_pb_dot_rpc__pb2.MemberAddResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def MemberRemove(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/etcdserverpb.Cluster/MemberRemove',
+            etcdspec_dot_impl_dot_pb_dot_rpc__pb2.MemberRemoveRequest.SerializeToString,
+            etcdspec_dot_impl_dot_pb_dot_rpc__pb2.MemberRemoveResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def MemberUpdate(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/etcdserverpb.Cluster/MemberUpdate',
+            etcdspec_dot_impl_dot_pb_dot_rpc__pb2.MemberUpdateRequest.SerializeToString,
+            etcdspec_dot_impl_dot_pb_dot_rpc__pb2.MemberUpdateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
 
     @staticmethod
     def MemberList(request,
@@ -646,6 +791,33 @@ class Cluster:
             '/etcdserverpb.Cluster/MemberList',
             etcdspec_dot_impl_dot_pb_dot_rpc__pb2.MemberListRequest.SerializeToString,
             etcdspec_dot_impl_dot_pb_dot_rpc__pb2.MemberListResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def MemberPromote(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/etcdserverpb.Cluster/MemberPromote',
+            etcdspec_dot_impl_dot_pb_dot_rpc__pb2.MemberPromoteRequest.SerializeToString,
+            etcdspec_dot_impl_dot_pb_dot_rpc__pb2.MemberPromoteResponse.FromString,
             options,
             channel_credentials,
             insecure,

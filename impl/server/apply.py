@@ -1,7 +1,8 @@
 """Applying committed entries at a member: in order, once each, and a follower's in batches.
 
 `ApplyQueue.apply(entries)` applies through the state machine what is newer than the
-applied index (entries before it were applied already: after a restart, or a snapshot),
+applied index (a configuration change alone, in its place in the log, through
+`conf_applier`: server.membership) (entries before it were applied already: after a restart, or a snapshot),
 answers the clients of this member waiting for them (`Proposals.resolve`), and traces
 each entry. A follower may hold committed entries back (`defer`) to apply them with
 later ones:
@@ -27,7 +28,7 @@ import asyncio
 from typing import Protocol
 
 from etcdspec.impl.kv.state_machine import AppliedEntry, StateMachine
-from etcdspec.impl.raft.messages import Entry
+from etcdspec.impl.raft.messages import Entry, EntryType
 from etcdspec.impl.server.metrics import Metrics
 from etcdspec.impl.server.trace import MemberTrace
 
@@ -40,6 +41,12 @@ class Resolver(Protocol):
     """Who hears of applied entries: the proposals waiting for them."""
 
     def resolve(self, results: list[AppliedEntry]) -> None: ...
+
+
+class ConfApplier(Protocol):
+    """Who applies a committed configuration change (server.membership)."""
+
+    def apply(self, entry: Entry) -> None: ...
 
 
 class ApplyQueue:
@@ -58,13 +65,15 @@ class ApplyQueue:
         self.state = state
         self.applied_index = applied
         self.resolver = resolver
+        self.conf_applier: ConfApplier | None = None  # set once the member has built it
         self.metrics = metrics
         self.trace = trace
         self.stopping = False
         self.deferred: tuple[Entry, ...] = ()  # committed, not yet applied (`defer`)
         ordered = sorted(voters)
         self._period = len(ordered)  # a follower's turn to apply (`turn`)
-        self._rank = ordered.index(state.member_id)
+        # A learner (not among the voters) takes the turn of rank 0.
+        self._rank = ordered.index(state.member_id) if state.member_id in ordered else 0
         self._timer: asyncio.TimerHandle | None = None
 
     def apply(self, entries: tuple[Entry, ...]) -> None:
@@ -78,13 +87,29 @@ class ApplyQueue:
         fresh = tuple(entry for entry in entries if entry.index > self.applied_index)
         if not fresh:
             return
-        results = self.state.apply(fresh)
-        self.applied_index = fresh[-1].index
-        self.metrics.proposals_applied += len(fresh)
-        if self.trace is not None:
-            for entry in fresh:
-                self.trace.event("apply", entries=(entry,))
+        start = 0
+        for position, entry in enumerate(fresh):
+            if entry.type is EntryType.CONF_CHANGE:  # applied alone, in log order
+                self._apply_normal(fresh[start:position])
+                assert self.conf_applier is not None, "a conf change before the member ran"
+                self.conf_applier.apply(entry)
+                self._applied((entry,))
+                start = position + 1
+        self._apply_normal(fresh[start:])
+
+    def _apply_normal(self, entries: tuple[Entry, ...]) -> None:
+        if not entries:
+            return
+        results = self.state.apply(entries)
+        self._applied(entries)
         self.resolver.resolve(results)
+
+    def _applied(self, entries: tuple[Entry, ...]) -> None:
+        self.applied_index = entries[-1].index
+        self.metrics.proposals_applied += len(entries)
+        if self.trace is not None:
+            for entry in entries:
+                self.trace.event("apply", entries=(entry,))
 
     def turn(self, committed: tuple[Entry, ...]) -> bool:
         """Whether the entries held back and `committed` include this member's turn: an

@@ -1,7 +1,8 @@
 """What a member knows of its cluster and itself: the members, the leader, its status.
 
-`ClusterView` answers MemberList (the configured members, with the names and client URLs
-each announced in its peer hello), Maintenance.Status and MoveLeader, and builds the
+`ClusterView` answers MemberList (the members the state machine records, seeded from
+--initial-cluster and changed through the log, with the names and client URLs each
+announced in its peer hello), Maintenance.Status and MoveLeader, and builds the
 response header every answer carries (cluster and member id, revision, Raft term). It
 learns the leader from the Raft loop's soft state (`on_leader`) and the peers' attributes
 from the peer transport (`on_peer_attributes`).
@@ -14,17 +15,40 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import Any
+from dataclasses import replace
+from typing import Any, Protocol
 
 from etcdspec.impl import errors
+from etcdspec.impl.api.ports import Metadata
 from etcdspec.impl.api.versions import SERVER_VERSION, STORAGE_VERSION
 from etcdspec.impl.errors import RpcError
+from etcdspec.impl.kv.members import MemberRecord
 from etcdspec.impl.kv.state_machine import StateMachine
 from etcdspec.impl.pb import rpc_pb2
 from etcdspec.impl.raft.driver import RaftDriver
 from etcdspec.impl.raft.messages import NONE
 from etcdspec.impl.server.config import MemberConfig
 from etcdspec.impl.server.proposals import REQUEST_TIMEOUT_S
+
+
+class MembershipChanges(Protocol):
+    """Who makes the membership changes (server.membership.Membership)."""
+
+    async def member_add(
+        self, request: rpc_pb2.MemberAddRequest, metadata: Metadata = ()
+    ) -> rpc_pb2.MemberAddResponse: ...
+
+    async def member_remove(
+        self, request: rpc_pb2.MemberRemoveRequest, metadata: Metadata = ()
+    ) -> rpc_pb2.MemberRemoveResponse: ...
+
+    async def member_update(
+        self, request: rpc_pb2.MemberUpdateRequest, metadata: Metadata = ()
+    ) -> rpc_pb2.MemberUpdateResponse: ...
+
+    async def member_promote(
+        self, request: rpc_pb2.MemberPromoteRequest, metadata: Metadata = ()
+    ) -> rpc_pb2.MemberPromoteResponse: ...
 
 
 class ClusterView:
@@ -48,6 +72,32 @@ class ClusterView:
         self.wake = wake
         self.leader_id = NONE
         self.peer_attributes: dict[int, dict[str, Any]] = {self.member_id: own_attributes(config)}
+        self.changes: MembershipChanges | None = None  # set once the member has built it
+
+    def _changes(self) -> MembershipChanges:
+        if self.changes is None:
+            raise RpcError(errors.STOPPED)
+        return self.changes
+
+    async def member_add(
+        self, request: rpc_pb2.MemberAddRequest, metadata: Metadata = ()
+    ) -> rpc_pb2.MemberAddResponse:
+        return await self._changes().member_add(request, metadata)
+
+    async def member_remove(
+        self, request: rpc_pb2.MemberRemoveRequest, metadata: Metadata = ()
+    ) -> rpc_pb2.MemberRemoveResponse:
+        return await self._changes().member_remove(request, metadata)
+
+    async def member_update(
+        self, request: rpc_pb2.MemberUpdateRequest, metadata: Metadata = ()
+    ) -> rpc_pb2.MemberUpdateResponse:
+        return await self._changes().member_update(request, metadata)
+
+    async def member_promote(
+        self, request: rpc_pb2.MemberPromoteRequest, metadata: Metadata = ()
+    ) -> rpc_pb2.MemberPromoteResponse:
+        return await self._changes().member_promote(request, metadata)
 
     def on_leader(self, leader_id: int) -> None:
         self.leader_id = leader_id
@@ -74,21 +124,38 @@ class ClusterView:
             header.revision = revision
         return header
 
+    def members(self) -> list[MemberRecord]:
+        """The current members, by id: the records, with the name and client URLs each
+        member announced in its hello (none yet: empty, as etcd lists an unstarted one)."""
+        listed = []
+        for record in self.state.members().current():
+            attributes = self.peer_attributes.get(record.member_id)
+            if attributes is None:  # not heard from: as etcd lists an unstarted member
+                listed.append(replace(record, name="", client_urls=()))
+                continue
+            name = str(attributes.get("name", ""))
+            client_urls = tuple(str(u) for u in attributes.get("client_urls", []))
+            listed.append(replace(record, name=name, client_urls=client_urls))
+        return listed
+
+    def is_learner(self) -> bool:
+        """Whether this member is a learner of the Raft configuration now."""
+        return self.member_id in self.driver.learners
+
+    def member(self, member_id: int) -> MemberRecord | None:
+        for record in self.members():
+            if record.member_id == member_id:
+                return record
+        return None
+
+    def members_pb(self) -> list[rpc_pb2.Member]:
+        """The current members as etcd's answers list them."""
+        return [record.to_pb() for record in self.members()]
+
     def member_list(self) -> rpc_pb2.MemberListResponse:
         header = self.header()
         header.ClearField("revision")
-        members = []
-        for peer in self.config.peers:
-            attributes = self.peer_attributes.get(peer.member_id, {})
-            members.append(
-                rpc_pb2.Member(
-                    ID=peer.member_id,
-                    name=str(attributes.get("name", "")),
-                    peerURLs=[peer.peer.url],
-                    clientURLs=[str(u) for u in attributes.get("client_urls", [])],
-                )
-            )
-        return rpc_pb2.MemberListResponse(header=header, members=members)
+        return rpc_pb2.MemberListResponse(header=header, members=self.members_pb())
 
     def status(self) -> rpc_pb2.StatusResponse:
         status = self.driver.status()
@@ -107,6 +174,7 @@ class ClusterView:
                 for alarm in alarms
             ],
             dbSizeInUse=in_use,
+            isLearner=self.is_learner(),
             dbSizeQuota=self.config.quota_backend_bytes,
             storageVersion=STORAGE_VERSION,
         )
@@ -114,8 +182,9 @@ class ClusterView:
     async def move_leader(self, target: int) -> rpc_pb2.MoveLeaderResponse:
         if not self.driver.is_leader():
             raise RpcError(errors.NOT_LEADER)
-        if target not in {peer.member_id for peer in self.config.peers}:
-            raise RpcError(errors.MEMBER_NOT_FOUND)
+        transferee = self.member(target)
+        if transferee is None or transferee.is_learner:  # etcd's check, learners too
+            raise RpcError(errors.BAD_LEADER_TRANSFEREE)
         self.driver.transfer_leader(target)
         self.wake()
         deadline = time.monotonic() + REQUEST_TIMEOUT_S

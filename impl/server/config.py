@@ -182,6 +182,8 @@ class MemberConfig:
     bcrypt_cost: int = DEFAULT_BCRYPT_COST  # etcd's --bcrypt-cost, as given
     client_tls: TlsFiles = NO_CLIENT_TLS  # --cert-file, --key-file, --trusted-ca-file, ...
     peer_tls: TlsFiles = NO_PEER_TLS  # the --peer-* set
+    # A member that joined an existing cluster runs with the cluster's id (server.join).
+    cluster_id_override: int = 0
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -224,6 +226,8 @@ class MemberConfig:
 
     @property
     def cluster_id(self) -> int:
+        if self.cluster_id_override:
+            return self.cluster_id_override
         return cluster_id_of(
             tuple(peer.member_id for peer in self.peers), self.initial_cluster_token
         )

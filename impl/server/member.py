@@ -23,6 +23,7 @@ import contextlib
 import logging
 import random
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from etcdspec.impl import errors, failpoints
@@ -32,6 +33,7 @@ from etcdspec.impl.api.serve import start_grpc_server
 from etcdspec.impl.api.watch_stream import WatchStreams
 from etcdspec.impl.errors import RpcError
 from etcdspec.impl.kv.auth_tokens import token_provider
+from etcdspec.impl.kv.members import MemberRecord
 from etcdspec.impl.raft import codec as raft_codec
 from etcdspec.impl.raft.core import Role
 from etcdspec.impl.raft.driver import RaftConfig, RaftDriver
@@ -40,8 +42,10 @@ from etcdspec.impl.rpc.grpc_h2 import GrpcH2Server
 from etcdspec.impl.rpc.http1 import Http1Hooks
 from etcdspec.impl.server.apply import ApplyQueue
 from etcdspec.impl.server.cluster import ClusterView, own_attributes
-from etcdspec.impl.server.config import MemberConfig, effective_bcrypt_cost
+from etcdspec.impl.server.config import MemberConfig, effective_bcrypt_cost, parse_url
+from etcdspec.impl.server.join import members_answer, read_identity
 from etcdspec.impl.server.leases import LeaseKeeper
+from etcdspec.impl.server.membership import Membership
 from etcdspec.impl.server.metrics import Metrics, MetricsServer
 from etcdspec.impl.server.peer import PeerTransport
 from etcdspec.impl.server.proposals import Proposals
@@ -63,6 +67,20 @@ def bcrypt_cost(config: MemberConfig) -> int:
     if warning is not None:
         log.warning(warning, extra={"given_cost": config.bcrypt_cost, "cost": cost})
     return cost
+
+
+def peer_address(record: MemberRecord) -> tuple[str, int]:
+    """Where a recorded member listens for its peers (its first peer URL)."""
+    endpoint = parse_url(record.peer_urls[0], "peerURLs")
+    return endpoint.host, endpoint.port
+
+
+def initial_members(config: MemberConfig) -> list[MemberRecord]:
+    """The members of a new cluster, as --initial-cluster names them."""
+    return [
+        MemberRecord(member_id=peer.member_id, name=peer.name, peer_urls=(peer.peer.url,))
+        for peer in config.peers
+    ]
 
 
 class MemberStartError(Exception):
@@ -91,6 +109,7 @@ class Member:
         self.reads: ReadIndexQueue | None = None
         self.cluster: ClusterView | None = None
         self.leases: LeaseKeeper | None = None
+        self.membership: Membership | None = None
         self.snapshots: Snapshots | None = None
         self.watches: WatchStreams | None = None
         self.transport: PeerTransport | None = None
@@ -101,6 +120,7 @@ class Member:
         self.stopped = asyncio.Event()
         self._ticker: asyncio.Task[None] | None = None
         self._stopping = False
+        self._removed_seen = False
 
     # ---- life cycle -------------------------------------------------------------------
 
@@ -128,16 +148,34 @@ class Member:
         )
         self.data = data
         state = data.state
-        voters = tuple(peer.member_id for peer in config.peers)
+        identity = read_identity(config.data_dir)
+        reset = False
+        if identity is not None:  # joined an existing cluster (server.join)
+            state.members().seed(list(identity.members), self.member_id)
+        elif config.initial_cluster_state == "new":
+            reset = state.members().seed(initial_members(config), self.member_id)
+        records = state.members().current()
+        voters = tuple(r.member_id for r in records if not r.is_learner) or tuple(
+            peer.member_id for peer in config.peers
+        )
+        learners = tuple(r.member_id for r in records if r.is_learner)
         raft_config = RaftConfig(
             id=self.member_id,
             voters=voters,
+            learners=learners,
             election_tick=config.election_ticks,
             heartbeat_tick=1,
             defer_commit_broadcast=True,
         )
+        persisted = recovered.persisted
+        if reset and persisted.snapshot is not None:
+            # Data made under another member id (the same data directory started with
+            # other URLs): the configuration is the flags', as the member records now.
+            snapshot = persisted.snapshot
+            meta = replace(snapshot.meta, voters=voters, learners=learners)
+            persisted = replace(persisted, snapshot=replace(snapshot, meta=meta))
         driver = self.driver = RaftDriver(
-            raft_config, self.rng, persisted=recovered.persisted, applied=recovered.applied
+            raft_config, self.rng, persisted=persisted, applied=recovered.applied
         )
         if config.trace_file:
             writer = TraceWriter(config.trace_file, self.member_id)
@@ -178,6 +216,8 @@ class Member:
         peer_tls = peer_contexts(
             config.listen_peer_urls, config.peers, config.peer_tls, self._rejected("peer")
         )
+        if records:  # the recorded members, changed through the log, are the peers
+            peers = {r.member_id: peer_address(r) for r in records if r.peer_urls}
         transport = self.transport = PeerTransport(
             self.member_id,
             listen.host,
@@ -188,7 +228,22 @@ class Member:
             on_attributes=cluster.on_peer_attributes,
             server_ssl=peer_tls.server,
             client_ssl=peer_tls.client,
+            on_query=lambda _query: members_answer(self.cluster_id, cluster.members()),
+            removed_peers=lambda: frozenset(state.members().all()[1]),
+            on_removed_notice=lambda _peer: self._removed(),
         )
+        membership = self.membership = Membership(
+            driver,
+            state,
+            cluster,
+            transport,
+            cluster_token=config.initial_cluster_token,
+            next_request_id=proposals.next_request_id,
+            wake=wake,
+            on_removed=self._removed,
+        )
+        applying.conf_applier = membership
+        cluster.changes = membership
         snapshots = self.snapshots = Snapshots(
             data,
             driver,
@@ -282,6 +337,8 @@ class Member:
             await self.metrics_server.close()
         if self.leases is not None:
             await self.leases.close()
+        if self.membership is not None:
+            await self.membership.close()
         if self.proposals is not None:
             self.proposals.stop()
         if self.reads is not None:
@@ -292,6 +349,22 @@ class Member:
             self.trace.close()
         self.stopped.set()
         log.info("member stopped", extra={"member_id": f"{self.member_id:x}"})
+
+    def _removed(self) -> None:
+        """This member was removed from the cluster (it applied its removal, or a peer
+        said so): it stops itself, and the process exits 0, as etcd's does (with etcd's
+        words)."""
+        if self._stopping or self._removed_seen:
+            return
+        self._removed_seen = True
+        log.warning(
+            "server error",
+            extra={"error": "the member has been permanently removed from the cluster"},
+        )
+        log.warning("data-dir used by this member must be removed")
+        if self.raft is not None:
+            self.raft.stop()
+        asyncio.get_running_loop().call_soon(lambda: asyncio.ensure_future(self.stop()))
 
     def _fail(self, error: Exception) -> None:
         """A fatal error in the raft loop: the member stops, and the first error is the

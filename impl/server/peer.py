@@ -7,6 +7,13 @@ receiver only:
            what MemberList and lease forwarding need to know about a peer)
   frame  = length (4 bytes, big-endian) + payload (length bytes: raft_codec bytes)
 A frame longer than MAX_FRAME_BYTES closes the connection.
+A members query (a member joining an existing cluster, which does not know its own id
+yet): the hello with sender id QUERY_ID (0, no member's id), one frame holding the query
+as JSON; the receiver answers with one frame (JSON, `on_query`'s answer) and closes.
+`query_peer(host, port, query)` asks it.
+A member removed from the cluster that connects (it was down when it was removed, say)
+is sent REMOVED_NOTICE and the connection closed; its sender calls `on_removed_notice`
+(the member stops itself, as etcd's does when its peers say it was removed).
 
 Contract: `send(to, payload)` never blocks and never raises; a message is queued for
 that peer and may be lost (when QUEUE_LIMIT frames wait, when more than
@@ -19,6 +26,9 @@ or await per frame; reads land in a shared scratch, `etcdspec.impl.rpc.scratch_r
 each frame is handed, in order per connection, to the `deliver(from_id, payload)`
 callback on the event loop thread. `close()` stops the listener and every task this
 transport started.
+
+The peers change with the cluster's configuration: `add_peer` and `remove_peer`.
+`active_since` tells since when each peer has had a connection to this member open.
 
 Fault injection (tests and conformance runs only): `blocked` is a set of peer ids this
 member neither sends to nor accepts frames from — a network partition seen from this
@@ -41,6 +51,7 @@ import json
 import logging
 import ssl
 import struct
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
@@ -56,11 +67,14 @@ QUEUE_LIMIT = 4096
 WRITE_BUFFER_LIMIT = 16 * 1024 * 1024
 BACKOFF_START_S = 0.05
 BACKOFF_MAX_S = 1.0
+QUERY_ID = 0  # the sender id of a members query (no member has id 0)
+REMOVED_NOTICE = b"ETSP-REMOVED"  # written back to a removed member's connection
 
 log = logging.getLogger("etcdspec.impl.server.peer")
 
 Deliver = Callable[[int, bytes], None]
 OnAttributes = Callable[[int, dict[str, Any]], None]
+OnQuery = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 class FrameError(Exception):
@@ -156,6 +170,7 @@ class _PeerSender:
         self.port = port
         self.stats = stats
         self.pending: list[bytes] = []
+        self.on_removed_notice: Callable[[int], None] | None = None
         self.writer: asyncio.StreamWriter | None = None
         self.task: asyncio.Task[None] | None = None
         self._flush_scheduled = False
@@ -210,9 +225,11 @@ class _PeerSender:
                 backoff = BACKOFF_START_S
                 self.writer = writer
                 self._flush()  # what was queued while connecting
-                # The peer never writes on this connection: reading ends when it closes.
-                while await reader.read(4096):
-                    pass
+                # The peer writes on this connection only to say this member was
+                # removed (REMOVED_NOTICE); reading ends when it closes.
+                while data := await reader.read(4096):
+                    if data.startswith(REMOVED_NOTICE) and self.on_removed_notice is not None:
+                        self.on_removed_notice(self.peer_id)
             except ssl.SSLError as error:
                 # A peer whose certificate this member does not trust (or that refuses
                 # this member's): said once per kind of error, then retried quietly.
@@ -259,6 +276,8 @@ class _Inbound(ScratchProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if self.transport is not None:
             self.owner._inbound.discard(self.transport)
+        if self.from_id is not None and self.attributes_seen:
+            self.owner._inbound_lost(self.from_id)
 
     def data_received(self, data: bytes) -> None:
         self.buffer += data
@@ -279,6 +298,11 @@ class _Inbound(ScratchProtocol):
                 return
             self.from_id = decode_hello(bytes(buffer[: HELLO.size]))
             pos = HELLO.size
+            if self.from_id in owner.removed_peers() and self.transport is not None:
+                self.transport.write(REMOVED_NOTICE)
+                self.transport.close()
+                buffer.clear()
+                return
         from_id = self.from_id
         size = len(buffer)
         try:
@@ -293,8 +317,12 @@ class _Inbound(ScratchProtocol):
                     break
                 payload = bytes(buffer[pos + LENGTH.size : end])
                 pos = end
+                if from_id == QUERY_ID:
+                    self._answer(payload)
+                    return
                 if not self.attributes_seen:
                     self.attributes_seen = True
+                    owner._inbound_seen(from_id)
                     attributes = json.loads(payload or b"{}")
                     if owner.on_attributes is not None and isinstance(attributes, dict):
                         owner.on_attributes(from_id, attributes)
@@ -305,6 +333,42 @@ class _Inbound(ScratchProtocol):
                     owner.deliver(from_id, payload)
         finally:
             del buffer[:pos]
+
+    def _answer(self, payload: bytes) -> None:
+        """Answer a members query (`on_query`) and close the connection."""
+        query = json.loads(payload or b"{}")
+        answer: dict[str, Any] = {"error": "this member answers no queries"}
+        if self.owner.on_query is not None and isinstance(query, dict):
+            answer = self.owner.on_query(query)
+        if self.transport is not None:
+            self.transport.write(encode_frame(json.dumps(answer, sort_keys=True).encode()))
+            self.transport.close()
+
+
+async def query_peer(
+    host: str, port: int, query: dict[str, Any], timeout_s: float = 2.0
+) -> dict[str, Any]:
+    """Ask the member listening for peers at host:port a members query; its answer.
+    Raises OSError (unreachable), asyncio.TimeoutError or FrameError (a bad answer)."""
+
+    async def ask() -> dict[str, Any]:
+        reader, writer = await asyncio.open_connection(host, port)
+        try:
+            writer.write(encode_hello(QUERY_ID) + encode_frame(json.dumps(query).encode()))
+            await writer.drain()
+            answer = json.loads(await read_frame(reader))
+        finally:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+        if not isinstance(answer, dict):
+            raise FrameError(f"a members query answered {answer!r}")
+        return answer
+
+    try:
+        return await asyncio.wait_for(ask(), timeout_s)
+    except (ValueError, asyncio.IncompleteReadError) as error:
+        raise FrameError(f"a members query got no answer: {error}") from error
 
 
 class PeerTransport:
@@ -322,10 +386,16 @@ class PeerTransport:
         after_read: Callable[[], None] = lambda: None,
         server_ssl: ssl.SSLContext | None = None,
         client_ssl: ssl.SSLContext | None = None,
+        on_query: OnQuery | None = None,
+        removed_peers: Callable[[], frozenset[int]] = frozenset,
+        on_removed_notice: Callable[[int], None] | None = None,
     ) -> None:
         self.self_id = self_id
         self.server_ssl = server_ssl
+        self.removed_peers = removed_peers  # the members removed from the cluster
+        self.on_removed_notice = on_removed_notice
         self.on_attributes = on_attributes
+        self.on_query = on_query
         self.after_read = after_read  # called once a read's frames are all delivered
         encoded = json.dumps(attributes or {}, sort_keys=True).encode()
         self.listen_host = listen_host
@@ -337,11 +407,53 @@ class PeerTransport:
             for peer_id, (host, port) in peers.items()
             if peer_id != self_id
         }
+        for sender in self._senders.values():
+            sender.on_removed_notice = on_removed_notice
         self._server: asyncio.Server | None = None
         self._inbound: set[asyncio.Transport] = set()
         self._scratch = new_scratch()  # every inbound connection's reads (scratch_recv)
         self.bound_port: int | None = None
         self.blocked: frozenset[int] = frozenset()
+        self._encoded_attributes = encoded
+        # Since when (time.monotonic) each peer has had a connection to this member open:
+        # etcd's "active since", for the strict reconfiguration checks.
+        self.active_since: dict[int, float] = {}
+        self._inbound_counts: dict[int, int] = {}
+
+    def _inbound_seen(self, peer_id: int) -> None:
+        self._inbound_counts[peer_id] = self._inbound_counts.get(peer_id, 0) + 1
+        self.active_since.setdefault(peer_id, time.monotonic())
+
+    def _inbound_lost(self, peer_id: int) -> None:
+        count = self._inbound_counts.get(peer_id, 0) - 1
+        if count > 0:
+            self._inbound_counts[peer_id] = count
+        else:
+            self._inbound_counts.pop(peer_id, None)
+            self.active_since.pop(peer_id, None)
+
+    def add_peer(self, peer_id: int, host: str, port: int) -> None:
+        """Send to `peer_id` at host:port from now on (a member added or its URL updated)."""
+        if peer_id == self.self_id:
+            return
+        old = self._senders.get(peer_id)
+        if old is not None and (old.host, old.port) == (host, port):
+            return
+        if old is not None:
+            self.remove_peer(peer_id)
+        sender = _PeerSender(
+            self.self_id, peer_id, host, port, self.stats, self._encoded_attributes
+        )
+        sender.on_removed_notice = self.on_removed_notice
+        self._senders[peer_id] = sender
+        if self._server is not None:
+            sender.start()
+
+    def remove_peer(self, peer_id: int) -> None:
+        """Stop sending to `peer_id` (a member removed): its sender task is cancelled."""
+        sender = self._senders.pop(peer_id, None)
+        if sender is not None and sender.task is not None:
+            sender.task.cancel()
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()

@@ -32,7 +32,7 @@ from typing import Any
 
 from etcdspec.exitcodes import ExitCode
 from etcdspec.impl import failpoints
-from etcdspec.impl.server import event_loop
+from etcdspec.impl.server import event_loop, join
 from etcdspec.impl.server.config import MemberConfig
 from etcdspec.impl.server.member import Member, MemberStartError
 
@@ -77,7 +77,12 @@ def configure_logging(level: int = logging.INFO) -> None:
 async def serve_member(
     config: MemberConfig, ready: Callable[[Member], None] | None = None
 ) -> str | None:
-    """Run one member until SIGTERM/SIGINT (or until it stops itself); its failure, if any."""
+    """Run one member until SIGTERM/SIGINT (or until it stops itself); its failure, if any.
+    A member joining an existing cluster first learns who it is (server.join)."""
+    try:
+        config = await join.prepare(config)
+    except join.JoinError as error:
+        raise MemberStartError(f"{config.name}: cannot join the cluster: {error}") from error
     member = Member(config)
     await member.start()
     if ready is not None:

@@ -31,7 +31,7 @@ from dataclasses import replace
 from etcdspec.impl.kv.backend import BackendError
 from etcdspec.impl.raft import codec as raft_codec
 from etcdspec.impl.raft.driver import RaftDriver
-from etcdspec.impl.raft.messages import Message, Snapshot, SnapshotMeta
+from etcdspec.impl.raft.messages import ConfState, Message, Snapshot, SnapshotMeta
 from etcdspec.impl.server.metrics import Metrics
 from etcdspec.impl.server.peer import PeerTransport
 from etcdspec.impl.server.recovery import MemberData
@@ -40,16 +40,22 @@ from etcdspec.impl.server.trace import MemberTrace
 log = logging.getLogger("etcdspec.impl.server.snapshots")
 
 
-def start_snapshot(data: MemberData, voters: tuple[int, ...]) -> Future[Snapshot]:
+def start_snapshot(data: MemberData, confs: tuple[tuple[int, ConfState], ...]) -> Future[Snapshot]:
     """Begin a snapshot of the state machine in the backend's worker thread: make what
     the backend has committed durable, and write a snapshot file for the position it
-    holds (fsynced). The future has the snapshot; it is then recorded
-    (`DataDir.record_snapshot`) once the log is compacted to it; until then a start does
-    not use the file."""
+    holds (fsynced), with the Raft configuration at that index (`confs`: the
+    configurations from the index each took effect, oldest first, up to the applied
+    index; copied on the loop, as the driver is the loop's). The future has the
+    snapshot; it is then recorded (`DataDir.record_snapshot`) once the log is compacted
+    to it; until then a start does not use the file."""
 
     def save() -> Snapshot:
         index, term = data.state.sync_committed()
-        snapshot = Snapshot(SnapshotMeta(index, term, voters))
+        conf = confs[0][1]
+        for at, state in confs:
+            if at <= index:
+                conf = state
+        snapshot = Snapshot(SnapshotMeta(index, term, conf.voters, conf.learners))
         data.disk.save_snapshot_file(snapshot)
         return snapshot
 
@@ -116,7 +122,9 @@ class Snapshots:
         if applied_index - self.last_index < self.snapshot_count:
             return
         self.data.state.flush()  # the synced file then holds all applied so far
-        self._job = start_snapshot(self.data, self.driver.voters)
+        # The configurations so far (read-only copy of the core's history: the worker
+        # picks the one at the index the backend holds).
+        self._job = start_snapshot(self.data, tuple(self.driver.core.conf_history))
 
     def _record(self, snapshot: Snapshot) -> None:
         index, term = snapshot.meta.index, snapshot.meta.term

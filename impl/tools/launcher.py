@@ -22,6 +22,19 @@ etcdspec.impl.tools.certs; `channel_credentials(security)` is what a gRPC client
 `wait_ready`, `probe_status`) presents; `enable_auth(endpoints, password, ...)` adds
 the root user with that password, grants it the root role and enables auth, as an
 operator does with etcdctl.
+
+Membership changes (the same for our members and real etcd; conformance faults use them):
+- `add_member(plan, running, program, learner=False)` asks the cluster to add a member
+  (Cluster.MemberAdd, as a learner or a voter), plans its ports and data directory,
+  starts it with `--initial-cluster-state existing` and returns the new plan and the
+  running member; wait for it with `wait_caught_up` (or `wait_ready`).
+- `promote_member(plan, name)` asks the leader to promote a learner (retried while etcd
+  answers that it is not yet in sync with the leader, until a deadline).
+- `remove_member(plan, running, name)` asks the cluster to remove a member, waits until
+  its process has exited (a removed member stops itself; after a deadline it is
+  stopped), and returns the plan without it.
+- `member_ids(endpoints)` maps names to ids (Cluster.MemberList).
+The recorded forms (`etcdspec cluster add|remove|promote NAME`) keep cluster.json true.
 """
 
 from __future__ import annotations
@@ -34,7 +47,7 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -658,4 +671,217 @@ def probe_status(
         "raft_index": response.raftIndex,
         "db_size": response.dbSize,
         "version": response.version,
+        "is_learner": response.isLearner,
     }
+
+
+# ---- membership changes -------------------------------------------------------------------
+
+MEMBER_CHANGE_TIMEOUT_S = 60.0
+
+
+def _cluster_stub(endpoint: str) -> tuple[Any, Any]:
+    import grpc
+
+    from etcdspec.impl.pb import rpc_pb2_grpc
+
+    channel = grpc.insecure_channel(endpoint.removeprefix("http://"))
+    return channel, rpc_pb2_grpc.ClusterStub(channel)
+
+
+def _cluster_call(endpoints: list[str], method: str, request: Any, timeout_s: float) -> Any:
+    """One Cluster call, retried on each endpoint until one answers or the deadline passes;
+    an etcd refusal (not an unavailable member) raises LauncherError at once."""
+    import grpc
+
+    deadline = time.monotonic() + timeout_s
+    last = ""
+    while True:
+        for endpoint in endpoints:
+            channel, stub = _cluster_stub(endpoint)
+            try:
+                return getattr(stub, method)(request, timeout=10)
+            except grpc.RpcError as error:
+                last = f"{endpoint}: {error.code().name} {error.details()}"
+                retry = error.code() in (
+                    grpc.StatusCode.UNAVAILABLE,
+                    grpc.StatusCode.DEADLINE_EXCEEDED,
+                ) or "in sync with leader" in str(error.details())
+                if not retry:
+                    raise LauncherError(f"{method} refused: {last}") from error
+            finally:
+                channel.close()
+        if time.monotonic() > deadline:
+            raise LauncherError(f"{method} not done in {timeout_s:.0f} s: {last}")
+        time.sleep(0.5)
+
+
+def member_ids(endpoints: list[str], timeout_s: float = 10.0) -> dict[str, int]:
+    """The members' ids by name (an unstarted member, with no name yet, is left out)."""
+    from etcdspec.impl.pb import rpc_pb2
+
+    answer = _cluster_call(endpoints, "MemberList", rpc_pb2.MemberListRequest(), timeout_s)
+    return {member.name: int(member.ID) for member in answer.members if member.name}
+
+
+def plan_added_member(plan: ClusterPlan, name: str | None = None) -> tuple[ClusterPlan, MemberPlan]:
+    """`plan` with one more member on free ports (named m<N> after the highest m-number)."""
+    names = {member.name for member in plan.members}
+    if name is None:
+        numbers = [int(n[1:]) for n in names if n.startswith("m") and n[1:].isdigit()]
+        name = f"m{max(numbers, default=0) + 1}"
+    if name in names:
+        raise LauncherError(f"the cluster already has a member named {name!r}")
+    client, peer, metrics = free_ports(3)
+    member = MemberPlan(
+        name=name,
+        client_port=client,
+        peer_port=peer,
+        metrics_port=metrics,
+        data_dir=str(Path(plan.directory) / f"{name}.data"),
+    )
+    return replace(plan, members=(*plan.members, member)), member
+
+
+def add_member(
+    plan: ClusterPlan,
+    running: list[RunningMember],
+    program: list[str],
+    *,
+    learner: bool = False,
+    name: str | None = None,
+    timeout_s: float = MEMBER_CHANGE_TIMEOUT_S,
+) -> tuple[ClusterPlan, RunningMember]:
+    """Add a member: MemberAdd (as a learner or a voter), then start its process with
+    `--initial-cluster-state existing` on a fresh data directory. Returns the new plan
+    and the running member (its catching up is the caller's to wait for)."""
+    from etcdspec.impl.pb import rpc_pb2
+
+    endpoints = [m.plan.client_url for m in running if m.alive()]
+    new_plan, member = plan_added_member(plan, name)
+    request = rpc_pb2.MemberAddRequest(peerURLs=[member.peer_url], isLearner=learner)
+    _cluster_call(endpoints, "MemberAdd", request, timeout_s)
+    try:
+        started = start_member(new_plan, member, program, state="existing")
+    except OSError as error:
+        raise LauncherError(f"could not start {program[0]}: {error}") from error
+    return new_plan, started
+
+
+def promote_member(
+    plan: ClusterPlan, name: str, timeout_s: float = MEMBER_CHANGE_TIMEOUT_S
+) -> None:
+    """Promote the learner `name` (retried while it is not yet in sync with the leader)."""
+    from etcdspec.impl.pb import rpc_pb2
+
+    ids = member_ids(plan.endpoints)
+    if name not in ids:
+        raise LauncherError(f"no started member named {name!r}; members: {sorted(ids)}")
+    request = rpc_pb2.MemberPromoteRequest(ID=ids[name])
+    _cluster_call(plan.endpoints, "MemberPromote", request, timeout_s)
+
+
+def remove_member(
+    plan: ClusterPlan,
+    running: list[RunningMember],
+    name: str,
+    timeout_s: float = MEMBER_CHANGE_TIMEOUT_S,
+) -> ClusterPlan:
+    """Remove `name` from the cluster (MemberRemove, asked of the other members), wait
+    until its process has exited (it stops itself; stopped after 10 s) and return the
+    plan without it. Its data directory stays."""
+    from etcdspec.impl.pb import rpc_pb2
+
+    others = [m.plan.client_url for m in running if m.plan.name != name and m.alive()]
+    ids = member_ids(others)
+    if name not in ids:
+        raise LauncherError(f"no started member named {name!r}; members: {sorted(ids)}")
+    _cluster_call(others, "MemberRemove", rpc_pb2.MemberRemoveRequest(ID=ids[name]), timeout_s)
+    for member in running:
+        if member.plan.name == name:
+            deadline = time.monotonic() + 10.0
+            while member.alive() and time.monotonic() < deadline:
+                time.sleep(0.1)
+            stop_member(member)
+    remaining = replace(plan, members=tuple(m for m in plan.members if m.name != name))
+    _wait_leader_among(remaining.endpoints, ids[name], timeout_s)
+    return remaining
+
+
+def _wait_leader_among(endpoints: list[str], removed_id: int, timeout_s: float) -> None:
+    """Wait until the members name one leader that is not the member just removed."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        statuses = wait_ready(endpoints, timeout_s=max(1.0, deadline - time.monotonic()))
+        if all(status["leader"] != removed_id for status in statuses.values()):
+            return
+        if time.monotonic() > deadline:
+            raise LauncherError(f"the removed member {removed_id:x} is still named leader")
+        time.sleep(0.1)
+
+
+def wait_caught_up(endpoints: list[str], timeout_s: float = MEMBER_CHANGE_TIMEOUT_S) -> int:
+    """Wait until every endpoint reports the same revision (Maintenance.Status) and the
+    same HashKV at it; that revision. A learner, which answers no HashKV (etcd's learners
+    serve Status and serializable reads only), is compared by its revision."""
+    import grpc
+
+    from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
+
+    deadline = time.monotonic() + timeout_s
+    last = ""
+    while time.monotonic() < deadline:
+        try:
+            revisions = {probe_status(endpoint)["revision"] for endpoint in endpoints}
+            if len(revisions) > 1:
+                raise LauncherError(f"revisions differ: {sorted(revisions)}")
+            revision = revisions.pop()
+            hashes = set()
+            for endpoint in endpoints:
+                with grpc.insecure_channel(endpoint.removeprefix("http://")) as channel:
+                    try:
+                        answer = rpc_pb2_grpc.MaintenanceStub(channel).HashKV(
+                            rpc_pb2.HashKVRequest(revision=revision), timeout=2
+                        )
+                    except grpc.RpcError as error:
+                        if "not supported for learner" in str(error.details()):
+                            continue
+                        raise
+                hashes.add(answer.hash)
+            if len(hashes) == 1:
+                return int(revision)
+            last = f"hashes at revision {revision} differ: {sorted(hashes)}"
+        except (LauncherError, grpc.RpcError) as error:
+            last = str(error)
+        time.sleep(0.2)
+    raise LauncherError(f"members not caught up after {timeout_s:.0f} s: {last}")
+
+
+def _recorded(directory: str | Path) -> tuple[ClusterPlan, list[RunningMember], list[str]]:
+    plan, running = read_state(directory)
+    return plan, running, read_program(directory)
+
+
+def add_recorded_member(
+    directory: str | Path, name: str | None = None, *, learner: bool = False
+) -> RunningMember:
+    """`add_member` on the recorded cluster; records the new member in cluster.json."""
+    plan, running, program = _recorded(directory)
+    new_plan, started = add_member(plan, running, program, learner=learner, name=name)
+    write_state(new_plan, [*running, started], program)
+    return started
+
+
+def remove_recorded_member(directory: str | Path, name: str) -> RunningMember:
+    """`remove_member` on the recorded cluster; drops it from cluster.json."""
+    plan, running, program = _recorded(directory)
+    member = find_member(running, name)
+    new_plan = remove_member(plan, running, name)
+    write_state(new_plan, [m for m in running if m.plan.name != name], program)
+    return member
+
+
+def promote_recorded_member(directory: str | Path, name: str) -> None:
+    plan, running, _ = _recorded(directory)
+    find_member(running, name)
+    promote_member(plan, name)

@@ -74,7 +74,10 @@ def test_generated_modules_import_each_other_through_the_package() -> None:
             "Lease",
             ["LeaseGrant", "LeaseRevoke", "LeaseKeepAlive", "LeaseTimeToLive", "LeaseLeases"],
         ),
-        ("Cluster", ["MemberList"]),
+        (
+            "Cluster",
+            ["MemberAdd", "MemberRemove", "MemberUpdate", "MemberList", "MemberPromote"],
+        ),
         (
             "Maintenance",
             ["Alarm", "Status", "Defragment", "Hash", "HashKV", "Snapshot", "MoveLeader"],

@@ -18,7 +18,7 @@ import pytest
 
 from etcdspec.impl.kv.backend import BackendError, check_snapshot
 from etcdspec.impl.kv.member_backend import MemberBackend
-from etcdspec.impl.raft.messages import Entry, HardState, Snapshot, SnapshotMeta
+from etcdspec.impl.raft.messages import ConfState, Entry, HardState, Snapshot, SnapshotMeta
 from etcdspec.impl.server.recovery import MemberData, open_member_data
 from etcdspec.impl.server.snapshots import database_for, start_snapshot
 from etcdspec.impl.storage import snapfile
@@ -89,7 +89,7 @@ def test_a_snapshot_is_taken_in_a_worker_at_what_the_backend_committed(tmp_path:
     _apply(storage, 1, 4)
     _apply(storage, 5, 6, commit=False)  # held by group commit: not in the file yet
     assert storage.state.backend.consistent_index() == 6
-    snapshot = start_snapshot(storage, (MEMBER,)).result(timeout=60)
+    snapshot = start_snapshot(storage, ((0, ConfState((MEMBER,))),)).result(timeout=60)
     assert snapshot == Snapshot(SnapshotMeta(index=4, term=1, voters=(MEMBER,)), b"")
     # Its file is written, but a start ignores it until the WAL records it.
     assert [p.name for p in storage.disk.snap_dir.glob("*.snap")] == [
@@ -114,7 +114,7 @@ def test_a_follower_is_sent_a_copy_of_the_database_at_or_past_the_snapshot(
     try:
         _write_log(storage, 6)
         _apply(storage, 1, 4)
-        local = start_snapshot(storage, (MEMBER,)).result(timeout=60)
+        local = start_snapshot(storage, ((0, ConfState((MEMBER,))),)).result(timeout=60)
         _apply(storage, 5, 6)
         sent = database_for(storage, local)
         assert sent.meta == local.meta and sent.data
@@ -131,7 +131,9 @@ def test_a_database_behind_a_local_snapshot_refuses_to_start_and_says_why(
     storage, _ = open_member_data(tmp_path, MEMBER, quota_bytes=2**30)
     _write_log(storage, 4)
     _apply(storage, 1, 4)
-    storage.disk.record_snapshot(start_snapshot(storage, (MEMBER,)).result(timeout=60).meta)
+    storage.disk.record_snapshot(
+        start_snapshot(storage, ((0, ConfState((MEMBER,))),)).result(timeout=60).meta
+    )
     storage.close()
     # The database file is replaced by an empty one (a restore gone wrong, say).
     for leftover in storage.disk.snap_dir.glob("db*"):

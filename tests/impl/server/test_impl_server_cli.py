@@ -1,7 +1,8 @@
 """The `cluster`, `serve` and `snapshot` verbs, run in-process through etcdspec.cli.main.run.
 
 `cluster up` starts separate member processes and records them; `status` reports every
-member with a leader (and a stopped one as stopped); `stop`/`start`/`restart` one member; `snapshot save/status` work against it; `down` stops exactly the
+member with a leader (and a stopped one as stopped); `stop`/`start`/`restart` one member;
+`add [--learner]`/`promote`/`remove` one; `snapshot save/status` work against it; `down` stops exactly the
 recorded processes (their pids are gone afterwards). Bad flags exit 2 with a message
 naming the flag.
 """
@@ -269,3 +270,45 @@ def test_snapshot_restored_into_three_members_starts_a_cluster_with_the_data(
         assert put.header.revision == 22
     finally:
         launcher.stop_members(members)
+
+
+def test_cluster_add_learner_promote_remove(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`cluster add --learner` starts a fourth member that catches up (status names it a
+    learner), `promote` makes it a voter, `remove` takes a member out (its process
+    exits, the state file drops it), and an unknown member is refused naming the others."""
+    directory = tmp_path / "c"
+    args = ["--dir", str(directory)]
+    fast = ["--heartbeat-interval", "50", "--election-timeout", "500"]
+    assert run(["cluster", "up", "--size", "3", *fast, "--json", *args]) == 0
+    endpoints = json.loads(capsys.readouterr().out)["endpoints"]
+    try:
+        with grpc.insecure_channel(endpoints[0].removeprefix("http://")) as channel:
+            rpc_pb2_grpc.KVStub(channel).Put(rpc_pb2.PutRequest(key=b"k", value=b"v"), timeout=5)
+        time.sleep(5.5)  # etcd's strict reconfiguration check: voters connected 5 s
+        assert run(["cluster", "add", "--learner", *args]) == 0
+        assert "added learner m4 pid" in capsys.readouterr().out
+        assert run(["cluster", "status", *args]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert [line.split()[0] for line in lines if line.endswith(" learner")] == ["m4"]
+        assert run(["cluster", "promote", "m4", *args]) == 0
+        assert capsys.readouterr().out == "promoted m4\n"
+        assert run(["cluster", "status", "--json", *args]) == 0
+        rows = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
+        assert sorted(rows) == ["m1", "m2", "m3", "m4"]
+        assert not any(row["is_learner"] for row in rows.values())
+
+        _, members = launcher.read_state(directory)
+        removed = launcher.find_member(members, "m2")
+        time.sleep(5.5)  # m4 connected long enough for the strict check
+        assert run(["cluster", "remove", "m2", *args]) == 0
+        assert not _pid_alive(removed.pid)
+        _, members = launcher.read_state(directory)
+        assert [member.plan.name for member in members] == ["m1", "m3", "m4"]
+        assert run(["cluster", "status", *args]) == 0
+        assert run(["cluster", "remove", "m9", *args]) == ExitCode.BAD_INPUT
+        assert "its members are m1, m3, m4" in capsys.readouterr().err
+    finally:
+        with contextlib.suppress(launcher.LauncherError):
+            launcher.stop_cluster(directory)

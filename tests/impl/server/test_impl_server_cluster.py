@@ -5,7 +5,8 @@ server and against real etcd alike (the same test body runs on both).
 - A lease is kept alive, and its TTL asked, through a follower (forwarded to the leader).
 - A watch opened on a follower sees a write made through another member.
 - MemberList from any member names all three with their client URLs.
-- MoveLeader hands leadership to a chosen follower.
+- MoveLeader hands leadership to a chosen follower; an unknown target is a bad leader
+  transferee (asked of a follower: not leader); MemberList flags no learner, ids sorted.
 """
 
 from __future__ import annotations
@@ -112,3 +113,29 @@ def test_move_leader_hands_leadership_to_a_follower(cluster: etcd_procs.Cluster)
             rpc_pb2.MoveLeaderRequest(targetID=target), timeout=10
         )
     assert launcher.probe_status(followers[0])["leader"] == target
+
+
+def test_move_leader_to_an_unknown_member_is_a_bad_leader_transferee(
+    cluster: etcd_procs.Cluster,
+) -> None:
+    leader, followers = _roles(cluster)
+    answers = []
+    for endpoint in (leader, followers[0]):
+        with _channel(endpoint) as channel, pytest.raises(grpc.RpcError) as caught:
+            rpc_pb2_grpc.MaintenanceStub(channel).MoveLeader(
+                rpc_pb2.MoveLeaderRequest(targetID=12345), timeout=10
+            )
+        answers.append((caught.value.code(), caught.value.details()))
+    assert answers == [
+        (grpc.StatusCode.FAILED_PRECONDITION, "etcdserver: bad leader transferee"),
+        (grpc.StatusCode.FAILED_PRECONDITION, "etcdserver: not leader"),
+    ]
+
+
+def test_member_list_flags_no_learner_in_a_new_cluster(cluster: etcd_procs.Cluster) -> None:
+    with _channel(cluster.endpoints[0]) as channel:
+        members = rpc_pb2_grpc.ClusterStub(channel).MemberList(
+            rpc_pb2.MemberListRequest(linearizable=True), timeout=5
+        )
+    assert [m.isLearner for m in members.members] == [False, False, False]
+    assert [m.ID for m in members.members] == sorted(m.ID for m in members.members)
