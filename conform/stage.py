@@ -1,9 +1,11 @@
 """The conformance stage of `etcdspec verify`: a short run of the reference server.
 
 Contract: `run_stage(options) -> StageResult` starts a 3-member cluster of our server,
-runs the etcd-kv workload with kill, partition, compaction and disk (corrupt-wal) faults
-(about a minute; about 15 s with `options.quick`), checks the history, compares HashKV
-and judges every member started on a damaged WAL (it must refuse); then a short secured
+runs the etcd-kv workload with kill, partition, compaction, disk (corrupt-wal) and
+membership (replace-member) faults (about a minute; about 15 s with `options.quick`),
+checks the history, compares HashKV, judges every member started on a damaged WAL (it
+must refuse) and the membership history (one leader per term across the changes, the
+final member list as the changes left it); then a short secured
 run (`secured_options`: TLS on the client ports, client certificates, auth enabled, the
 clients logged in as root, one kill so that a restarted member's forgotten tokens are
 met). The main run gave up SECURED_S of its time to it, so the stage takes about as long
@@ -30,7 +32,7 @@ def stage_options(options: StageOptions) -> ConformOptions:
         report_dir=options.report_dir / NAME,
         target="reference",
         workload="etcd-kv",
-        faults=("kill", "partition", "compact", "corrupt-wal"),
+        faults=("kill", "partition", "compact", "corrupt-wal", "replace-member"),
         duration_s=12.0 if options.quick else 50.0 - SECURED_S[0],
         seed=options.seed,
         fault_interval_s=2.5 if options.quick else 4.0,
