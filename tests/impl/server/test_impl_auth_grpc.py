@@ -377,3 +377,44 @@ def test_leases_with_keys_expire_while_auth_is_enabled(tmp_path: Path, kind: str
                     break
                 assert time.monotonic() < deadline, "the leased key outlived its lease by 18 s"
                 time.sleep(0.2)
+
+
+@pytest.mark.etcd
+@pytest.mark.parametrize("kind", ["ours", "etcd"])
+@pytest.mark.parametrize("tokens", ["simple", "jwt"])
+def test_an_expired_token_is_refused_and_changes_nothing(
+    tmp_path: Path, kind: str, tokens: str
+) -> None:
+    """A simple token left unused past `--auth-token-ttl`, and a JWT past its `ttl`, are
+    refused as etcd refuses them ("invalid auth token"); the put tried with one does not
+    happen; a fresh token works again."""
+    if tokens == "simple":
+        flag = "--auth-token-ttl=2"
+    else:
+        priv, pub = _write_rsa_pair(tmp_path, "server")
+        flag = f"--auth-token=jwt,pub-key={pub},priv-key={priv},sign-method=RS256,ttl=2s"
+    plan = launcher.plan_cluster(tmp_path / "cluster", 1, heartbeat_ms=50, election_ms=500)
+    members = launcher.start_cluster(plan, [*etcd_procs.program_for(kind), flag])
+    try:
+        launcher.wait_ready(plan.endpoints, timeout_s=60)
+        with grpc.insecure_channel(plan.endpoints[0].removeprefix("http://")) as channel:
+            stubs = Stubs(channel)
+            stubs.auth.UserAdd(rpc_pb2.AuthUserAddRequest(name="root", password="pw"))
+            stubs.auth.UserGrantRole(rpc_pb2.AuthUserGrantRoleRequest(user="root", role="root"))
+            stubs.auth.AuthEnable(rpc_pb2.AuthEnableRequest())
+            token = token_of(stubs, "root", "pw")
+            stubs.kv.Put(rpc_pb2.PutRequest(key=b"k", value=b"v"), metadata=token, timeout=10)
+            time.sleep(5.0)  # past the TTL on a real server's clock: nothing to drive here
+            with pytest.raises(grpc.RpcError) as expired:
+                stubs.kv.Put(
+                    rpc_pb2.PutRequest(key=b"k", value=b"late"), metadata=token, timeout=10
+                )
+            assert (expired.value.code(), expired.value.details()) == (
+                grpc.StatusCode.UNAUTHENTICATED,
+                "etcdserver: invalid auth token",
+            )
+            fresh = token_of(stubs, "root", "pw")
+            got = stubs.kv.Range(rpc_pb2.RangeRequest(key=b"k"), metadata=fresh, timeout=10)
+            assert [(kv.value, kv.version) for kv in got.kvs] == [(b"v", 1)]
+    finally:
+        launcher.stop_members(members)
