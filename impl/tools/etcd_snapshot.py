@@ -9,7 +9,9 @@ What `etcdctl snapshot save` writes, and what a member's `member/snap/db` is. Co
 - `read_store(body, where)`: the parts of etcd's schema a member needs to serve the
   same data: the key revisions (`key` bucket, etcd_format's encoding), leases (`lease`
   bucket: id -> leasepb.Lease{ID=1, TTL=2}), and the `meta` bucket's consistent index,
-  term and compaction revisions (scheduledCompactRev, finishedCompactRev).
+  term and compaction revisions (scheduledCompactRev, finishedCompactRev), and the auth
+  store (`auth` bucket's authEnabled and authRevision; `authUsers`, `authRoles`:
+  name -> marshaled authpb.User / Role, kept as they are).
 Everything here is a pure function of the bytes; errors are `EtcdSnapshotError` naming
 the file and what was wrong (and, from the bbolt reader, the page and offset).
 """
@@ -17,7 +19,7 @@ the file and what was wrong (and, from the bbolt reader, the page and offset).
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import google_crc32c
 
@@ -31,6 +33,7 @@ from etcdspec.impl.tools.bbolt import MAGIC, PAGE_HEADER, BoltError, BoltFile
 
 LEASE_BUCKET = b"lease"
 META_BUCKET = b"meta"
+AUTH_BUCKET, USERS_BUCKET, ROLES_BUCKET = b"auth", b"authUsers", b"authRoles"
 
 
 class EtcdSnapshotError(ValueError):
@@ -70,6 +73,10 @@ class EtcdStore:
     consistent_index: int
     term: int
     compact_revision: int  # the newer of the scheduled and finished compactions (0: none)
+    auth_enabled: bool = False
+    auth_revision: int = 0
+    users: list[tuple[bytes, bytes]] = field(default_factory=list)  # name, authpb.User
+    roles: list[tuple[bytes, bytes]] = field(default_factory=list)  # name, authpb.Role
 
     @property
     def revision(self) -> int:
@@ -82,7 +89,8 @@ class EtcdStore:
         return (
             f"{len(self.revisions)} key revisions up to {self.revision}, compacted at "
             f"{self.compact_revision}, {len(self.leases)} leases, consistent index "
-            f"{self.consistent_index}"
+            f"{self.consistent_index}, {len(self.users)} users, {len(self.roles)} roles, "
+            f"auth {'enabled' if self.auth_enabled else 'disabled'}"
         )
 
 
@@ -181,6 +189,21 @@ def read_store(body: bytes, where: str) -> EtcdStore:
             for entry in bolt.bucket(LEASE_BUCKET):
                 fields = _varint_fields(entry.value or b"", f"{where}: lease {entry.key.hex()}")
                 leases.append(EtcdLease(_signed(fields.get(1, 0)), _signed(fields.get(2, 0))))
+        auth = (
+            {e.key: e.value or b"" for e in bolt.bucket(AUTH_BUCKET)}
+            if AUTH_BUCKET in names
+            else {}
+        )
+        users = (
+            [(e.key, e.value or b"") for e in bolt.bucket(USERS_BUCKET)]
+            if USERS_BUCKET in names
+            else []
+        )
+        roles = (
+            [(e.key, e.value or b"") for e in bolt.bucket(ROLES_BUCKET)]
+            if ROLES_BUCKET in names
+            else []
+        )
     except (BoltError, EtcdFormatError) as error:
         text = str(error) if str(error).startswith(where) else f"{where}: {error}"
         raise EtcdSnapshotError(text) from error
@@ -194,4 +217,8 @@ def read_store(body: bytes, where: str) -> EtcdStore:
         consistent_index=_meta_number(meta, b"consistent_index", where),
         term=_meta_number(meta, b"term", where),
         compact_revision=compacted,
+        auth_enabled=auth.get(b"authEnabled", b"") == b"\x01",
+        auth_revision=_meta_number(auth, b"authRevision", where),
+        users=users,
+        roles=roles,
     )

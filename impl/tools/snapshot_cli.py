@@ -242,8 +242,8 @@ def _restore_etcd(data: bytes, where: str, target: Path, skip_hash_check: bool) 
 
 
 def load_etcd_store(backend: Backend, store: EtcdStore) -> None:
-    """Fill an empty backend with an etcd snapshot's revisions, leases and compaction
-    (applied index 0: the start of a new cluster's log)."""
+    """Fill an empty backend with an etcd snapshot's revisions, leases, compaction and
+    auth store (applied index 0: the start of a new cluster's log)."""
     with backend.transaction():
         for rev in store.revisions:
             kv = rev.kv
@@ -262,6 +262,11 @@ def load_etcd_store(backend: Backend, store: EtcdStore) -> None:
             )
         for lease in store.leases:
             backend.put_lease(lease.lease_id, lease.ttl)
+        for name, record in store.users:
+            backend.put_auth_record("user", name, record)
+        for name, record in store.roles:
+            backend.put_auth_record("role", name, record)
+        backend.set_auth_state(store.auth_enabled, max(store.auth_revision, 1))
         backend.set_current_revision(store.revision)
         if 0 < store.compact_revision <= store.revision:
             backend.compact(store.compact_revision)

@@ -1,7 +1,8 @@
 """A history of writes for the snapshot tests (leases, a delete, a compaction, a txn,
 values large enough for overflow pages and keys enough for branch pages), and the
 queries whose answers a restored member must give as the one saved from: ranges at
-three revisions, a compacted read, a lease's keys, the leases, HashKV. `ask` masks what
+three revisions, a compacted read, a lease's keys, the leases, HashKV, and the auth
+store (users and roles written with auth left disabled, so every query needs no token). `ask` masks what
 legitimately differs between members (ids, term, the remaining TTL)."""
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from typing import Any
 import grpc
 from google.protobuf.json_format import MessageToDict
 
+from etcdspec.impl.pb import auth_pb2, rpc_pb2_grpc
 from etcdspec.impl.pb import rpc_pb2 as R
-from etcdspec.impl.pb import rpc_pb2_grpc
 
 Query = Callable[[grpc.Channel], Any]
 MASKED = {"cluster_id", "member_id", "raft_term", "clusterId", "memberId", "raftTerm", "TTL"}
@@ -65,8 +66,33 @@ QUERIES: list[tuple[str, Query]] = [
 ]
 
 
+def _auth(channel: grpc.Channel) -> rpc_pb2_grpc.AuthStub:
+    return rpc_pb2_grpc.AuthStub(channel)
+
+
+QUERIES += [
+    ("users", lambda c: _auth(c).UserList(R.AuthUserListRequest(), timeout=5)),
+    ("user alice", lambda c: _auth(c).UserGet(R.AuthUserGetRequest(name="alice"), timeout=5)),
+    ("role reader", lambda c: _auth(c).RoleGet(R.AuthRoleGetRequest(role="reader"), timeout=5)),
+    ("auth status", lambda c: _auth(c).AuthStatus(R.AuthStatusRequest(), timeout=5)),
+]
+
+
+def write_auth(channel: grpc.Channel) -> None:
+    """Users and roles, auth left disabled: root, alice with role reader (READ on k..l)."""
+    auth = _auth(channel)
+    auth.UserAdd(R.AuthUserAddRequest(name="root", password="rootpw"), timeout=10)
+    auth.UserGrantRole(R.AuthUserGrantRoleRequest(user="root", role="root"), timeout=5)
+    auth.UserAdd(R.AuthUserAddRequest(name="alice", password="alicepw"), timeout=10)
+    auth.RoleAdd(R.AuthRoleAddRequest(name="reader"), timeout=5)
+    perm = auth_pb2.Permission(permType=auth_pb2.Permission.READ, key=b"k", range_end=b"l")
+    auth.RoleGrantPermission(R.AuthRoleGrantPermissionRequest(name="reader", perm=perm))
+    auth.UserGrantRole(R.AuthUserGrantRoleRequest(user="alice", role="reader"), timeout=5)
+
+
 def write_history(channel: grpc.Channel) -> None:
     kv, lease = _kv(channel), _lease(channel)
+    write_auth(channel)
     lease.LeaseGrant(R.LeaseGrantRequest(ID=77, TTL=600), timeout=5)
     for i in range(40):
         key = b"k%02d" % (i % 12)
