@@ -67,7 +67,13 @@ from etcdspec.conform.targets import (
     TargetError,
     make_target,
 )
-from etcdspec.conform.workloads import Worker, make_workload, watch_floor
+from etcdspec.conform.workloads import (
+    Worker,
+    WorkloadError,
+    make_workload,
+    watch_floor,
+    workload_owns_auth,
+)
 from etcdspec.exitcodes import ExitCode
 from etcdspec.model.watch import WatchRequest
 from etcdspec.verdict import Verdict
@@ -177,6 +183,7 @@ async def _run(options: ConformOptions) -> ConformResult:
         faultfs=any(fault in FUSE_FAULTS for fault in options.faults),
         security=options.security,
         secure=options.secure,
+        secure_auth=not workload_owns_auth(options.workload),
     )
     recorder = Recorder()
     notes: list[str] = []
@@ -321,7 +328,10 @@ async def _drive(
     urls = [target.client_url(n) for n in target.member_names()] or list(target.endpoints)
     workload = make_workload(options.workload)
     hooks = RecordingClient(recorder, urls[0], options.request_timeout_s)
-    await workload.start(hooks, Process(recorder.new_process()))
+    try:
+        await workload.start(hooks, Process(recorder.new_process()))
+    except WorkloadError as refused:  # the target refused the workload's set-up: no run
+        raise TargetError(f"{urls[0]}: {refused}", code=ExitCode.UNKNOWN) from refused
     watched = list(zip(names, urls, strict=True)) if workload.watch_all else []
     for name, url in watched:
         watcher = WatchRecorder(

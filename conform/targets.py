@@ -218,9 +218,14 @@ class LocalCluster(Target):
         env: dict[str, str] | None = None,
         faultfs: bool = False,
         secure: bool = False,
+        secure_auth: bool = True,
     ) -> None:
         self.kind = kind
         self.secure = secure
+        # With secure: auth enabled by the harness, clients logging in as root (True), or
+        # TLS alone, client certificates not naming users, for a workload that sets up
+        # users and enables auth itself (False).
+        self.secure_auth = secure_auth
         self.root_password: str | None = None
         self.use_faultfs = faultfs
         self.mounts: dict[str, FaultFsMount] = {}
@@ -297,7 +302,9 @@ class LocalCluster(Target):
         security = None
         if self.secure:
             certs = make_cluster_certs(self.directory, ("root",))
-            security = launcher.SecurityPlan(certs, client_cert_auth=True, peer_tls=False)
+            security = launcher.SecurityPlan(
+                certs, client_cert_auth=self.secure_auth, peer_tls=False
+            )
         self.plan = launcher.plan_cluster(
             self.directory,
             self.size,
@@ -322,7 +329,7 @@ class LocalCluster(Target):
             client = ClientSecurity(security.certs.ca_file, root.cert, root.key)
             registry.register(self.endpoints, client)
         await wait_reachable(self.endpoints, timeout_s=60.0)
-        if security is not None:
+        if security is not None and self.secure_auth:
             await self._enable_auth(security)
         await self.learn_ids()
 
@@ -472,7 +479,9 @@ class LocalCluster(Target):
                 await asyncio.to_thread(mount.unmount)
 
     def describe(self) -> str:
-        secured = " with TLS and auth" if self.secure else ""
+        secured = ""
+        if self.secure:
+            secured = " with TLS and auth" if self.secure_auth else " with TLS"
         return (
             f"{self.kind} cluster of {self.size}{secured} ({self.program[-1]}) in {self.directory}"
         )
@@ -489,6 +498,7 @@ def make_target(
     faultfs: bool = False,
     security: ClientSecurity | None = None,
     secure: bool = False,
+    secure_auth: bool = True,
 ) -> Target:
     if failpoints and (endpoints or kind != "reference"):
         raise TargetError(
@@ -519,10 +529,17 @@ def make_target(
             env=env,
             faultfs=faultfs,
             secure=secure,
+            secure_auth=secure_auth,
         )
     if kind == "etcd":
         return LocalCluster(
-            "etcd", [find_etcd(etcd_bin)], directory, size, faultfs=faultfs, secure=secure
+            "etcd",
+            [find_etcd(etcd_bin)],
+            directory,
+            size,
+            faultfs=faultfs,
+            secure=secure,
+            secure_auth=secure_auth,
         )
     raise TargetError(
         f"unknown target {kind!r}; use --target reference, --target etcd or --endpoints",

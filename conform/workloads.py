@@ -165,6 +165,7 @@ class Worker:
 class Workload:
     name = ""
     watch_all = True  # the run watches every key from every member
+    owns_auth = False  # sets up users and enables auth itself (a secured target must not)
 
     async def step(self, worker: Worker) -> None:
         raise WorkloadError(f"workload {self.name or type(self).__name__} has no step")
@@ -409,6 +410,7 @@ def _password(user: str) -> str:
 class AuthWorkload(Workload):
     name = "auth"
     watch_all = False
+    owns_auth = True
 
     def __init__(self) -> None:
         self.clients: dict[int, AuthClient] = {}
@@ -502,6 +504,13 @@ def make_workload(name: str) -> Workload:
         raise WorkloadError(
             f"unknown workload {name!r}; choose one of {', '.join(WORKLOADS)}"
         ) from None
+
+
+def workload_owns_auth(name: str) -> bool:
+    """Whether the named workload sets up users and enables auth itself (an unknown name
+    is refused later, by make_workload)."""
+    factory = WORKLOADS.get(name)
+    return factory is not None and getattr(factory, "owns_auth", False)
 
 
 def watch_floor(floor_revision: int) -> int:

@@ -18,7 +18,9 @@ from etcdspec.verdict import Verdict
 ETCD_351 = Path(sys.executable).parent / "etcd"
 
 
-def _options(tmp_path: Path, target: str, seed: int = 3, planted: bool = False) -> ConformOptions:
+def _options(
+    tmp_path: Path, target: str, seed: int = 3, planted: bool = False, secure: bool = False
+) -> ConformOptions:
     return ConformOptions(
         report_dir=tmp_path,
         target=target,
@@ -29,6 +31,7 @@ def _options(tmp_path: Path, target: str, seed: int = 3, planted: bool = False) 
         seed=seed,
         clients=4,
         failpoints=("auth_skip_range_check",) if planted else (),
+        secure=secure,  # TLS with client certificates; the workload enables auth itself
     )
 
 
@@ -64,6 +67,7 @@ def _assert_not_vacuous(counts: Counter[tuple[str, str, str]]) -> None:
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.parametrize("secure", [False, True], ids=["plain", "tls"])
 @pytest.mark.parametrize(
     "target",
     [
@@ -74,9 +78,10 @@ def _assert_not_vacuous(counts: Counter[tuple[str, str, str]]) -> None:
         ),
     ],
 )
-def test_auth_run_holds_and_is_not_vacuous(tmp_path: Path, target: str) -> None:
-    result = run_conform(_options(tmp_path, target))
+def test_auth_run_holds_and_is_not_vacuous(tmp_path: Path, target: str, secure: bool) -> None:
+    result = run_conform(_options(tmp_path, target, secure=secure))
     assert result.verdict is Verdict.TRUE, result.describe()
+    assert (result.run_dir / "cluster" / "tls").is_dir() is secure  # the certificates made
     _assert_not_vacuous(_outcomes(result))
     text = (result.run_dir / "history.jsonl").read_text()
     assert '"f":"auth_enable"' in text and '"f":"auth_disable"' in text
