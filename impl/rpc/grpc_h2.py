@@ -38,7 +38,7 @@ import inspect
 import logging
 import socket
 import ssl
-from collections import deque
+from collections import Counter, deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, NamedTuple, NoReturn
 
@@ -331,6 +331,7 @@ class Call:
         h2.send_headers(stream_id, RESPONSE_HEADERS)
         h2.send_data(stream_id, b"\x00" + len(payload).to_bytes(4, "big") + payload)
         h2.send_headers(stream_id, OK_TRAILERS, end_stream=True)
+        self.connection.server.handled[(id(self.handler), grpc.StatusCode.OK)] += 1
         self.connection.answered()
 
     async def write(self, message: Any) -> None:
@@ -353,6 +354,7 @@ class Call:
         if self._done:
             return
         self._done = True
+        self.connection.server.handled[(id(self.handler), code)] += 1
         block = status_block(code, details)
         if not self._headers_sent:
             block = RESPONSE_HEADERS + block
@@ -665,6 +667,8 @@ class GrpcH2Server:
         self._http1_limits = Http1Limits()
         self._http1_hooks = Http1Hooks()
         self._undecided: set[FirstBytes] = set()  # connections whose first bytes are due
+        # Calls ended, by method handler (its id: cheap to hash) and status (`handled_counts`).
+        self.handled: Counter[tuple[int, grpc.StatusCode]] = Counter()
 
     def serve_http1(self, handler: HttpHandler, limits: Http1Limits | None = None) -> None:
         """Serve HTTP/1.x on the same ports with `handler` (call before `start`)."""
@@ -703,6 +707,17 @@ class GrpcH2Server:
         port = self.add_insecure_port(target)
         self._tls[target] = context
         return port
+
+    def handled_counts(self) -> list[tuple[str, grpc.RpcMethodHandler, grpc.StatusCode, int]]:
+        """(path, handler, status, calls) of every method and status a call ended with,
+        by path then status: what a grpc_server_handled_total metric counts."""
+        known = {id(h): (p, h) for p, h in self._methods.items() if h is not None}
+        rows = [
+            (*known[handler_id], code, count)
+            for (handler_id, code), count in self.handled.items()
+            if handler_id in known  # a call's handler is cached in _methods while it runs
+        ]
+        return sorted(rows, key=lambda row: (row[0], row[2].value[0]))
 
     def method_handler(self, path: str) -> grpc.RpcMethodHandler | None:
         """The handler serving `path` ("/etcdserverpb.KV/Range"), or None."""

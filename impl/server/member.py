@@ -295,6 +295,7 @@ class Member:
             ) from error
         self.grpc_server.before_call = applying.catch_up
         self.grpc_server.after_read = raft.pump
+        self.metrics.handled = self.grpc_server.handled_counts
         for endpoint in config.listen_metrics_urls[:1]:
             self.metrics_server = MetricsServer(
                 self.metrics,

@@ -17,6 +17,8 @@ import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import grpc
+
 from etcdspec.impl.rpc.http1 import (
     Http1Connection,
     Http1Hooks,
@@ -42,6 +44,10 @@ class Metrics:
     snapshots_saved: int = 0
     wal_fsyncs: int = 0
     tls_rejected_connections: int = 0  # handshakes refused (etcd logs "rejected connection")
+    # The client port's calls ended, by method and status (grpc_h2's handled_counts).
+    handled: Callable[[], list[tuple[str, grpc.RpcMethodHandler, grpc.StatusCode, int]]] | None = (
+        None
+    )
 
     def rows(self) -> list[tuple[str, str, str, int]]:
         """(name, type, help, value) for every metric, in a fixed order."""
@@ -120,10 +126,46 @@ class Metrics:
             lines.append(f"# HELP {name} {help_text}")
             lines.append(f"# TYPE {name} {kind}")
             lines.append(f"{name} {value}")
+        if self.handled is not None:
+            lines += handled_lines(self.handled())
         return "\n".join(lines) + "\n"
 
     def describe(self) -> str:
         return ", ".join(f"{name}={value}" for name, _, _, value in self.rows())
+
+
+def go_code_name(code: grpc.StatusCode) -> str:
+    """A status as Go's codes.Code prints it (etcd's metrics label): "InvalidArgument"."""
+    if code is grpc.StatusCode.CANCELLED:
+        return "Canceled"
+    if code is grpc.StatusCode.OK:
+        return "OK"
+    return "".join(part.capitalize() for part in code.name.split("_"))
+
+
+def handled_lines(rows: list[tuple[str, grpc.RpcMethodHandler, grpc.StatusCode, int]]) -> list[str]:
+    """grpc_server_handled_total as etcd exports it (go-grpc-prometheus): one sample per
+    method and status a call ended with, labelled grpc_code, grpc_method, grpc_service,
+    grpc_type. Refused requests (a wrong password, an invalid token, a denied key) are
+    counted here by their status."""
+    lines = [
+        "# HELP grpc_server_handled_total Total number of RPCs completed on the server, "
+        "regardless of success or failure.",
+        "# TYPE grpc_server_handled_total counter",
+    ]
+    for path, handler, code, count in rows:
+        service, _, method = path.lstrip("/").rpartition("/")
+        kind = {
+            (False, False): "unary",
+            (True, False): "client_stream",
+            (False, True): "server_stream",
+            (True, True): "bidi_stream",
+        }[(bool(handler.request_streaming), bool(handler.response_streaming))]
+        lines.append(
+            f'grpc_server_handled_total{{grpc_code="{go_code_name(code)}",'
+            f'grpc_method="{method}",grpc_service="{service}",grpc_type="{kind}"}} {count}'
+        )
+    return lines
 
 
 def parse_prometheus(text: str) -> dict[str, float]:

@@ -9,6 +9,7 @@ and a token signed with another key does not.
 from __future__ import annotations
 
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -418,3 +419,59 @@ def test_an_expired_token_is_refused_and_changes_nothing(
             assert [(kv.value, kv.version) for kv in got.kvs] == [(b"v", 1)]
     finally:
         launcher.stop_members(members)
+
+
+def _handled(client_url: str) -> dict[str, int]:
+    """The non-zero grpc_server_handled_total samples of the member's /metrics, by their
+    labels, for the methods this test calls (etcd also exports a zero sample for every
+    method and code it serves; ours only those a call ended with)."""
+    with urllib.request.urlopen(f"{client_url}/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    samples = {}
+    for line in text.splitlines():
+        if line.startswith("grpc_server_handled_total{"):
+            labels, _, value = line.rpartition(" ")
+            ours = 'grpc_method="Authenticate"' in labels or "etcdserverpb.KV" in labels
+            if ours and float(value) > 0:
+                samples[labels] = int(float(value))
+    return samples
+
+
+@pytest.mark.etcd
+def test_refused_requests_are_counted_as_etcd_counts_them(tmp_path: Path) -> None:
+    """Wrong passwords, an unknown user, a forged token and a denied key are each counted
+    in grpc_server_handled_total under their status, the same samples on ours and etcd."""
+    counted = {}
+    for kind in ("ours", "etcd"):
+        with etcd_procs.cluster(kind, tmp_path / kind, 1) as cluster:
+            url = cluster.plan.members[0].client_url
+            with grpc.insecure_channel(url.removeprefix("http://")) as channel:
+                stubs = Stubs(channel)
+                stubs.auth.UserAdd(rpc_pb2.AuthUserAddRequest(name="root", password="pw"))
+                stubs.auth.UserGrantRole(rpc_pb2.AuthUserGrantRoleRequest(user="root", role="root"))
+                stubs.auth.UserAdd(rpc_pb2.AuthUserAddRequest(name="alice", password="apw"))
+                stubs.auth.AuthEnable(rpc_pb2.AuthEnableRequest())
+                alice = token_of(stubs, "alice", "apw")
+                for name, password in (("root", "wrong"), ("root", "wrong2"), ("nobody", "x")):
+                    with pytest.raises(grpc.RpcError):
+                        token_of(stubs, name, password)
+                forged = [("token", "forgedtokenabcdef.1")]
+                for metadata in (forged, alice, alice):
+                    with pytest.raises(grpc.RpcError):
+                        stubs.kv.Put(rpc_pb2.PutRequest(key=b"k", value=b"v"), metadata=metadata)
+                with pytest.raises(grpc.RpcError):
+                    stubs.kv.Range(rpc_pb2.RangeRequest(key=b"k"), metadata=alice)
+            counted[kind] = _handled(url)
+    assert counted["ours"] == counted["etcd"]
+    assert counted["ours"] == {
+        'grpc_server_handled_total{grpc_code="InvalidArgument",grpc_method="Authenticate",'
+        'grpc_service="etcdserverpb.Auth",grpc_type="unary"}': 3,
+        'grpc_server_handled_total{grpc_code="OK",grpc_method="Authenticate",'
+        'grpc_service="etcdserverpb.Auth",grpc_type="unary"}': 1,
+        'grpc_server_handled_total{grpc_code="PermissionDenied",grpc_method="Put",'
+        'grpc_service="etcdserverpb.KV",grpc_type="unary"}': 2,
+        'grpc_server_handled_total{grpc_code="PermissionDenied",grpc_method="Range",'
+        'grpc_service="etcdserverpb.KV",grpc_type="unary"}': 1,
+        'grpc_server_handled_total{grpc_code="Unauthenticated",grpc_method="Put",'
+        'grpc_service="etcdserverpb.KV",grpc_type="unary"}': 1,
+    }
