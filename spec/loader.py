@@ -1,5 +1,5 @@
-"""Find, parse and type-check a spec: by built-in name (raft, raft_steps, mvcc, lease, auth) or
-by path.
+"""Find, parse and type-check a spec: by built-in name (raft, raft_steps, mvcc, lease,
+auth, raft_member) or by path.
 
 `load_spec(name, mutation=None)` returns a `LoadedSpec` (the AST, with the mutation
 switched on if one is named, and its symbol tables). It raises `SpecLookupError` for an
@@ -22,7 +22,9 @@ SPEC_DIR = Path(__file__).parent
 # proves in about raft's CPU time alone, but its seeded bugs' counterexamples depend on
 # Z3's search luck (vote_not_persisted behind a forged hint: 5-46 s), so it is not in
 # the default set yet (docs/benchmarks.md, issue 23).
-SPEC_NAMES = ("raft", "raft_steps", "mvcc", "lease", "auth")
+# raft_member.spec (Raft with configuration changes) is not proved yet (its header says
+# which obligations fail), so it is named but not in the default set either.
+SPEC_NAMES = ("raft", "raft_steps", "mvcc", "lease", "auth", "raft_member")
 BUILTIN_SPECS = ("raft", "mvcc", "lease", "auth")
 
 
