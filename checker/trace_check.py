@@ -40,8 +40,19 @@ Contract
 - `TraceResult.witnesses` counts how often each kind of check had work (restarts, votes
   sent, leader commits, entries persisted/applied/overwritten, snapshots restored,
   matched receives, leader terms), so a caller can tell a replay that checked little.
-- The quorum is a majority of the node ids the traces name (trace owners and message
-  endpoints); ids that only messages name are listed in `untraced`. No I/O besides reading the files.
+- Configuration (trace format 1.1): each node's configuration is followed as its trace
+  says: set at `start`, changed only where the node applies a CONF_CHANGE entry (in log
+  order, by ApplyOrder) to the old configuration with that change made (ADD_NODE adds a
+  voter or promotes a learner, ADD_LEARNER_NODE adds a learner, REMOVE_NODE removes,
+  UPDATE_NODE changes nothing) or leaves it as it was (a change refused when applied, or
+  one a joining node skips), or where it takes a snapshot's configuration (receiving
+  MsgSnap, `restore`); anything else fails rule ConfChange. LeaderCommit counts the
+  quorum of the leader's configuration at the commit: a majority of its voters, each
+  counted only if a voter (learners never count, nor the leader once it left the
+  voters). A member that stops tracing (removed, or killed) is never required to go on.
+- Without a configuration in the traces (format 1.0) the quorum is a majority of the
+  node ids the traces name (trace owners and message endpoints); ids that only messages
+  name are listed in `untraced`. No I/O besides reading the files.
 """
 
 from __future__ import annotations
@@ -51,7 +62,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from etcdspec.checker.trace_format import TraceEvent, TraceMessage, read_trace_file
+from etcdspec.checker.trace_format import (
+    ConfChangeEntry,
+    TraceConf,
+    TraceEvent,
+    TraceMessage,
+    read_trace_file,
+)
 from etcdspec.checker.trace_order import CausalOrder
 from etcdspec.checker.trace_result import NodeSummary, TraceFailure, TraceResult
 from etcdspec.model.invariants import InvariantViolation
@@ -107,6 +124,7 @@ class _Node:
     prev_commit: int = 0  # commit index before the current event
     pending_snapshot: tuple[int, int] | None = None  # accepted MsgSnap, durable at next persist
     acks: dict[int, int] = field(default_factory=dict)  # leader: follower -> acked index
+    conf: TraceConf | None = None  # its configuration, where the trace gives it (format 1.1)
 
     def raise_floor(self, term: int, vote: int, where: str) -> None:
         if term > self.floor_term or (term == self.floor_term and vote and not self.floor_vote):
@@ -128,6 +146,21 @@ class _Node:
             durable_vote=self.floor_vote,
             durable_log=_log_text(self.durable),
         )
+
+
+def _changed(conf: TraceConf, change: ConfChangeEntry) -> TraceConf:
+    """The configuration after `change` (etcd raft's single-server changes)."""
+    voters, learners = set(conf.voters), set(conf.learners)
+    if change.type == "ADD_NODE":
+        voters.add(change.node)
+        learners.discard(change.node)
+    elif change.type == "ADD_LEARNER_NODE":
+        learners.add(change.node)
+        voters.discard(change.node)
+    elif change.type == "REMOVE_NODE":
+        voters.discard(change.node)
+        learners.discard(change.node)
+    return TraceConf(frozenset(voters), frozenset(learners))
 
 
 def _log_text(log: RaftLog, keep: int = 8) -> str:
@@ -254,6 +287,7 @@ class _Replay:
         self._vote_once(node, event)
         self._election_safety(node, event)
         self._commit_within_log(node, event)
+        self._follow_conf(node, event)
         handler = getattr(self, f"_on_{event.event}")
         handler(node, event, where)
         if (
@@ -404,6 +438,47 @@ class _Replay:
                 involved,
             ) from None
 
+    def _follow_conf(self, node: _Node, event: TraceEvent) -> None:
+        """Rule ConfChange: the configuration changes only as the node's log says."""
+        if event.event == "start":
+            node.conf = event.conf
+            return
+        new = event.conf
+        old = node.conf
+        if event.event == "apply" and event.conf_changes:
+            self.witness["conf changes applied"] += len(event.conf_changes)
+        if new is None or old is None or new == old:
+            if new is not None:
+                node.conf = new
+            return
+        if event.event == "restore" or (
+            event.event == "receive" and event.message is not None and event.message.type == "SNAP"
+        ):
+            self.witness["configurations from snapshots"] += 1
+            node.conf = new
+            return
+        if event.event == "apply" and event.conf_changes:
+            expected = old
+            for change in event.conf_changes:
+                expected = _changed(expected, change)
+            if new != expected:
+                raise _Broken(
+                    "ConfChange",
+                    f"{node.name} applied "
+                    + ", ".join(c.describe() for c in event.conf_changes)
+                    + f" to {old.describe()} and then used {new.describe()}, where the change "
+                    f"gives {expected.describe()}",
+                )
+            self.witness["configurations changed"] += 1
+            node.conf = new
+            return
+        raise _Broken(
+            "ConfChange",
+            f"{node.name} changed its configuration from {old.describe()} to "
+            f"{new.describe()} at a {event.event} event: a configuration changes only where a "
+            "conf change entry is applied or a snapshot is restored",
+        )
+
     def _commit_within_log(self, node: _Node, event: TraceEvent) -> None:
         if event.commit > event.last_index:
             raise _Broken(
@@ -429,16 +504,20 @@ class _Replay:
                 f"{index}, an entry of term {term}: a leader commits by counting replicas "
                 "only entries of its own term (Raft §5.4.2, Figure 8)",
             )
-        holders = [node.node] if node.durable.last_index >= index else []
-        holders += [f for f, acked in sorted(node.acks.items()) if acked >= index]
-        if len(holders) < self.quorum:
+        conf = node.conf
+        counts = conf.voters.__contains__ if conf is not None else lambda _: True
+        quorum = conf.quorum() if conf is not None else self.quorum
+        holders = [node.node] if node.durable.last_index >= index and counts(node.node) else []
+        holders += [f for f, acked in sorted(node.acks.items()) if acked >= index and counts(f)]
+        if len(holders) < quorum:
             acked = ", ".join(f"{self.name(f)} up to {i}" for f, i in sorted(node.acks.items()))
+            config = f" of its configuration ({conf.describe()})" if conf is not None else ""
             raise _Broken(
                 "LeaderCommit",
                 f"leader {node.name} of term {event.term} advanced its commit index to "
-                f"{index}, but only {len(holders)} of the quorum of {self.quorum} hold it "
-                f"(its durable log ends at {node.durable.last_index}; acknowledgements in "
-                f"this term: {acked or 'none'})",
+                f"{index}, but only {len(holders)} of the quorum of {quorum}{config} hold "
+                f"it (its durable log ends at {node.durable.last_index}; acknowledgements in "
+                f"this term: {acked or 'none'}; only voters count, learners never)",
                 list(node.acks),
             )
 

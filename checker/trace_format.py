@@ -1,4 +1,4 @@
-"""Reading and validating member traces (impl/server/trace.py, format version 1) for replay.
+"""Reading and validating member traces (impl/server/trace.py, format version 1.x) for replay.
 
 Contract
 - `read_trace(path)` returns the file's events in file order as `TraceEvent` values. A
@@ -13,6 +13,10 @@ Contract
 - A member killed with SIGKILL may leave its last line cut short: a final line with no
   newline that does not parse is dropped, and so is a cut line that the next run's
   `start` line was appended to (the start is kept); `TraceFile.torn_lines` counts them.
+- Version 1.0 lines (no "minor") and 1.1 lines (configuration entries and the
+  configuration: "conf_changes", "conf") both read; a 1.0 line has no configuration
+  (`conf` None, `conf_changes` empty). A later minor version reads as 1.1 (a minor
+  version only adds fields).
 - Only the fields the replay uses are kept; unknown extra keys are allowed (the writer
   may add fields such as "size" or "leader").
 No I/O besides reading the named files.
@@ -34,6 +38,7 @@ EVENTS = frozenset(
 )
 ROLES = frozenset({"follower", "pre-candidate", "precandidate", "candidate", "leader"})
 STATE_FIELDS = ("term", "vote", "commit", "applied", "last_index", "last_term")
+CONF_CHANGE_TYPES = frozenset({"ADD_NODE", "REMOVE_NODE", "UPDATE_NODE", "ADD_LEARNER_NODE"})
 MESSAGE_INT_FIELDS = ("from", "to", "term", "log_term", "index", "commit", "reject_hint")
 
 
@@ -104,6 +109,33 @@ class TraceMessage:
 
 
 @dataclass(frozen=True)
+class ConfChangeEntry:
+    """A CONF_CHANGE entry as traced: its index, type (etcd raftpb's names) and node."""
+
+    index: int
+    type: str
+    node: int
+
+    def describe(self) -> str:
+        return f"{self.index}: {self.type} {self.node}"
+
+
+@dataclass(frozen=True)
+class TraceConf:
+    """A member's configuration: who votes, and who only receives the log."""
+
+    voters: frozenset[int]
+    learners: frozenset[int]
+
+    def quorum(self) -> int:
+        return len(self.voters) // 2 + 1
+
+    def describe(self) -> str:
+        learners = f" learners {sorted(self.learners)}" if self.learners else ""
+        return f"voters {sorted(self.voters)}{learners}"
+
+
+@dataclass(frozen=True)
 class TraceEvent:
     """One trace line: the event and the member's Raft state read after it."""
 
@@ -122,6 +154,8 @@ class TraceEvent:
     message: TraceMessage | None
     entries: tuple[tuple[int, int], ...]
     index: int | None  # snapshot / restore
+    conf_changes: tuple[ConfChangeEntry, ...] = ()  # minor 1: CONF_CHANGE entries
+    conf: TraceConf | None = None  # minor 1: the configuration, where it is written
 
     @property
     def location(self) -> str:
@@ -142,6 +176,10 @@ class TraceEvent:
             what += " entries " + ",".join(f"{i}@{t}" for i, t in self.entries)
         if self.index is not None:
             what += f" index {self.index}"
+        if self.conf_changes:
+            what += " conf changes " + ", ".join(c.describe() for c in self.conf_changes)
+        if self.conf is not None:
+            what += f" conf {self.conf.describe()}"
         return f"{self.location} node {self.node} seq {self.seq}: {what} -> {self.state_text()}"
 
 
@@ -165,6 +203,43 @@ def _pairs(value: Any, name: str, fail: Fail) -> tuple[tuple[int, int], ...]:
             fail(f"field {name!r} must hold [index, term] pairs of integers, not {item!r}")
         pairs.append((int(item[0]), int(item[1])))
     return tuple(pairs)
+
+
+def _ids(data: dict[str, Any], name: str, fail: Fail) -> frozenset[int]:
+    value = data.get(name)
+    if not isinstance(value, list) or not all(
+        isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in value
+    ):
+        fail(f"conf field {name!r} must be a list of node ids, not {value!r}")
+    return frozenset(int(x) for x in value)
+
+
+def _conf(value: Any, fail: Fail) -> TraceConf:
+    if not isinstance(value, dict):
+        fail(f"field 'conf' must be an object {{'voters':[...],'learners':[...]}}, not {value!r}")
+    voters, learners = _ids(value, "voters", fail), _ids(value, "learners", fail)
+    if voters & learners:
+        fail(f"conf names {sorted(voters & learners)} as both voter and learner")
+    return TraceConf(voters, learners)
+
+
+def _conf_changes(value: Any, fail: Fail) -> tuple[ConfChangeEntry, ...]:
+    if not isinstance(value, list):
+        fail(f"field 'conf_changes' must be a list of [index, type, node], not {value!r}")
+    changes = []
+    for item in value:
+        if (
+            not isinstance(item, list)
+            or len(item) != 3
+            or not all(isinstance(x, int) and not isinstance(x, bool) for x in (item[0], item[2]))
+            or item[1] not in CONF_CHANGE_TYPES
+        ):
+            fail(
+                f"field 'conf_changes' must hold [index, type, node] with type one of "
+                f"{', '.join(sorted(CONF_CHANGE_TYPES))}, not {item!r}"
+            )
+        changes.append(ConfChangeEntry(int(item[0]), str(item[1]), int(item[2])))
+    return tuple(changes)
 
 
 def _message(data: Any, fail: Fail) -> TraceMessage:
@@ -208,7 +283,10 @@ def parse_line(path: str, number: int, text: str) -> TraceEvent:
     if not isinstance(data, dict):
         fail("a trace line must be a JSON object")
     if data.get("v") != TRACE_VERSION:
-        fail(f"trace version {data.get('v')!r}; this checker reads version {TRACE_VERSION}")
+        fail(f"trace version {data.get('v')!r}; this checker reads version {TRACE_VERSION}.x")
+    minor = data.get("minor", 0)
+    if isinstance(minor, bool) or not isinstance(minor, int) or minor < 0:
+        fail(f"field 'minor' must be a non-negative integer, not {minor!r}")
     event = data.get("event")
     if event not in EVENTS:
         fail(f"unknown event {event!r}; expected one of {', '.join(sorted(EVENTS))}")
@@ -225,6 +303,18 @@ def parse_line(path: str, number: int, text: str) -> TraceEvent:
     if event in ("snapshot", "restore"):
         index = _int(data, "index", fail)
     entries = _pairs(data.get("entries", []), "entries", fail)
+    conf_changes: tuple[ConfChangeEntry, ...] = ()
+    conf = None
+    if minor >= 1:
+        conf_changes = _conf_changes(data.get("conf_changes", []), fail)
+        indices = {index for index, _ in entries}
+        for change in conf_changes:
+            if change.index not in indices:
+                fail(f"conf change at index {change.index} is not among the event's entries")
+        if "conf" in data:
+            conf = _conf(data["conf"], fail)
+        elif event == "start":
+            fail("a start event of minor version 1 needs 'conf' (the member's configuration)")
     return TraceEvent(
         path=path,
         line=number,
@@ -241,6 +331,8 @@ def parse_line(path: str, number: int, text: str) -> TraceEvent:
         message=message,
         entries=entries,
         index=index,
+        conf_changes=conf_changes,
+        conf=conf,
     )
 
 

@@ -1,8 +1,9 @@
 """The member's Raft trace (`etcdspec serve --trace FILE`): one NDJSON line per transition.
 
-Format (version 1), one JSON object per line, keys in this order:
-    {"v":1, "seq":N, "event":E, "node":ID, "term":T, "vote":V, "role":R, "commit":C,
-     "applied":A, "last_index":I, "last_term":LT, "message":{...}?, "entries":[...]?}
+Format (version 1.1), one JSON object per line, keys in this order:
+    {"v":1, "minor":1, "seq":N, "event":E, "node":ID, "term":T, "vote":V, "role":R,
+     "commit":C, "applied":A, "last_index":I, "last_term":LT, "message":{...}?,
+     "entries":[...]?, "conf_changes":[...]?, "conf":{...}?}
 Events:
     start    the member started from its recovered state
     propose  a client proposal handed to Raft (entries: the request's data length)
@@ -13,7 +14,14 @@ Events:
     apply    a committed entry was applied (entries: [[index, term]])
     snapshot a local snapshot was taken ("index")
     restore  a snapshot received from the leader is restored ("index")
-The state fields are read after the transition. Node ids are decimal 64-bit integers.
+The state fields are read after the transition.
+Configuration (minor version 1; version 1.0 lines have no "minor" and none of this):
+    conf_changes  on persist and apply: the CONF_CHANGE entries among "entries", as
+                  [index, type, node] (type ADD_NODE, REMOVE_NODE, UPDATE_NODE or
+                  ADD_LEARNER_NODE as in etcd raftpb; ADD_NODE of a learner promotes it)
+    conf          {"voters":[ids], "learners":[ids]}: the configuration the member's Raft
+                  core uses, on `start` and on any event after which it changed (the
+                  apply of a conf change entry, a restored snapshot) Node ids are decimal 64-bit integers.
 Messages: {"type","from","to","term","log_term","index","commit","reject","reject_hint",
 "entries":[[index,term],...],"snapshot":index|null}. Ticks are not traced (their effects
 are: a campaign shows up as role and send events).
@@ -29,9 +37,28 @@ from collections.abc import Callable
 from typing import IO, Any
 
 from etcdspec.impl.raft.driver import RaftDriver
-from etcdspec.impl.raft.messages import Entry, Message
+from etcdspec.impl.raft.messages import ConfChange, ConfState, Entry, EntryType, Message
 
 TRACE_VERSION = 1
+TRACE_MINOR = 1  # 1: configuration entries and the configuration ("conf_changes", "conf")
+
+
+def conf_changes_json(entries: tuple[Entry, ...] | list[Entry]) -> list[list[Any]]:
+    """The CONF_CHANGE entries among `entries` as [index, type, node]."""
+    changes: list[list[Any]] = []
+    for entry in entries:
+        if entry.type is EntryType.CONF_CHANGE:
+            try:
+                change = ConfChange.decode(entry.data)
+            except ValueError:  # not ours to judge here; the checker refuses the type
+                changes.append([entry.index, "UNDECODABLE", 0])
+                continue
+            changes.append([entry.index, change.type.name, change.node_id])
+    return changes
+
+
+def conf_json(conf: ConfState) -> dict[str, list[int]]:
+    return {"voters": sorted(conf.voters), "learners": sorted(conf.learners)}
 
 
 def message_json(message: Message) -> dict[str, Any]:
@@ -57,6 +84,7 @@ class TraceWriter:
         self.node = node
         self._file: IO[str] | None = open(path, "a", encoding="utf-8")  # noqa: SIM115
         self._seq = 0
+        self._conf: dict[str, list[int]] | None = None  # the configuration last written
 
     def event(
         self,
@@ -74,6 +102,7 @@ class TraceWriter:
         self._seq += 1
         line: dict[str, Any] = {
             "v": TRACE_VERSION,
+            "minor": TRACE_MINOR,
             "seq": self._seq,
             "event": event,
             "node": self.node,
@@ -89,7 +118,14 @@ class TraceWriter:
             line["message"] = message_json(message)
         if entries:
             line["entries"] = [[e.index, e.term] for e in entries]
+            changes = conf_changes_json(entries)
+            if changes:
+                line["conf_changes"] = changes
         line.update(extra)
+        conf = conf_json(driver.conf_state)
+        if event == "start" or conf != self._conf:
+            line["conf"] = conf
+            self._conf = conf
         self._file.write(json.dumps(line, separators=(",", ":")) + "\n")
 
     def flush(self) -> None:

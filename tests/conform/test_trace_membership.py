@@ -1,0 +1,168 @@
+"""Trace validation across membership changes on a real cluster of our server: three
+traced members take writes, a fourth is added as a learner (MemberAdd, its own process
+started on a fresh data directory), catches up, is promoted, and the leader is then
+removed (it hands over and its process exits) — all through the launcher's membership
+API, with writes between the changes; once catching up from the log, once from a snapshot
+(which carries the configuration). check-trace accepts the four members' traces,
+having followed every member's configuration through the conf change entries and judged
+each commit by the quorum of the leader's configuration at the time."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from trace_cluster import leader_name, put
+
+from etcdspec.checker.trace_check import check_traces
+from etcdspec.checker.trace_format import read_trace
+from etcdspec.impl.tools import launcher
+from etcdspec.verdict import Verdict
+
+WRITES = 10
+
+
+def _write(endpoints: list[str], prefix: str) -> None:
+    for index in range(WRITES):
+        assert put(endpoints, f"{prefix}/{index}"), f"write {prefix}/{index} was not taken"
+
+
+# "log": the learner catches up from the log; "snapshot": the members snapshot every 5
+# entries, so the learner starts from a snapshot that carries the configuration.
+SNAPSHOT_COUNTS = {"log": 10_000, "snapshot": 5}
+
+
+@pytest.fixture(scope="module", params=sorted(SNAPSHOT_COUNTS))
+def recorded(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[list[Path], str]:
+    """The four members' traces, and the name of the removed (first) leader."""
+    directory = tmp_path_factory.mktemp(f"traced-membership-{request.param}")
+    plan = launcher.plan_cluster(
+        directory,
+        3,
+        heartbeat_ms=50,
+        election_ms=500,
+        trace=True,
+        snapshot_count=SNAPSHOT_COUNTS[request.param],
+    )
+    program = launcher.ours_program()
+    members: list[launcher.RunningMember] = []
+    try:
+        members.extend(launcher.start_cluster(plan))
+        launcher.wait_ready(plan.endpoints, timeout_s=60)
+        _write(plan.endpoints, "before")
+        plan, added = launcher.add_member(plan, members, program, learner=True)
+        members.append(added)
+        everyone = plan
+        launcher.wait_caught_up(plan.endpoints)
+        voters = [m.client_url for m in plan.members if m.name != added.plan.name]
+        _write(voters, "learner")
+        launcher.wait_caught_up(plan.endpoints)
+        launcher.promote_member(plan, added.plan.name)
+        _write(plan.endpoints, "promoted")
+        leader = leader_name(plan, plan.endpoints)
+        plan = launcher.remove_member(plan, members, leader)
+        _write(plan.endpoints, "removed")
+        launcher.wait_caught_up(plan.endpoints)
+    finally:
+        launcher.stop_members(members)
+    return [launcher.trace_path(everyone, m) for m in everyone.members], leader
+
+
+def test_membership_changes_on_a_real_cluster_hold(recorded: tuple[list[Path], str]) -> None:
+    paths, _ = recorded
+    result = check_traces(paths)
+    assert result.verdict is Verdict.TRUE, result.describe()
+    # Each of the three changes is applied by every member that was in the cluster then
+    # (the added member skips those before its own addition, the removed one stops).
+    assert result.witness("conf changes applied") >= 3 + 3 + 3
+    assert result.witness("configurations changed") >= 3 + 3 + 2
+    assert result.witness("leader terms") >= 2  # the removed leader handed over
+    assert result.witness("leader commits") >= 4 * WRITES
+    assert result.witness("matched receives") >= 100
+    if paths[0].parent.name.startswith("traced-membership-snapshot"):  # the fixture's mktemp
+        assert result.witness("configurations from snapshots") >= 1
+        assert result.witness("snapshots restored") >= 1
+
+
+def test_recorded_configurations_follow_the_changes(recorded: tuple[list[Path], str]) -> None:
+    """What the traces say: the added member starts a learner and ends a voter; the
+    removed leader's last configuration no longer names it; every member that stayed
+    ends with the same three voters and no learner."""
+    paths, leader = recorded
+    confs = {}
+    for path in paths:
+        events = read_trace(path)
+        written = [e.conf for e in events if e.conf is not None]
+        confs[path.name.split(".")[0]] = (events[0].node, written[0], written[-1])
+    added_id, first, _ = confs["m4"]
+    assert added_id in first.learners and added_id not in first.voters
+    leader_id, _, last = confs[leader]
+    assert leader_id not in last.voters | last.learners
+    finals = {last for name, (_, _, last) in confs.items() if name != leader}
+    assert len(finals) == 1
+    (final,) = finals
+    assert len(final.voters) == 3 and not final.learners and added_id in final.voters
+    changes = [
+        json.loads(line)["conf_changes"]
+        for line in paths[3].read_text().splitlines()
+        if '"conf_changes"' in line and '"apply"' in line
+    ]
+    kinds = [change[1] for batch in changes for change in batch]
+    # (the learner's own addition is in its log, or in the snapshot it started from)
+    assert kinds[-2:] == ["ADD_NODE", "REMOVE_NODE"]
+
+
+def _rewrite(
+    paths: list[Path], directory: Path, edit: Callable[[dict[str, Any]], None]
+) -> list[Path]:
+    directory.mkdir()
+    written = []
+    for path in paths:
+        lines = [json.loads(line) for line in path.read_text().splitlines()]
+        for line in lines:
+            edit(line)
+        target = directory / path.name
+        target.write_text("".join(json.dumps(line) + "\n" for line in lines))
+        written.append(target)
+    return written
+
+
+def test_a_promotion_traced_as_a_learner_addition_is_refused(
+    recorded: tuple[list[Path], str], tmp_path: Path
+) -> None:
+    """The added member's apply of its promotion, rewritten as ADD_LEARNER_NODE: its
+    configuration (a voter) no longer follows from the entry it applied."""
+    paths, _ = recorded
+
+    def demote(line: dict[str, Any]) -> None:
+        if line["event"] == "apply" and line.get("conf") and "conf_changes" in line:
+            for change in line["conf_changes"]:
+                if change[1] == "ADD_NODE":
+                    change[1] = "ADD_LEARNER_NODE"
+
+    result = check_traces(_rewrite(paths[3:], tmp_path / "demoted", demote) + paths[:3])
+    assert result.failure is not None and result.failure.rule == "ConfChange", result.describe()
+    assert "ADD_LEARNER_NODE" in result.failure.explanation
+    assert result.failure.event.path.endswith("m4.trace.ndjson")
+
+
+def test_without_the_configuration_the_names_quorum_refuses_the_run(
+    recorded: tuple[list[Path], str], tmp_path: Path
+) -> None:
+    """The same traces as format 1.0 (configuration stripped): judged by a majority of
+    the four names, the first commit (two of three voters) is refused — the false report
+    that made the configuration part of the trace."""
+    paths, _ = recorded
+
+    def strip(line: dict[str, Any]) -> None:
+        for key in ("minor", "conf", "conf_changes"):
+            line.pop(key, None)
+
+    result = check_traces(_rewrite(paths, tmp_path / "stripped", strip))
+    assert result.failure is not None and result.failure.rule == "LeaderCommit", result.describe()
+    assert "of the quorum of 3" in result.failure.explanation
