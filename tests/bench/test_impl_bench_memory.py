@@ -100,7 +100,8 @@ def test_a_cell_in_slices_alternates_the_clusters_until_each_ran_its_duration(
     monkeypatch.setattr(server_bench._Load, "run", recorded)
     with server_bench.running_cluster("ours", snapshot_count=10_000) as (plan, members):
         endpoints = list(plan.endpoints)
-        clusters = {"a": (endpoints, members), "b": (endpoints, members)}
+        plain = server_bench.PLAIN
+        clusters = {"a": (endpoints, members, plain), "b": (endpoints, members, plain)}
         cells = asyncio.run(
             server_bench._run_cell_in_slices(clusters, "put", 2, 0.5, seed=1, slice_s=0.2)
         )
