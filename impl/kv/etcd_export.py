@@ -10,8 +10,9 @@ serves the same keys, revisions and leases:
   scheduledCompactRev and finishedCompactRev (the compact revision as a revision key);
 - `lease`: lease id (8 bytes big-endian) -> leasepb.Lease{ID, TTL};
 - `cluster`: clusterVersion;
-- `auth`: authEnabled (one byte, 1 or 0) and authRevision (8 bytes big-endian, at least
-  1, as etcd's store starts); `authUsers` and `authRoles`: name -> authpb.User / Role,
+- `auth`: authRevision (8 bytes big-endian, at least 1, as etcd's store starts) and,
+  when auth is enabled, authEnabled (one byte, 1; etcd reads a missing key as disabled,
+  and a fresh etcd has none); `authUsers` and `authRoles`: name -> authpb.User / Role,
   the records our auth store keeps already marshaled (bcrypt hashes included);
 - etcd's empty buckets (alarm, members, members_removed).
 Members are not carried: a restore makes a new cluster, with members of its own.
@@ -29,7 +30,7 @@ from etcdspec.impl.kv.etcd_format import key_value_bytes, revision_key
 
 CLUSTER_VERSION = b"3.5.0"
 EMPTY_BUCKETS = (b"alarm", b"members", b"members_removed")
-AUTH_ENABLED, AUTH_DISABLED = b"\x01", b"\x00"  # etcd's authEnabled values
+AUTH_ENABLED = b"\x01"  # etcd's authEnabled value when enabled
 
 
 def _u64(value: int) -> bytes:
@@ -92,10 +93,8 @@ def etcd_buckets(backend: Backend) -> dict[bytes, list[tuple[bytes, bytes]]]:
     buckets[b"lease"] = leases
     buckets[b"cluster"] = [(b"clusterVersion", CLUSTER_VERSION)]
     enabled, auth_revision = backend.auth_state()
-    buckets[b"auth"] = [
-        (b"authEnabled", AUTH_ENABLED if enabled else AUTH_DISABLED),
-        (b"authRevision", _u64(max(auth_revision, 1))),
-    ]
+    buckets[b"auth"] = [(b"authEnabled", AUTH_ENABLED)] if enabled else []
+    buckets[b"auth"].append((b"authRevision", _u64(max(auth_revision, 1))))
     buckets[b"authUsers"] = backend.auth_records("user")
     buckets[b"authRoles"] = backend.auth_records("role")
     return buckets

@@ -43,12 +43,15 @@ SCRIPT: list[tuple[str, ...]] = [
 
 _MASKS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"http://127\.0\.0\.1:\d+"), "URL"),
-    (re.compile(r"\b[0-9a-f]{14,16}\b"), "ID"),
+    # Ids as hex; etcd's ids are random, so some have only 12 or 13 digits. Decimal runs
+    # of 10 or more digits are masked below anyway.
+    (re.compile(r"\b[0-9a-f]{12,16}\b"), "ID"),
     (re.compile(r'"(cluster_id|member_id|ID|raft_term)":\d+'), r'"\1":N'),
     (re.compile(r'"(ClusterID|MemberID|ID|RaftTerm)" : \d+'), r'"\1" : N'),
     (re.compile(r"\b\d{10,}\b"), "ID"),
-    # etcdctl prints ids with %16x: a shorter id (either server's) is padded with spaces.
-    (re.compile(r"Member +ID"), "Member ID"),
+    # etcdctl prints ids with %16x: a shorter id (either server's) is padded with spaces,
+    # the member's and the cluster's ("Member  ID added to cluster   ID").
+    (re.compile(r"(Member|cluster) +ID"), r"\1 ID"),
 ]
 
 
