@@ -33,6 +33,7 @@ from etcdspec.conform.recorder import (
     AUTH_OLD_REVISION,
     DEFINITE_CODES,
     NOT_SENT_MARKERS,
+    CallOutcome,
     Outcome,
     Process,
     RecordingClient,
@@ -60,19 +61,7 @@ def _unsecret(request: AuthRequest) -> AuthRequest:
     return request
 
 
-@dataclass(frozen=True)
-class AuthOutcome:
-    """What one Auth service call came to: `ok` with the model response, `fail`, `info`."""
-
-    type: str
-    response: AuthResponse | None = None
-    code: str = ""
-    error: str = ""
-
-    def describe(self) -> str:
-        if self.type == "ok" and self.response is not None:
-            return f"ok {self.response.describe()}"
-        return f"{self.type} {self.code} {self.error}".rstrip()
+AuthOutcome = CallOutcome[AuthResponse]  # what one Auth service call came to
 
 
 @dataclass

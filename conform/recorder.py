@@ -41,7 +41,7 @@ import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 import grpc
 import grpc.aio
@@ -152,12 +152,19 @@ class Process:
         return f"p{self.id}"
 
 
+class _Describable(Protocol):
+    def describe(self) -> str: ...
+
+
+ResponseT = TypeVar("ResponseT", bound=_Describable)
+
+
 @dataclass(frozen=True)
-class Outcome:
+class CallOutcome(Generic[ResponseT]):
     """What one call came to: `ok` with the model response, `fail` or `info`."""
 
     type: str
-    response: Response | None = None
+    response: ResponseT | None = None
     code: str = ""
     error: str = ""
 
@@ -165,6 +172,9 @@ class Outcome:
         if self.type == "ok" and self.response is not None:
             return f"ok {self.response.describe()}"
         return f"{self.type} {self.code} {self.error}".rstrip()
+
+
+Outcome = CallOutcome[Response]  # a KV, Lease or Lock call's (conform.auth_client: Auth's)
 
 
 @dataclass(frozen=True)
