@@ -84,6 +84,15 @@ class _ThrottledProgress:
     help="Exhaustive: search over the workers of a running Dask scheduler (tcp://HOST:PORT).",
 )
 @click.option(
+    "--worker-memory",
+    "worker_memory_mb",
+    type=int,
+    default=None,
+    metavar="MB",
+    help="With --workers: each local worker's memory bound; a worker that passes it is "
+    "stopped and the search is unknown (exit 3).",
+)
+@click.option(
     "--itf",
     "itf_path",
     type=click.Path(path_type=Path, dir_okay=False),
@@ -150,6 +159,7 @@ def explore(
     campaign: bool,
     workers: int | None,
     cluster_address: str | None,
+    worker_memory_mb: int | None,
     itf_path: Path | None,
     diagram_path: Path | None,
     timeouts: str,
@@ -187,7 +197,7 @@ def explore(
             ExitCode.USAGE,
         )
     _check_bounds(max_term, max_log, max_messages, max_states, max_depth, time_budget)
-    _check_workers(workers, cluster_address, exhaustive or campaign)
+    _check_workers(workers, cluster_address, worker_memory_mb, exhaustive or campaign)
     if campaign and (exhaustive or refine or machine != "cluster"):
         raise CliError(
             "--campaign runs Hypothesis runs and bug finders of the cluster: drop "
@@ -204,6 +214,7 @@ def explore(
             nodes,
             workers,
             cluster_address,
+            worker_memory_mb,
             quiet,
             as_json,
         )
@@ -262,7 +273,9 @@ def explore(
             max_depth=max_depth,
             time_budget_s=time_budget,
         )
-        result = _run_exhaustive(options, bounds, progress, workers, cluster_address, quiet)
+        result = _run_exhaustive(
+            options, bounds, progress, workers, cluster_address, worker_memory_mb, quiet
+        )
     else:
         result = run_hypothesis(options, progress)
     if result.mode == "exhaustive" and result.verdict is Verdict.TRUE and not quiet:
@@ -308,6 +321,7 @@ def _run_exhaustive(
     progress: _ThrottledProgress | None,
     workers: int | None,
     cluster_address: str | None,
+    worker_memory_mb: int | None,
     quiet: bool,
 ) -> ExploreResult:
     """The exhaustive search in this process, or over a Dask pool (started here and
@@ -316,7 +330,7 @@ def _run_exhaustive(
     from etcdspec.workers import WorkerLost, open_pool
 
     try:
-        pool = open_pool(workers, cluster_address)
+        pool = open_pool(workers, cluster_address, worker_memory_mb)
     except WorkerLost as error:
         raise CliError(str(error), ExitCode.UNREACHABLE) from error
     if pool is None:
@@ -326,8 +340,9 @@ def _run_exhaustive(
     try:
         return run_exhaustive(options, bounds, progress, pool)
     except WorkerLost as error:
+        limit = "its" if worker_memory_mb is None else f"the --worker-memory {worker_memory_mb} MB"
         raise CliError(
-            f"{error}; the search is unknown (a worker may have passed its memory limit)",
+            f"{error}; the search is unknown (a worker may have passed {limit} memory limit)",
             ExitCode.UNKNOWN,
         ) from error
     finally:
@@ -343,6 +358,7 @@ def _campaign(
     nodes: int,
     workers: int | None,
     cluster_address: str | None,
+    worker_memory_mb: int | None,
     quiet: bool,
     as_json: bool,
 ) -> int:
@@ -360,7 +376,7 @@ def _campaign(
     )
     chosen = bugs or tuple(bug.name for bug in CATALOGUE)
     try:
-        opened = open_pool(workers, cluster_address)
+        opened = open_pool(workers, cluster_address, worker_memory_mb)
     except WorkerLost as error:
         raise CliError(str(error), ExitCode.UNREACHABLE) from error
     pool: WorkerPool = opened if opened is not None else InlinePool(1)
@@ -394,9 +410,20 @@ def _campaign(
     return int(result.verdict.exit_code())
 
 
-def _check_workers(workers: int | None, cluster_address: str | None, exhaustive: bool) -> None:
+def _check_workers(
+    workers: int | None, cluster_address: str | None, worker_memory_mb: int | None, exhaustive: bool
+) -> None:
     if workers is not None and workers < 1:
         raise CliError(f"--workers must be at least 1, got {workers}", ExitCode.USAGE)
+    if worker_memory_mb is not None and worker_memory_mb < 1:
+        raise CliError(
+            f"--worker-memory must be at least 1 MB, got {worker_memory_mb}", ExitCode.USAGE
+        )
+    if worker_memory_mb is not None and (workers is None or workers < 2):
+        raise CliError(
+            "--worker-memory bounds local workers: add --workers N (N of 2 or more)",
+            ExitCode.USAGE,
+        )
     if workers is not None and cluster_address is not None:
         raise CliError(
             "--workers starts a local cluster, --cluster uses a running one: give one of them",

@@ -96,12 +96,22 @@ def format_table(results: list[StageResult]) -> str:
     help="Run the distributed parts on a running Dask scheduler's workers (tcp://HOST:PORT).",
 )
 @click.option(
+    "--worker-memory",
+    "worker_memory_mb",
+    type=int,
+    default=None,
+    metavar="MB",
+    help="With --workers: each local worker's memory bound; a worker that passes it is "
+    "stopped and the stage is unknown.",
+)
+@click.option(
     "--config",
     "config_path",
     type=click.Path(path_type=Path, dir_okay=False),
     default=Path("pyproject.toml"),
     show_default=True,
-    help="Read `workers` / `cluster` defaults from this file's [tool.etcdspec] table.",
+    help="Read `workers` / `cluster` / `worker_memory` defaults from this file's "
+    "[tool.etcdspec] table.",
 )
 def verify(
     report_dir: Path | None,
@@ -111,18 +121,24 @@ def verify(
     as_json: bool,
     workers: int | None,
     cluster_address: str | None,
+    worker_memory_mb: int | None,
     config_path: Path,
 ) -> int:
     """Prove the specs, explore the model, check histories, run a conformance run of the
     server and replay its Raft traces on the model."""
-    tool = _tool_config(config_path, workers, cluster_address)
+    tool = _tool_config(config_path, workers, cluster_address, worker_memory_mb)
     if tool.distributed():
         click.echo(f"[verify] distributed parts run on {tool.describe()}", err=True)
     if report_dir is None:
         report_dir = Path("reports") / time.strftime("verify-%Y%m%d-%H%M%S")
     report_dir.mkdir(parents=True, exist_ok=True)
     stage_options = StageOptions(
-        report_dir=report_dir, seed=seed, quick=quick, workers=tool.workers, cluster=tool.cluster
+        report_dir=report_dir,
+        seed=seed,
+        quick=quick,
+        workers=tool.workers,
+        cluster=tool.cluster,
+        worker_memory_mb=tool.worker_memory_mb,
     )
     results = run_verify(stage_options, only)
     overall = Verdict.merge_all([r.verdict for r in results])
@@ -140,8 +156,11 @@ def verify(
     return int(overall.exit_code()) if results else int(ExitCode.USAGE)
 
 
-def _tool_config(path: Path, workers: int | None, cluster: str | None) -> ToolConfig:
-    """[tool.etcdspec] of `path`, with the command line's --workers / --cluster over it."""
+def _tool_config(
+    path: Path, workers: int | None, cluster: str | None, worker_memory_mb: int | None
+) -> ToolConfig:
+    """[tool.etcdspec] of `path`, with the command line's --workers / --cluster /
+    --worker-memory over it."""
     if workers is not None and workers < 1:
         raise CliError(f"--workers must be at least 1, got {workers}", ExitCode.USAGE)
     if workers is not None and cluster is not None:
@@ -149,7 +168,20 @@ def _tool_config(path: Path, workers: int | None, cluster: str | None) -> ToolCo
             "--workers starts a local cluster, --cluster uses a running one: give one of them",
             ExitCode.USAGE,
         )
+    if worker_memory_mb is not None and worker_memory_mb < 1:
+        raise CliError(
+            f"--worker-memory must be at least 1 MB, got {worker_memory_mb}", ExitCode.USAGE
+        )
     try:
-        return load_tool_config(path).override(workers, cluster)
+        config = load_tool_config(path).override(workers, cluster, worker_memory_mb)
     except ToolConfigError as error:
         raise CliError(str(error), ExitCode.BAD_INPUT) from error
+    if config.worker_memory_mb is not None and (config.workers or 1) < 2:
+        raise CliError(
+            "--worker-memory bounds local workers: add --workers N (N of 2 or more)"
+            if config.cluster is None
+            else "--worker-memory bounds local workers; a running cluster's workers have the "
+            "limit they were started with (dask worker --memory-limit)",
+            ExitCode.USAGE,
+        )
+    return config

@@ -23,6 +23,7 @@ class StageOptions:
     # processes (more than 1) or a running Dask scheduler's address; neither: this process
     workers: int | None = None
     cluster: str | None = None
+    worker_memory_mb: int | None = None  # each local worker's memory bound (None: Dask's auto)
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@
 Contract: `load_tool_config(path)` reads the table from `path` (a missing file or a file
 without the table gives the defaults) and checks it: `workers` (an int, at least 1: the
 local worker processes the distributed stages use) and `cluster` (a string, the address
-of a running Dask scheduler, tcp://HOST:PORT), not both. Anything else is a
+of a running Dask scheduler, tcp://HOST:PORT), not both, and `worker_memory` (an int, MB:
+each local worker's memory bound; only with `workers`). Anything else is a
 `ToolConfigError` naming the file, the key and what to write instead. Options given on
 the command line win over the file (`ToolConfig.override`).
 """
@@ -15,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-KNOWN_KEYS = ("workers", "cluster")
+KNOWN_KEYS = ("workers", "cluster", "worker_memory")
 
 
 class ToolConfigError(ValueError):
@@ -26,16 +27,23 @@ class ToolConfigError(ValueError):
 class ToolConfig:
     workers: int | None = None
     cluster: str | None = None
+    worker_memory_mb: int | None = None
     source: str = "defaults"  # where the values came from, for describe()
 
-    def override(self, workers: int | None, cluster: str | None) -> ToolConfig:
+    def override(
+        self, workers: int | None, cluster: str | None, worker_memory_mb: int | None = None
+    ) -> ToolConfig:
         """These values, with the command line's where it gave one (a command-line
-        --workers drops the file's cluster and the other way round)."""
+        --workers drops the file's cluster and the other way round; --cluster drops the
+        file's memory bound, which is for local workers)."""
+        config = self
         if workers is not None:
-            return replace(self, workers=workers, cluster=None)
+            config = replace(config, workers=workers, cluster=None)
         if cluster is not None:
-            return replace(self, workers=None, cluster=cluster)
-        return self
+            config = replace(config, workers=None, cluster=cluster, worker_memory_mb=None)
+        if worker_memory_mb is not None:
+            config = replace(config, worker_memory_mb=worker_memory_mb)
+        return config
 
     def distributed(self) -> bool:
         return self.cluster is not None or (self.workers is not None and self.workers > 1)
@@ -44,7 +52,8 @@ class ToolConfig:
         if self.cluster is not None:
             return f"the Dask cluster at {self.cluster} ({self.source})"
         if self.workers is not None and self.workers > 1:
-            return f"{self.workers} local workers ({self.source})"
+            bound = "" if self.worker_memory_mb is None else f" of {self.worker_memory_mb} MB"
+            return f"{self.workers} local workers{bound} ({self.source})"
         return "this process"
 
 
@@ -74,7 +83,12 @@ def load_tool_config(path: Path) -> ToolConfig:
         raise ToolConfigError(
             f"{where}: give `workers` (a local cluster) or `cluster` (a running one), not both"
         )
-    return ToolConfig(workers=workers, cluster=cluster, source=str(path))
+    memory = _worker_memory(where, table.get("worker_memory"))
+    if memory is not None and workers is None:
+        raise ToolConfigError(
+            f"{where}: worker_memory bounds local workers: give `workers` too (e.g. workers = 2)"
+        )
+    return ToolConfig(workers=workers, cluster=cluster, worker_memory_mb=memory, source=str(path))
 
 
 def _workers(where: str, value: Any) -> int | None:
@@ -92,5 +106,16 @@ def _cluster(where: str, value: Any) -> str | None:
         raise ToolConfigError(
             f"{where}: cluster must be a scheduler address like "
             f'"tcp://127.0.0.1:8786", got {value!r}'
+        )
+    return value
+
+
+def _worker_memory(where: str, value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ToolConfigError(
+            f"{where}: worker_memory must be a number of MB of at least 1 (e.g. 2048), "
+            f"got {value!r}"
         )
     return value

@@ -16,8 +16,9 @@ items)` runs `fn(shared, item)` for each item wherever a worker is free (statele
   225 MB, and its per-call overhead (1.1 ms against 0.7 ms) does not matter for batches
   of thousands of states.
 
-`open_pool(workers, cluster)` picks one from a command line's or a config's values (None:
-run in this process). `describe()` names the pool in logs. A worker that dies is `WorkerLost`, never a result.
+`open_pool(workers, cluster, worker_memory_mb)` picks one from a command line's or a
+config's values (None: run in this process); `worker_memory_mb` bounds each local
+worker's memory (Dask's nanny stops a worker that passes it, which is `WorkerLost`). `describe()` names the pool in logs. A worker that dies is `WorkerLost`, never a result.
 """
 
 from __future__ import annotations
@@ -221,11 +222,24 @@ def _lost(where: str, error: Exception) -> Exception:
     return error
 
 
-def open_pool(workers: int | None, cluster: str | None) -> DaskPool | None:
+def open_pool(
+    workers: int | None, cluster: str | None, worker_memory_mb: int | None = None
+) -> DaskPool | None:
     """The pool a run asked for: the running cluster at `cluster`, a local cluster of
-    `workers` processes (more than 1), or None: run in this process."""
+    `workers` processes (more than 1) with at most `worker_memory_mb` MB each (None:
+    Dask's "auto", the machine's memory shared out), or None: run in this process.
+    A memory bound with a running cluster is refused: its workers' limits were set
+    where they were started (`dask worker --memory-limit`)."""
+    if worker_memory_mb is not None and worker_memory_mb < 1:
+        raise ValueError(f"a worker's memory bound must be at least 1 MB, got {worker_memory_mb}")
     if cluster is not None:
+        if worker_memory_mb is not None:
+            raise ValueError(
+                "a memory bound applies to local workers: a running cluster's workers have "
+                "the limit they were started with (dask worker --memory-limit)"
+            )
         return DaskPool.connect(cluster)
     if workers is not None and workers > 1:
-        return DaskPool.local(workers)
+        memory: str | int = "auto" if worker_memory_mb is None else worker_memory_mb * 2**20
+        return DaskPool.local(workers, memory)
     return None

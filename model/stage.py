@@ -86,7 +86,7 @@ def _exhaustive(
     explore: ExploreOptions, bounds: ExhaustiveBounds, options: StageOptions
 ) -> ExploreResult:
     """The exhaustive run, over the workers `options` name (the same answers) or here."""
-    pool = open_pool(options.workers, options.cluster)
+    pool = open_pool(options.workers, options.cluster, options.worker_memory_mb)
     if pool is None:
         return run_exhaustive(explore, bounds)
     try:

@@ -30,7 +30,7 @@ def run_stage(options: StageOptions) -> StageResult:
     started = time.monotonic()
     folder = options.report_dir / "spec"
     folder.mkdir(parents=True, exist_ok=True)
-    pool = open_pool(options.workers, options.cluster)
+    pool = open_pool(options.workers, options.cluster, options.worker_memory_mb)
     try:
         if pool is None:
             reports = [prove(load_spec(name), TIMEOUT_MS) for name in BUILTIN_SPECS]

@@ -43,6 +43,15 @@ BUG_SEARCH = [
         ),
         (["--workers", "2"], "add --exhaustive"),
         (["--cluster", "tcp://127.0.0.1:1"], "add --exhaustive"),
+        (["--exhaustive", "--worker-memory", "512"], "add --workers N (N of 2 or more)"),
+        (
+            ["--exhaustive", "--cluster", "tcp://127.0.0.1:1", "--worker-memory", "512"],
+            "add --workers N",
+        ),
+        (
+            ["--exhaustive", "--workers", "2", "--worker-memory", "0"],
+            "--worker-memory must be at least 1 MB, got 0",
+        ),
     ],
 )
 def test_bad_worker_options_are_usage_errors(

@@ -27,7 +27,9 @@ pytest.importorskip("distributed", reason="Dask distributed is a dependency: pip
         ("workers = true", "workers must be an integer of at least 1, got True"),
         ('cluster = "127.0.0.1"', 'cluster must be a scheduler address like "tcp://'),
         ('workers = 2\ncluster = "tcp://127.0.0.1:8786"', "not both"),
-        ("worker = 2", "unknown key worker; known keys: workers, cluster"),
+        ("worker = 2", "unknown key worker; known keys: workers, cluster, worker_memory"),
+        ("worker_memory = 512", "worker_memory bounds local workers: give `workers` too"),
+        ("workers = 2\nworker_memory = 0", "worker_memory must be a number of MB of at least 1"),
     ],
 )
 def test_a_bad_table_names_the_file_the_key_and_the_fix(
@@ -54,6 +56,14 @@ def test_the_command_line_wins_over_the_file(tmp_path: Path) -> None:
     assert loaded.cluster == "tcp://10.0.0.1:8786" and loaded.distributed()
     assert loaded.override(3, None) == ToolConfig(workers=3, source=str(path))
     assert loaded.override(None, None) == loaded
+    bounded = tmp_path / "bounded.toml"
+    bounded.write_text("[tool.etcdspec]\nworkers = 2\nworker_memory = 2048\n")
+    local = load_tool_config(bounded)
+    assert local.worker_memory_mb == 2048
+    assert local.describe() == f"2 local workers of 2048 MB ({bounded})"
+    assert local.override(None, None, 512).worker_memory_mb == 512
+    # a running cluster's workers have their own limits: the file's bound is dropped
+    assert local.override(None, "tcp://10.0.0.1:8786").worker_memory_mb is None
 
 
 def test_bad_values_on_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -63,6 +73,11 @@ def test_bad_values_on_the_command_line(tmp_path: Path, capsys: pytest.CaptureFi
     bad.write_text("[tool.etcdspec]\nworkers = -1\n")
     assert run(["verify", "--config", str(bad), "--report", str(tmp_path)]) == ExitCode.BAD_INPUT
     assert f"{bad} [tool.etcdspec]: workers must be" in capsys.readouterr().err
+    bound = ["verify", "--worker-memory", "512", "--report", str(tmp_path)]
+    assert run([*bound, "--config", str(tmp_path / "none.toml")]) == ExitCode.USAGE
+    assert "--worker-memory bounds local workers: add --workers N" in capsys.readouterr().err
+    assert run([*bound, "--cluster", "tcp://127.0.0.1:9"]) == ExitCode.USAGE
+    assert "dask worker --memory-limit" in capsys.readouterr().err
 
 
 def _model_stage(folder: Path, *extra: str) -> tuple[dict[str, Any], dict[str, Any]]:

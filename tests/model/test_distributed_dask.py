@@ -16,7 +16,7 @@ from etcdspec.model.bugs import BugSet
 from etcdspec.model.distributed_explore import explore_distributed
 from etcdspec.model.exhaustive import explore_exhaustive, small_config
 from etcdspec.verdict import Verdict
-from etcdspec.workers import DaskPool, WorkerLost
+from etcdspec.workers import DaskPool, WorkerLost, open_pool
 
 pytest.importorskip("distributed", reason="Dask distributed is a dependency: pip install -e .")
 
@@ -99,3 +99,19 @@ def test_a_spent_time_budget_on_the_workers_is_unknown(pool: DaskPool) -> None:
     config = small_config(max_term=2, max_log=2, max_messages=3)
     result = explore_distributed(config, pool, time_budget_s=1.0)
     assert result.verdict is Verdict.UNKNOWN and "time budget 1 s spent" in result.reason
+
+
+def test_a_memory_bound_is_each_local_workers_limit() -> None:
+    """`--worker-memory MB` (and `worker_memory` in [tool.etcdspec]) reaches Dask as each
+    worker's limit, past which its nanny stops it (WorkerLost: the search is unknown)."""
+    bounded = open_pool(2, None, 300)
+    assert bounded is not None
+    try:
+        limits = [w["memory_limit"] for w in bounded.client.scheduler_info()["workers"].values()]
+        assert limits == [300 * 2**20] * 2
+    finally:
+        bounded.close()
+    with pytest.raises(ValueError, match="a running cluster's workers have the limit"):
+        open_pool(None, "tcp://127.0.0.1:9", 300)
+    with pytest.raises(ValueError, match="at least 1 MB, got 0"):
+        open_pool(2, None, 0)
