@@ -4,18 +4,16 @@ which a headless Chromium renders without script errors, showing the failing op.
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+from browser import Browser
 
 from etcdspec.checker.check import CheckOptions, check_history, load_history
 from etcdspec.checker.report import write_report
 from etcdspec.cli.main import run
 
 DATA = Path(__file__).parent / "data"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 def test_result_json_has_one_entry_per_check(tmp_path: Path) -> None:
@@ -48,42 +46,16 @@ def test_timeout_is_unknown_exit_3(tmp_path: Path) -> None:
     assert run(["check", str(path), "--model", "register", "--timeout", "0"]) == 3
 
 
-def _render(page: Path, tmp_path: Path) -> tuple[str, str]:
-    assert CHROMIUM is not None
-    profile = tmp_path / "profile"
-    command = [
-        CHROMIUM,
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        f"--user-data-dir={profile}",
-        "--enable-logging=stderr",
-        "--v=0",
-        "--virtual-time-budget=3000",
-        "--dump-dom",
-        page.as_uri(),
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=90, check=False)
-    return done.stdout, done.stderr
-
-
-def test_timeline_renders_in_headless_chromium_and_shows_the_failing_op(tmp_path: Path) -> None:
-    if CHROMIUM is None:
-        pytest.fail("this test needs Debian's chromium: apt-get install -y chromium (.ci/run does)")
+def test_timeline_renders_in_headless_chromium_and_shows_the_failing_op(
+    browser: Browser, tmp_path: Path
+) -> None:
     options = CheckOptions(model="etcd")
     report = check_history(load_history(DATA / "etcd_stale_read.jsonl"), options)
     page = write_report(report, tmp_path / "report", options)["timeline"]
-    dom, log = _render(page, tmp_path)
-    console_errors = [
-        line
-        for line in log.splitlines()
-        if "CONSOLE" in line and ("Error" in line or "ERROR" in line)
-    ]
-    assert not console_errors, console_errors
+    tab = browser.open(page)
+    assert not tab.errors, tab.errors
+    dom = tab.dom()
+    tab.close()
     assert 'data-rendered="3"' in dom  # the script ran to its end and drew every op
     assert 'id="op-2"' in dom and "bar failing" in dom
     assert 'href="#op-2"' in dom

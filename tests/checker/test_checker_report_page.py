@@ -14,7 +14,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
-from chromium import ARTEFACTS, CHROMIUM, Elements, chromium, colour_counts, png_pixels
+from browser import Browser
+from chromium import ARTEFACTS, Elements, colour_counts, png_pixels
 
 from etcdspec.checker.check import CheckOptions, CheckReport, check_history, load_history
 from etcdspec.checker.history import HistoryEvent, write_history
@@ -156,22 +157,16 @@ def test_page_is_self_contained(run: Run, tmp_path: Path) -> None:
 # ------------------------------------------------------------------------- in Chromium
 
 
-def test_report_page_in_headless_chromium(run: Run, tmp_path: Path) -> None:
-    if CHROMIUM is None:
-        pytest.fail("this test needs Debian's chromium: apt-get install -y chromium (.ci/run does)")
+def test_report_page_in_headless_chromium(run: Run, browser: Browser, tmp_path: Path) -> None:
     failure = run.report.linearizability.failure  # type: ignore[union-attr]
     assert failure is not None
     # As `etcdspec check run/history.jsonl --report DIR` does: the faults are found beside.
     page = write_report(run.report, tmp_path / "report", run.options)["timeline"]
-    done = chromium(page, tmp_path / "profile", "--dump-dom")
-    errors = [
-        line
-        for line in done.stderr.splitlines()
-        if "CONSOLE" in line and ("Error" in line or "ERROR" in line)
-    ]
-    assert not errors, errors
+    tab = browser.open(page, WINDOW)
+    assert not tab.errors, tab.errors
+    shown = tab.dom()
     dom = Elements()
-    dom.feed(done.stdout)
+    dom.feed(shown)
     body = next(attrs for tag, attrs in dom.all if tag == "body")
     assert body.get("data-ready") == "1", "the page's script did not run to its end"
     assert body.get("data-rendered") == str(len(run.report.history.operations))
@@ -201,11 +196,12 @@ def test_report_page_in_headless_chromium(run: Run, tmp_path: Path) -> None:
     assert "failing" in rows[-1]["class"].split()
     assert dom.by_id["linearization"]["data-count"] == str(len(failure.prefix))
     # The run's context and the failure's panel were drawn.
-    assert f"<dd>{run.folder / 'history.jsonl'}</dd>" in done.stdout
-    assert "cannot be linearized" in done.stdout and "faults around it" in done.stdout
+    assert f"<dd>{run.folder / 'history.jsonl'}</dd>" in shown
+    assert "cannot be linearized" in shown and "faults around it" in shown
 
     shot = tmp_path / "timeline.png"
-    chromium(page, tmp_path / "profile", f"--screenshot={shot}")
+    tab.screenshot(shot)
+    tab.close()
     assert shot.is_file(), "Chromium wrote no screenshot"
     ARTEFACTS.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(shot, ARTEFACTS / "checker_report_timeline.png")

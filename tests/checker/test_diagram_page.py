@@ -13,7 +13,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from chromium import ARTEFACTS, CHROMIUM, Elements, chromium, colour_counts, png_pixels
+from browser import Browser, Tab
+from chromium import ARTEFACTS, Elements, colour_counts, png_pixels
 from trace_scenarios import figure8_run
 
 from etcdspec.cli.main import run
@@ -24,24 +25,18 @@ WINDOW = (1400, 1000)
 VIOLATION_RED = bytes.fromhex("f7b2b8")  # diagram.css: the current violated row
 
 
-def _dom(page: Path, profile: Path, fragment: str = "") -> tuple[Elements, dict[str, str]]:
-    if CHROMIUM is None:
-        pytest.fail("this test needs Debian's chromium: apt-get install -y chromium (.ci/run does)")
-    done = chromium(page, profile, "--dump-dom", window=WINDOW, fragment=fragment)
-    errors = [
-        line
-        for line in done.stderr.splitlines()
-        if "CONSOLE" in line and ("Error" in line or "ERROR" in line)
-    ]
-    assert not errors, errors
+def _open(browser: Browser, page: Path, fragment: str = "") -> tuple[Tab, Elements, dict[str, str]]:
+    tab = browser.open(page, WINDOW, fragment)
+    assert not tab.errors, tab.errors
     dom = Elements()
-    dom.feed(done.stdout)
+    dom.feed(tab.dom())
     body = next(attrs for tag, attrs in dom.all if tag == "body")
     assert body.get("data-ready") == "1", "the page's script did not run to its end"
-    return dom, body
+    return tab, dom, body
 
 
 def _check_page(
+    browser: Browser,
     page: Path,
     tmp_path: Path,
     itf: dict[str, object] | None,
@@ -50,40 +45,44 @@ def _check_page(
 ) -> None:
     """What every diagram page shows, and its screenshot kept as an artefact; with
     `navigate`, the page opened at another step too."""
-    dom, body = _dom(page, tmp_path / "profile")
-    steps = int(body["data-steps"])
-    if itf is not None:
-        assert steps == len(itf["states"]) - 1  # type: ignore[arg-type]
-    assert steps >= 1
-    assert body["data-violation-step"] == str(steps) or page.name.startswith("trace")
-    assert body["data-step"] == body["data-violation-step"]  # opens at the violation
-    lifelines = body["data-lifelines"].split(",")
-    assert len(lifelines) >= 2 and all(f"lane-{n}" in dom.by_id for n in lifelines)
-    rows = [a for _, a in dom.all if a.get("id", "").startswith("row-")]
-    assert len(rows) == steps + 1
-    violated = dom.classed("violated")
-    assert len(violated) == 1 and violated[0]["id"] == f"row-{body['data-violation-step']}"
-    assert "violation-mark" in dom.by_id
-    messages = [a for _, a in dom.all if a.get("id", "").startswith("msg-")]
-    assert len(messages) == int(body["data-messages"]) >= 1
-    assert {m["data-from"] for m in messages} <= set(lifelines)
+    tab, dom, body = _open(browser, page)
+    try:
+        steps = int(body["data-steps"])
+        if itf is not None:
+            assert steps == len(itf["states"]) - 1  # type: ignore[arg-type]
+        assert steps >= 1
+        assert body["data-violation-step"] == str(steps) or page.name.startswith("trace")
+        assert body["data-step"] == body["data-violation-step"]  # opens at the violation
+        lifelines = body["data-lifelines"].split(",")
+        assert len(lifelines) >= 2 and all(f"lane-{n}" in dom.by_id for n in lifelines)
+        rows = [a for _, a in dom.all if a.get("id", "").startswith("row-")]
+        assert len(rows) == steps + 1
+        violated = dom.classed("violated")
+        assert len(violated) == 1 and violated[0]["id"] == f"row-{body['data-violation-step']}"
+        assert "violation-mark" in dom.by_id
+        messages = [a for _, a in dom.all if a.get("id", "").startswith("msg-")]
+        assert len(messages) == int(body["data-messages"]) >= 1
+        assert {m["data-from"] for m in messages} <= set(lifelines)
+        _screenshot(tab, tmp_path, shot_name)
+    finally:
+        tab.close()
     if navigate:
-        _navigate(page, tmp_path, messages)
-    _screenshot(page, tmp_path, shot_name)
+        _navigate(browser, page, messages)
 
 
-def _navigate(page: Path, tmp_path: Path, messages: list[dict[str, str]]) -> None:
+def _navigate(browser: Browser, page: Path, messages: list[dict[str, str]]) -> None:
     """#step=0 opens at the initial state, with every message still to come faded."""
-    dom0, body0 = _dom(page, tmp_path / "profile", "#step=0")
+    tab, dom0, body0 = _open(browser, page, "#step=0")
+    tab.close()
     assert body0["data-step"] == "0"
     assert "current" in dom0.by_id["row-0"]["class"].split()
     faded = [a for a in dom0.classed("msg") if "future" in a["class"].split()]
     assert len(faded) == len([m for m in messages if m["data-sent"] != "0"])
 
 
-def _screenshot(page: Path, tmp_path: Path, shot_name: str) -> None:
+def _screenshot(tab: Tab, tmp_path: Path, shot_name: str) -> None:
     shot = tmp_path / "diagram.png"
-    chromium(page, tmp_path / "profile", f"--screenshot={shot}", window=WINDOW)
+    tab.screenshot(shot)
     assert shot.is_file(), "Chromium wrote no screenshot"
     ARTEFACTS.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(shot, ARTEFACTS / shot_name)
@@ -95,31 +94,33 @@ def _screenshot(page: Path, tmp_path: Path, shot_name: str) -> None:
 
 
 @pytest.mark.parametrize("bug", [b.name for b in CATALOGUE])
-def test_every_catalogue_bug_is_drawn(bug: str, tmp_path: Path) -> None:
+def test_every_catalogue_bug_is_drawn(bug: str, browser: Browser, tmp_path: Path) -> None:
     itf, page = tmp_path / "run.itf.json", tmp_path / f"{bug}.html"
     code = run(["explore", "--bug", bug, "--itf", str(itf), "--diagram", str(page), "--quiet"])
     assert code == ExitCode.VIOLATION
     document = json.loads(itf.read_text())
-    _check_page(page, tmp_path, document, f"diagram_{bug}.png")
+    _check_page(browser, page, tmp_path, document, f"diagram_{bug}.png")
     # `etcdspec diagram FILE.itf.json` draws the very same page from the written ITF.
     again = tmp_path / "again.html"
     assert run(["diagram", str(itf), "-o", str(again), "--quiet"]) == ExitCode.HOLDS
     assert again.read_text() == page.read_text()
 
 
-def test_a_bmc_counterexample_is_drawn(tmp_path: Path) -> None:
+def test_a_bmc_counterexample_is_drawn(browser: Browser, tmp_path: Path) -> None:
     itf, page = tmp_path / "bmc.itf.json", tmp_path / "bmc.html"
     sizes = "node=3,term=2,index=1,value=1,quorum=2"
     argv = ["prove", "raft", "--mutation", "two_votes", "--bmc", "5", "--size", sizes]
     assert run([*argv, "--itf", str(itf)]) == ExitCode.VIOLATION
     assert run(["diagram", str(itf), "-o", str(page), "--quiet"]) == ExitCode.HOLDS
-    _check_page(page, tmp_path, json.loads(itf.read_text()), "diagram_bmc_two_votes.png", True)
+    _check_page(
+        browser, page, tmp_path, json.loads(itf.read_text()), "diagram_bmc_two_votes.png", True
+    )
 
 
-def test_a_failing_trace_validation_is_drawn(tmp_path: Path) -> None:
+def test_a_failing_trace_validation_is_drawn(browser: Browser, tmp_path: Path) -> None:
     traces = tmp_path / "traces"
     traces.mkdir()
     figure8_run(bug=True).write(traces)
     page = tmp_path / "trace.html"
     assert run(["diagram", str(traces), "-o", str(page), "--quiet"]) == ExitCode.HOLDS
-    _check_page(page, tmp_path, None, "diagram_trace_figure8.png", True)
+    _check_page(browser, page, tmp_path, None, "diagram_trace_figure8.png", True)
