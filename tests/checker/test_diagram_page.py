@@ -1,5 +1,6 @@
 """Counterexample diagrams as a reader sees them, in headless Chromium: for every bug of
-the model's catalogue (`etcdspec explore --bug NAME --diagram`), for a BMC run of a spec
+the model's catalogue (`etcdspec diagram` of the ITF that `explore --bug NAME` writes;
+`explore --diagram` draws the same page), for a BMC run of a spec
 mutation (`etcdspec prove --bmc --itf`, then `etcdspec diagram`) and for a failing
 trace validation (`etcdspec diagram TRACES`), the page's script runs to its end, draws a
 lifeline per node, an arrow per message, the rows of every step and the violated
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from browser import Browser, Tab
+from catalogue_runs import found
 from chromium import ARTEFACTS, Elements, colour_counts, png_pixels
 from trace_scenarios import figure8_run
 
@@ -95,12 +97,20 @@ def _screenshot(tab: Tab, tmp_path: Path, shot_name: str) -> None:
 
 @pytest.mark.parametrize("bug", [b.name for b in CATALOGUE])
 def test_every_catalogue_bug_is_drawn(bug: str, browser: Browser, tmp_path: Path) -> None:
+    """`etcdspec diagram FILE.itf.json` on the counterexample `explore --bug NAME` finds
+    (the session's one run of the bug's finder: tests/support/catalogue_runs.py)."""
+    counterexample = found(bug).counterexample
+    assert counterexample is not None, f"{bug}: its finder found nothing"
     itf, page = tmp_path / "run.itf.json", tmp_path / f"{bug}.html"
-    code = run(["explore", "--bug", bug, "--itf", str(itf), "--diagram", str(page), "--quiet"])
-    assert code == ExitCode.VIOLATION
-    document = json.loads(itf.read_text())
-    _check_page(browser, page, tmp_path, document, f"diagram_{bug}.png")
-    # `etcdspec diagram FILE.itf.json` draws the very same page from the written ITF.
+    counterexample.to_itf().write(itf)
+    assert run(["diagram", str(itf), "-o", str(page), "--quiet"]) == ExitCode.HOLDS
+    _check_page(browser, page, tmp_path, json.loads(itf.read_text()), f"diagram_{bug}.png")
+
+
+def test_explore_draws_the_page_that_diagram_draws_from_its_itf(tmp_path: Path) -> None:
+    itf, page = tmp_path / "run.itf.json", tmp_path / "explored.html"
+    argv = ["explore", "--bug", "commit_without_quorum", "--itf", str(itf), "--diagram", str(page)]
+    assert run([*argv, "--quiet"]) == ExitCode.VIOLATION
     again = tmp_path / "again.html"
     assert run(["diagram", str(itf), "-o", str(again), "--quiet"]) == ExitCode.HOLDS
     assert again.read_text() == page.read_text()

@@ -10,9 +10,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from catalogue_runs import found
 
 from etcdspec.model.bugs import BY_NAME, CATALOGUE, NO_BUGS
-from etcdspec.model.explore import FINDERS, find_bug, run_exhaustive, run_hypothesis
+from etcdspec.model.explore import FINDERS, run_exhaustive, run_hypothesis
 from etcdspec.verdict import Verdict
 
 BUG_NAMES = [bug.name for bug in CATALOGUE]
@@ -24,7 +25,7 @@ def test_every_catalogued_bug_has_a_finder() -> None:
 
 @pytest.mark.parametrize("name", BUG_NAMES)
 def test_exploration_finds_the_bug_with_a_counterexample(name: str) -> None:
-    result = find_bug(name, seed=0)
+    result = found(name)
     assert result.verdict is Verdict.FALSE, result.describe()
     assert not result.crashed
     cex = result.counterexample
@@ -44,15 +45,15 @@ def test_the_correct_model_passes_the_same_run(name: str) -> None:
     finder = FINDERS[name]
     options = replace(finder.options, bugs=NO_BUGS, seed=0)
     if finder.mode == "exhaustive":
-        found = find_bug(name, seed=0)
+        bugged = found(name)
         # no violation among as many states as the bug needed to show itself (capped,
         # to keep the suite short)
-        states = min(max(found.distinct_states, 2000), 15000)
+        states = min(max(bugged.distinct_states, 2000), 15000)
         budget = replace(finder.bounds, max_states=states)
         result = run_exhaustive(options, budget)
         assert result.verdict in (Verdict.TRUE, Verdict.UNKNOWN), result.describe()
         assert result.counterexample is None
-        assert result.distinct_states >= min(found.distinct_states, states)
+        assert result.distinct_states >= min(bugged.distinct_states, states)
     else:
         result = run_hypothesis(options)
         assert result.verdict is Verdict.TRUE, result.describe()
