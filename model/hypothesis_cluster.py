@@ -39,7 +39,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from etcdspec.model import actions as act
-from etcdspec.model import raft_node
+from etcdspec.model import lease_clocks, raft_node
 from etcdspec.model.action_shrink import ShrunkRun, shrink_actions
 from etcdspec.model.actions import Action
 from etcdspec.model.cluster import Cluster
@@ -170,7 +170,11 @@ def dead_rules(config: ClusterConfig) -> frozenset[str]:
     """Rules that can never run under `config` (their precondition reads only the
     configuration): leaving them out of the machine saves Hypothesis drawing and
     rejecting them at every step, and changes nothing that runs."""
-    dead = {"tick"} if config.timeouts == "free" else {"timeout", "disrupt", "heartbeat"}
+    dead = (
+        {"tick", "expire_lease"}
+        if config.timeouts == "free"
+        else {"timeout", "disrupt", "heartbeat"}
+    )
     if config.persist != "explicit":
         dead.add("persist")
     return frozenset(dead)
@@ -473,8 +477,31 @@ class ClusterMachine(RuleBasedStateMachine):
     @rule(pick=picks, lease=st.integers(min_value=1, max_value=3))
     def keepalive(self, pick: int, lease: int) -> None:
         leader = self.cluster.node(self._leaders()[pick % len(self._leaders())])
-        if any(lid == lease and remaining > 0 for lid, remaining in leader.leases):
+        held = [lid for lid, _ in leader.leases]
+        if held and lease not in held:
+            lease = held[(lease - 1) % len(held)]  # one the leader holds a clock for
+        if lease_clocks.can_keep_alive(self.cluster.params, leader, lease):
             self._do(act.keepalive(leader.id, lease))
+
+    @precondition(_led)
+    @rule(pick=picks)
+    def expire_lease(self, pick: int) -> None:
+        """The network settles (grants commit), then a leader ticks (each tick its own
+        step) until a lease's clock runs out: it proposes that lease's expiry, which
+        stays pending until the network delivers again."""
+        self._settle()
+        leaders = [n for n in self._leaders() if self.cluster.node(n).leases]
+        if not leaders or self.cluster.config.timeouts != "ticks":
+            return
+        leader = leaders[pick % len(leaders)]
+        for _ in range(max(remaining for _, remaining in self.cluster.node(leader).leases)):
+            node = self.cluster.node(leader)
+            if node.role != Role.LEADER or not any(r > 0 for _, r in node.leases):
+                return
+            if any(r == 1 for _, r in node.leases):
+                self._do(act.tick(leader))
+                return
+            self._do(act.tick(leader))
 
     @precondition(_led)
     @rule(pick=picks, back=st.integers(min_value=0, max_value=3))

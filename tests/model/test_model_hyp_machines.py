@@ -40,8 +40,8 @@ from etcdspec.verdict import Verdict
 @pytest.mark.parametrize(
     ("timeouts", "persist", "dead"),
     [
-        ("free", "sync", {"tick", "persist"}),
-        ("free", "explicit", {"tick"}),
+        ("free", "sync", {"tick", "expire_lease", "persist"}),
+        ("free", "explicit", {"tick", "expire_lease"}),
         ("ticks", "sync", {"timeout", "disrupt", "heartbeat", "persist"}),
         ("ticks", "explicit", {"timeout", "disrupt", "heartbeat"}),
     ],
