@@ -20,8 +20,10 @@ g, shows that L's keys were deleted before g. Unless a client revoke of L was in
 before g (a client may delete a lease's keys at any time), each ok acknowledgement of L
 with TTL t > 0 (lease_keepalive, or the lease_grant) whose deadline is after g is a
 violation: the key was gone before the deadline. This also catches an acknowledgement
-given after the key was already seen gone (its deadline is later still). Info and
-failed calls acknowledge nothing; a lease id granted twice in the history is not
+given after the key was already seen gone (its deadline is later still). A keep-alive
+answer is recorded as `info` with `"answered": true` and the response (conform/
+recorder.py: its header is no linearization point), and counts as an acknowledgement;
+other info calls and failed ones acknowledge nothing; a lease id granted twice in the history is not
 judged.
 
 Verdict: FALSE on a violation (details name the key, the read and the acknowledgement);
@@ -182,9 +184,11 @@ def _acknowledgements(history: History) -> dict[int, list[Acknowledgement]]:
     )
     acks: dict[int, list[Acknowledgement]] = {}
     for op in history.operations:
-        if op.type != "ok" or op.f not in ("lease_grant", "lease_keepalive"):
+        if op.f not in ("lease_grant", "lease_keepalive"):
             continue
         if not isinstance(op.response, dict) or op.response.get("error"):
+            continue
+        if op.type != "ok" and not (op.type == "info" and op.response.get("answered") is True):
             continue
         lease = int(op.response.get("ID", 0))
         ttl = int(op.response.get("TTL", 0))
