@@ -125,7 +125,7 @@ def check_lease_guarantee(
         put = held.get(key)
         if put is None or put.return_time is None or op.call_time <= put.return_time:
             continue
-        lease = int(put.request.get("lease", 0))
+        lease = _int(put.request.get("lease"))
         revoked = revokes.get(lease)
         if revoked is not None and revoked <= op.return_time:
             continue
@@ -167,6 +167,17 @@ def check_lease_guarantee(
     )
 
 
+def _int(value: Any) -> int:
+    """An integer field of a history (ids may be written as strings); 0 if it is none."""
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.lstrip("-").isdigit():
+        return int(value)
+    return 0
+
+
 def _key(request: Any) -> str:
     if not isinstance(request, dict) or "key" not in request:
         return ""
@@ -178,7 +189,7 @@ def _key(request: Any) -> str:
 
 def _acknowledgements(history: History) -> dict[int, list[Acknowledgement]]:
     granted = Counter(
-        int(op.response.get("ID", 0))
+        _int(op.response.get("ID"))
         for op in history.operations
         if op.f == "lease_grant" and op.type == "ok" and isinstance(op.response, dict)
     )
@@ -190,8 +201,8 @@ def _acknowledgements(history: History) -> dict[int, list[Acknowledgement]]:
             continue
         if op.type != "ok" and not (op.type == "info" and op.response.get("answered") is True):
             continue
-        lease = int(op.response.get("ID", 0))
-        ttl = int(op.response.get("TTL", 0))
+        lease = _int(op.response.get("ID"))
+        ttl = _int(op.response.get("TTL"))
         if lease and ttl > 0 and granted[lease] <= 1:
             acks.setdefault(lease, []).append(Acknowledgement(op, lease, ttl))
     return acks
@@ -202,7 +213,7 @@ def _revoke_invokes(history: History) -> dict[int, int]:
     first: dict[int, int] = {}
     for op in history.operations:
         if op.f == "lease_revoke" and op.type != "fail" and isinstance(op.request, dict):
-            lease = int(op.request.get("ID", op.request.get("id", 0)))
+            lease = _int(op.request.get("ID", op.request.get("id")))
             first[lease] = min(first.get(lease, op.call_time), op.call_time)
     return first
 
@@ -223,7 +234,7 @@ def _held_keys(history: History) -> dict[str, Operation]:
     return {
         key: ops[0]
         for key, ops in puts.items()
-        if len(ops) == 1 and ops[0].type == "ok" and int(ops[0].request.get("lease", 0) or 0)
+        if len(ops) == 1 and ops[0].type == "ok" and _int(ops[0].request.get("lease"))
     }
 
 
