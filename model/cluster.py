@@ -324,6 +324,8 @@ class Cluster:
                 yield timeout(i)
             if leader and config.allow_heartbeat:
                 yield heartbeat(i)
+            if lease_clocks.leases_running(node):
+                yield tick(i)  # time passes for the leader's leases alone
         else:
             yield tick(i)
         if leader:
@@ -372,7 +374,7 @@ class Cluster:
             if kind == "crash":
                 return config.max_crashes is None or self.crashes < config.max_crashes
             if kind == "tick":
-                return config.timeouts == "ticks"
+                return config.timeouts == "ticks" or lease_clocks.leases_running(node)
             if kind == "timeout":
                 return config.timeouts == "free" and (
                     node.role != Role.LEADER or config.check_quorum
@@ -482,6 +484,8 @@ class Cluster:
         messages: Iterable[Message]
         if kind == "deliver":
             after, messages = rn.step(params, before, args[0])
+        elif kind == "tick" and self.config.timeouts == "free":
+            after, messages = lease_clocks.lease_tick(params, before)
         elif kind == "tick":
             after, messages = lease_clocks.tick(params, before)
         elif kind == "timeout":

@@ -9,7 +9,9 @@ Contract
   leader (`start_lease_clocks`, etcd's Promote), when the leader applies the grant
   (model/applier.py) and at a keep-alive (`refresh_lease`).
 - `tick` is a node's tick as the cluster gives it: Raft's clock (raft_node.tick), then
-  every lease clock counts down one tick; a leader whose clock reaches zero proposes a
+  every lease clock counts down one tick (with free timeouts, where Raft's timeouts are
+  actions, a leader holding a running clock is offered `tick` too, and it counts down
+  the lease clocks alone: `lease_tick`, so that the exhaustive explorer sees expiry); a leader whose clock reaches zero proposes a
   `LeaseRevokeRequest` through the log (the revoke takes effect when applied).
 - A keep-alive is answered only by a leader whose clock for the lease still runs
   (`can_keep_alive`): once the clock ran out the expiry is proposed, and etcd's
@@ -79,6 +81,25 @@ def tick(params: RaftParams, node: Node) -> tuple[Node, list[Message]]:
     """A tick: Raft's clock, then the lease clocks (leader, or any holder under the
     lease_revoke_by_stale_leader bug)."""
     node, messages = rn.tick(params, node)
+    return count_down(params, node, messages)
+
+
+def lease_tick(params: RaftParams, node: Node) -> tuple[Node, list[Message]]:
+    """A tick of the lease clocks alone: with free timeouts (Raft's timeouts are actions
+    of their own) the only way time passes for a leader's leases."""
+    return count_down(params, node, [])
+
+
+def leases_running(node: Node) -> bool:
+    """Whether the node is a leader with a lease clock that has not run out."""
+    return node.role == Role.LEADER and any(remaining > 0 for _, remaining in node.leases)
+
+
+def count_down(
+    params: RaftParams, node: Node, messages: list[Message]
+) -> tuple[Node, list[Message]]:
+    """Every lease clock of the node one tick down; a leader proposes the expiry of each
+    lease whose clock reaches zero."""
     if not node.leases:
         return node, messages
     expired: list[int] = []
