@@ -676,7 +676,9 @@ FINDERS: dict[str, Finder] = {
             timeouts="ticks",
             prevote=False,
             check_quorum=False,
-            rules=frozenset(("elect", "lease_grant", "expire_lease", "stabilize", "keepalive")),
+            rules=frozenset(
+                ("elect", "lease_grant", "expire_lease", "stabilize", "keepalive_held")
+            ),
         ),
         attempts=6,
     ),

@@ -170,11 +170,7 @@ def dead_rules(config: ClusterConfig) -> frozenset[str]:
     """Rules that can never run under `config` (their precondition reads only the
     configuration): leaving them out of the machine saves Hypothesis drawing and
     rejecting them at every step, and changes nothing that runs."""
-    dead = (
-        {"tick", "expire_lease"}
-        if config.timeouts == "free"
-        else {"timeout", "disrupt", "heartbeat"}
-    )
+    dead = {"tick"} if config.timeouts == "free" else {"timeout", "disrupt", "heartbeat"}
     if config.persist != "explicit":
         dead.add("persist")
     return frozenset(dead)
@@ -477,31 +473,8 @@ class ClusterMachine(RuleBasedStateMachine):
     @rule(pick=picks, lease=st.integers(min_value=1, max_value=3))
     def keepalive(self, pick: int, lease: int) -> None:
         leader = self.cluster.node(self._leaders()[pick % len(self._leaders())])
-        held = [lid for lid, _ in leader.leases]
-        if held and lease not in held:
-            lease = held[(lease - 1) % len(held)]  # one the leader holds a clock for
         if lease_clocks.can_keep_alive(self.cluster.params, leader, lease):
             self._do(act.keepalive(leader.id, lease))
-
-    @precondition(_led)
-    @rule(pick=picks)
-    def expire_lease(self, pick: int) -> None:
-        """The network settles (grants commit), then a leader ticks (each tick its own
-        step) until a lease's clock runs out: it proposes that lease's expiry, which
-        stays pending until the network delivers again."""
-        self._settle()
-        leaders = [n for n in self._leaders() if self.cluster.node(n).leases]
-        if not leaders or self.cluster.config.timeouts != "ticks":
-            return
-        leader = leaders[pick % len(leaders)]
-        for _ in range(max(remaining for _, remaining in self.cluster.node(leader).leases)):
-            node = self.cluster.node(leader)
-            if node.role != Role.LEADER or not any(r > 0 for _, r in node.leases):
-                return
-            if any(r == 1 for _, r in node.leases):
-                self._do(act.tick(leader))
-                return
-            self._do(act.tick(leader))
 
     @precondition(_led)
     @rule(pick=picks, back=st.integers(min_value=0, max_value=3))
@@ -592,9 +565,9 @@ class ClusterMachine(RuleBasedStateMachine):
 
 
 class SplitBrainMachine(ClusterMachine):
-    """The cluster machine plus the split_brain macro rule, for focused runs (bug
-    finders name it in `ExploreOptions.rules`); default runs keep ClusterMachine's
-    rules, so their seeded schedules stay as they were."""
+    """The cluster machine plus the split_brain macro rule (and expire_lease,
+    keepalive_held), for focused runs (bug finders name them in `ExploreOptions.rules`);
+    default runs keep ClusterMachine's rules, so their seeded schedules stay as they were."""
 
     @precondition(_led_and_unpartitioned)
     @rule(pick=picks, request=st.builds(PutRequest, key=keys, value=values))
@@ -610,6 +583,35 @@ class SplitBrainMachine(ClusterMachine):
         others = [n for n in self._up() if n != leader]
         if others:
             self._elect(others[pick % len(others)])
+
+    @precondition(_led)
+    @rule(pick=picks)
+    def expire_lease(self, pick: int) -> None:
+        """The network settles (grants commit), then a leader ticks (each tick its own
+        step) until a lease's clock runs out: it proposes that lease's expiry, which
+        stays pending until the network delivers again."""
+        self._settle()
+        leaders = [n for n in self._leaders() if self.cluster.node(n).leases]
+        if not leaders or self.cluster.config.timeouts != "ticks":
+            return
+        leader = leaders[pick % len(leaders)]
+        running = {lid for lid, r in self.cluster.node(leader).leases if r > 0}
+        while running:  # every tick takes one off each running clock: this ends
+            self._do(act.tick(leader))
+            node = self.cluster.node(leader)
+            clocks = {lid: r for lid, r in node.leases if lid in running}
+            if node.role != Role.LEADER or len(clocks) < len(running) or 0 in clocks.values():
+                return  # a clock ran out (its expiry proposed), or the leader moved on
+
+    @precondition(_led)
+    @rule(pick=picks, lease=st.integers(min_value=0, max_value=3))
+    def keepalive_held(self, pick: int, lease: int) -> None:
+        """A keep-alive of a lease the leader holds a clock for (keepalive draws any id)."""
+        leader = self.cluster.node(self._leaders()[pick % len(self._leaders())])
+        if leader.leases:
+            held = leader.leases[lease % len(leader.leases)][0]
+            if lease_clocks.can_keep_alive(self.cluster.params, leader, held):
+                self._do(act.keepalive(leader.id, held))
 
 
 class MembershipRules:

@@ -40,8 +40,8 @@ from etcdspec.verdict import Verdict
 @pytest.mark.parametrize(
     ("timeouts", "persist", "dead"),
     [
-        ("free", "sync", {"tick", "expire_lease", "persist"}),
-        ("free", "explicit", {"tick", "expire_lease"}),
+        ("free", "sync", {"tick", "persist"}),
+        ("free", "explicit", {"tick"}),
         ("ticks", "sync", {"timeout", "disrupt", "heartbeat", "persist"}),
         ("ticks", "explicit", {"timeout", "disrupt", "heartbeat"}),
     ],
