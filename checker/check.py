@@ -17,6 +17,8 @@ Contract:
   written by the server's Lock service, which no model operation describes, so
   linearizability against a model and the watch guarantees are not checked (a note
   says so).
+- A history with held keys (the `lease-guarantee` workload's) is also judged by the
+  lease guarantee (checker/lease_checks.py), with `CheckOptions.lease_tolerance_s`.
 - Memory: `CheckOptions.max_memory_mb` None (the default) bounds resident memory by
   `default_memory_mb()` (4,096 MB or half the physical memory, whichever is smaller);
   0 means unbounded. Reaching the bound gives unknown, never a pass.
@@ -36,6 +38,11 @@ from etcdspec.checker.edn import EdnError
 from etcdspec.checker.gc_pause import paused_gc
 from etcdspec.checker.history import History, HistoryError, read_history
 from etcdspec.checker.jepsen import read_jepsen
+from etcdspec.checker.lease_checks import (
+    DEFAULT_TOLERANCE_S,
+    check_lease_guarantee,
+    is_lease_guarantee_history,
+)
 from etcdspec.checker.linearizability import check_linearizable
 from etcdspec.checker.linearizability_result import LinearizabilityResult
 from etcdspec.checker.model_etcd import EtcdModel
@@ -82,6 +89,8 @@ class CheckOptions:
     lease_expiry: bool = True
     seed: int = 0
     allow_empty: bool = False  # no operation (or none the model can check) holds
+    # the lease guarantee's tolerance (checker/lease_checks.py): election timeout + slack
+    lease_tolerance_s: float = DEFAULT_TOLERANCE_S
 
     def memory_bound_mb(self) -> float | None:
         """The resident memory bound in force (None: unbounded)."""
@@ -226,6 +235,8 @@ def _check_history(history: History, options: CheckOptions) -> CheckReport:
                 f"{len(history.watch_events)} watch events need the etcd model",
             )
         )
+    if options.model == "etcd" and is_lease_guarantee_history(history):
+        results.append(check_lease_guarantee(history, options.lease_tolerance_s))
     verdict = Verdict.merge_all([r.verdict for r in results])
     return CheckReport(
         source=history.source,

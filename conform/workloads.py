@@ -13,6 +13,10 @@ Contract:
   deletes, multi-op txns, CAS on mod_revision (weights in KV_WEIGHTS).
 - `leases`: grant, put with a lease, keep-alive, revoke, reads; short TTLs so leases
   also expire during the run.
+- `lease-guarantee`: each worker grants a short lease, puts one held key with it
+  (HELD_PREFIX), keeps it alive a few times while reading the key, then lets it lapse
+  with one late keep-alive just after its expiry, reading until the key is gone;
+  checker/lease_checks.py judges the reads against the acknowledged TTLs.
 - `kubernetes`: the API server's patterns: list a prefix, then watch from the list's
   revision + 1; create with mod_revision == 0; optimistic update and delete guarded
   by mod_revision; compaction as a txn on the compact_rev_key, then Compact.
@@ -41,6 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -68,6 +73,7 @@ from etcdspec.model.requests import (
     LeaseGrantRequest,
     LeaseGrantResponse,
     LeaseKeepAliveRequest,
+    LeaseKeepAliveResponse,
     LeaseRevokeRequest,
     PutRequest,
     RangeRequest,
@@ -100,6 +106,14 @@ LOCK_LEASE_TTL_S = 5  # a holder cut off by a fault loses its lock within this
 LOCK_WAIT_S = 8.0  # how long a Lock call may wait for its turn
 LOCK_HOLD_S = 0.05  # the longest hold between the two fenced writes
 FENCE_PREFIX = b"fence/"
+
+# lease-guarantee: etcd's minimum TTL (2 s with a 1 s election timeout); a late
+# keep-alive probes the moment just after a lapsed lease's expiry, before its revoke.
+HELD_TTL_S = 2
+HELD_PREFIX = b"lease-held/"  # checker/lease_checks.py judges keys under it
+LATE_KEEPALIVE_S = 0.03  # how long after the lapsed lease's expiry the probe goes
+PROBE_WINDOW_S = 0.3  # a step this close to the probe time waits for it
+HELD_GIVE_UP_S = 6.0  # a lapsed lease's key not seen gone by then: start another
 
 WatchStarter = Callable[[str, WatchRequest, float], None]  # starts a task, returns
 
@@ -486,10 +500,76 @@ class AuthWorkload(Workload):
         return AuthUserRevokeRoleRequest(user, role)
 
 
+@dataclass
+class HeldLease:
+    """A lease-guarantee worker's lease: its held key, when its last acknowledged call
+    was sent, and how many keep-alives it still gets before it lapses."""
+
+    lease: int
+    key: bytes
+    renewed: float
+    keepalives: int
+    probed: bool = False
+
+
+class LeaseGuaranteeWorkload(Workload):
+    """Each worker grants a lease (HELD_TTL_S), puts one held key with it, keeps it alive
+    a few times (every half TTL), reading the key in between, then lets it lapse: one
+    late keep-alive just after the expiry (LATE_KEEPALIVE_S), and reads until the key is
+    gone. checker/lease_checks.py judges the reads against the acknowledged TTLs."""
+
+    name = "lease-guarantee"
+    watch_all = False  # the judged evidence is reads; watches would only add load
+
+    def __init__(self) -> None:
+        self.held: dict[int, HeldLease] = {}
+
+    async def step(self, worker: Worker) -> None:
+        held = self.held.get(worker.number)
+        if held is None:
+            await self._start(worker)
+            return
+        now = time.monotonic()
+        if held.keepalives > 0 and now - held.renewed >= HELD_TTL_S / 2:
+            held.keepalives -= 1
+            outcome = await worker.call(LeaseKeepAliveRequest(held.lease))
+            response = outcome.response
+            if isinstance(response, LeaseKeepAliveResponse) and response.ttl > 0:
+                held.renewed = now
+            else:
+                held.keepalives = 0  # lost: let it lapse from the last acknowledgement
+            return
+        probe_at = held.renewed + HELD_TTL_S + LATE_KEEPALIVE_S
+        if held.keepalives == 0 and not held.probed and now >= probe_at - PROBE_WINDOW_S:
+            await asyncio.sleep(max(0.0, probe_at - now))  # exactly then, not a step late
+            held.probed = True
+            await worker.call(LeaseKeepAliveRequest(held.lease))
+            return
+        outcome = await worker.call(RangeRequest(held.key))
+        gone = isinstance(outcome.response, RangeResponse) and not outcome.response.kvs
+        if (gone and held.probed) or now - held.renewed > HELD_GIVE_UP_S:
+            del self.held[worker.number]
+
+    async def _start(self, worker: Worker) -> None:
+        sent = time.monotonic()
+        granted = await worker.call(LeaseGrantRequest(ttl=HELD_TTL_S))
+        if not isinstance(granted.response, LeaseGrantResponse):
+            return
+        worker.sequence += 1
+        tag = worker.rng.randrange(1_000_000)  # seeded, like every workload's choices
+        key = HELD_PREFIX + f"w{worker.number}-{worker.sequence}-{tag}".encode()
+        lease = granted.response.id
+        put = await worker.call(PutRequest(key, worker.unique_value(), lease=lease))
+        if put.response is not None:
+            keepalives = worker.rng.randint(1, 3)
+            self.held[worker.number] = HeldLease(lease, key, sent, keepalives)
+
+
 WORKLOADS: dict[str, Callable[[], Workload]] = {
     "etcd-kv": KvWorkload,
     "etcd-kv-writes": WriteHeavyWorkload,
     "leases": LeaseWorkload,
+    "lease-guarantee": LeaseGuaranteeWorkload,
     "kubernetes": KubernetesWorkload,
     "watch": WatchWorkload,
     "locks": LocksWorkload,

@@ -23,6 +23,10 @@ Known failpoints (FAILPOINTS holds the one-line description of each):
 - stale_leader_lease_revoke: the leader revokes an expired lease by applying the revoke
   to its own state instead of proposing it through the log, as a leader that lost its
   quorum and does not know it yet would.
+- keepalive_after_expiry: the leader answers a keep-alive of a lease whose expiry has
+  passed but which is still held (its revoke not yet proposed, or proposed and not yet
+  applied) with the lease's full TTL, instead of refusing it (etcd's Renew waits for
+  the pending revoke): the revoke then deletes the keys right after the acknowledgement.
 - lock_without_wait: v3lock's Lock answers at once with the caller's key, without
   waiting for the keys ahead of it in the lock's queue to be deleted (two holders).
 - auth_skip_range_check: with auth enabled, the auth store's READ check of a range
@@ -44,6 +48,7 @@ FAILPOINTS: dict[str, str] = {
     "forget_vote_on_restart": "the vote is not persisted: a restarted member votes again",
     "stale_leader_lease_revoke": "the leader revokes expired leases locally, not via the log",
     "wal_skip_payload_crc": "WAL replay takes a record's payload without its checksum",
+    "keepalive_after_expiry": "the leader acknowledges a keep-alive of an expired lease",
     "lock_without_wait": "Lock is granted at once, without waiting for the keys ahead of it",
     "auth_skip_range_check": "with auth enabled, a range is served without the READ check",
 }

@@ -13,7 +13,8 @@ Contract
 - ReadIndex rounds whose read index is now applied are answered from the applied store
   (a read never changes it); the others keep waiting.
 - Each applied entry gives an `Applied`, each answered read a `ReadResult`, in that
-  order: the step's outputs (`Cluster.outputs`), not part of any state's identity.
+  order (a keep-alive step's `KeepAliveAck`, model/lease_clocks.py, comes first): the
+  step's outputs (`Cluster.outputs`), not part of any state's identity.
 - A pure function of its arguments: no I/O.
 """
 
@@ -25,7 +26,7 @@ from etcdspec.model import raft_node as rn
 from etcdspec.model import store as kv
 from etcdspec.model.actions import describe_request
 from etcdspec.model.errors import StoreError
-from etcdspec.model.lease_clocks import clock_ticks
+from etcdspec.model.lease_clocks import KeepAliveAck, clock_ticks
 from etcdspec.model.raft_messages import ConfChange, node_name
 from etcdspec.model.raft_node import Node, RaftParams, ReadRound, Role
 from etcdspec.model.requests import LeaseGrantRequest, LeaseGrantResponse, LeaseRevokeRequest
@@ -62,7 +63,7 @@ class ReadResult(NamedTuple):
         )
 
 
-Output = Applied | ReadResult
+Output = Applied | ReadResult | KeepAliveAck
 
 
 def apply_committed(params: RaftParams, node: Node, scale: int) -> tuple[Node, list[Output]]:

@@ -65,6 +65,12 @@ CATALOGUE: tuple[Bug, ...] = (
         "a deposed leader revokes an expired lease by itself instead of through the log",
     ),
     Bug(
+        "keepalive_after_expiry",
+        "lease",
+        "a leader acknowledges a keep-alive of a lease whose expiry it has already proposed "
+        "(etcd's lessor.Renew must wait for the pending revoke)",
+    ),
+    Bug(
         "watch_drops_event_at_compaction",
         "watch",
         "a watcher catching up across a compaction silently skips the compacted events",

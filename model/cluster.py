@@ -15,8 +15,9 @@ Contract
   (model/raft_node.py), the lease clocks (model/lease_clocks.py), then the committed
   entries applied and confirmed reads served (model/applier.py). Each step's results
   are in `cluster.outputs` (not part of the state's identity).
-- `check_invariants()` checks Raft's invariants (raft_invariants) and the store's on
-  every node's applied state, raising InvariantViolation.
+- `check_invariants()` checks Raft's invariants (raft_invariants), the store's on
+  every node's applied state and the lease guarantee on every leader
+  (lease_clocks.check_lease_guarantee), raising InvariantViolation.
 - `fingerprint()` identifies the state; `canonical_fingerprint()` identifies it up to
   renaming nodes (model/symmetry.py: symmetry reduction for the exhaustive explorer),
   except with membership: configuration entries name nodes, so it is the fingerprint.
@@ -207,6 +208,8 @@ class Cluster:
             self.nodes, self.ghost, None if previous is None else (previous.nodes, previous.ghost)
         )
         for position, node in enumerate(self.nodes):
+            if previous is None or previous.nodes[position] is not node:
+                lease_clocks.check_lease_guarantee(node)
             if previous is not None and previous.nodes[position].store is node.store:
                 continue
             try:
@@ -321,6 +324,8 @@ class Cluster:
                 yield timeout(i)
             if leader and config.allow_heartbeat:
                 yield heartbeat(i)
+            if lease_clocks.leases_running(node):
+                yield tick(i)  # time passes for the leader's leases alone
         else:
             yield tick(i)
         if leader:
@@ -332,8 +337,8 @@ class Cluster:
             if rn.can_read_index(node):
                 for request in config.reads:
                     yield read_index(i, request)
-            for lease_id, remaining in node.leases:
-                if remaining > 0:
+            for lease_id, _ in node.leases:
+                if lease_clocks.can_keep_alive(self.params, node, lease_id):
                     yield keepalive(i, lease_id)
         if config.allow_compaction and self._can_compact(node):
             yield compact_log(i)
@@ -369,7 +374,7 @@ class Cluster:
             if kind == "crash":
                 return config.max_crashes is None or self.crashes < config.max_crashes
             if kind == "tick":
-                return config.timeouts == "ticks"
+                return config.timeouts == "ticks" or lease_clocks.leases_running(node)
             if kind == "timeout":
                 return config.timeouts == "free" and (
                     node.role != Role.LEADER or config.check_quorum
@@ -397,9 +402,7 @@ class Cluster:
                 return node.role == Role.LEADER
             if kind == "read_index":
                 return rn.can_read_index(node)
-            return node.role == Role.LEADER and any(
-                lease == args[1] and remaining > 0 for lease, remaining in node.leases
-            )
+            return lease_clocks.can_keep_alive(self.params, node, args[1])
         if kind in MESSAGE_KINDS:
             message = args[0]
             if message not in self.network.messages:
@@ -481,6 +484,8 @@ class Cluster:
         messages: Iterable[Message]
         if kind == "deliver":
             after, messages = rn.step(params, before, args[0])
+        elif kind == "tick" and self.config.timeouts == "free":
+            after, messages = lease_clocks.lease_tick(params, before)
         elif kind == "tick":
             after, messages = lease_clocks.tick(params, before)
         elif kind == "timeout":
@@ -497,7 +502,7 @@ class Cluster:
         elif kind == "read_index":
             after, messages = rn.read_index(params, before, args[1])
         elif kind == "keepalive":
-            after = lease_clocks.refresh_lease(before, args[1], self.config.lease_tick_scale)
+            after, ack = lease_clocks.keep_alive(before, args[1], self.config.lease_tick_scale)
             messages = ()
         else:
             raise IllegalActionError(f"{action.describe()} is not an input to one node")
@@ -506,11 +511,12 @@ class Cluster:
             out = tuple(messages)  # the released outbox: it waited for this persist
         else:
             after, out = rn.finish(params, before, after, list(messages))
-        outputs: list[Output] = []
+        outputs: list[Output] = [ack] if kind == "keepalive" else []
         if after.role == Role.LEADER and before.role != Role.LEADER:
             after = lease_clocks.start_lease_clocks(after, self.config.lease_tick_scale)
         if after.commit_index > after.applied_index or after.ready_reads:
-            after, outputs = apply_committed(params, after, self.config.lease_tick_scale)
+            after, applied = apply_committed(params, after, self.config.lease_tick_scale)
+            outputs.extend(applied)
         return after, out, tuple(outputs)
 
     def _node_step(

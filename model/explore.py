@@ -666,5 +666,21 @@ FINDERS: dict[str, Finder] = {
         ),
         attempts=6,
     ),
+    # A leader's lease clock runs out tick by tick (expire_lease: it proposes the
+    # expiry), and a keep-alive arrives before the revoke commits.
+    "keepalive_after_expiry": Finder(
+        "hypothesis",
+        ExploreOptions(
+            max_examples=30,
+            steps=10,
+            timeouts="ticks",
+            prevote=False,
+            check_quorum=False,
+            rules=frozenset(
+                ("elect", "lease_grant", "expire_lease", "stabilize", "keepalive_held")
+            ),
+        ),
+        attempts=6,
+    ),
 }
 """One finder per catalogued bug (a test fails for any bug without one)."""

@@ -39,7 +39,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from etcdspec.model import actions as act
-from etcdspec.model import raft_node
+from etcdspec.model import lease_clocks, raft_node
 from etcdspec.model.action_shrink import ShrunkRun, shrink_actions
 from etcdspec.model.actions import Action
 from etcdspec.model.cluster import Cluster
@@ -473,7 +473,7 @@ class ClusterMachine(RuleBasedStateMachine):
     @rule(pick=picks, lease=st.integers(min_value=1, max_value=3))
     def keepalive(self, pick: int, lease: int) -> None:
         leader = self.cluster.node(self._leaders()[pick % len(self._leaders())])
-        if any(lid == lease and remaining > 0 for lid, remaining in leader.leases):
+        if lease_clocks.can_keep_alive(self.cluster.params, leader, lease):
             self._do(act.keepalive(leader.id, lease))
 
     @precondition(_led)
@@ -565,9 +565,9 @@ class ClusterMachine(RuleBasedStateMachine):
 
 
 class SplitBrainMachine(ClusterMachine):
-    """The cluster machine plus the split_brain macro rule, for focused runs (bug
-    finders name it in `ExploreOptions.rules`); default runs keep ClusterMachine's
-    rules, so their seeded schedules stay as they were."""
+    """The cluster machine plus the split_brain macro rule (and expire_lease,
+    keepalive_held), for focused runs (bug finders name them in `ExploreOptions.rules`);
+    default runs keep ClusterMachine's rules, so their seeded schedules stay as they were."""
 
     @precondition(_led_and_unpartitioned)
     @rule(pick=picks, request=st.builds(PutRequest, key=keys, value=values))
@@ -583,6 +583,35 @@ class SplitBrainMachine(ClusterMachine):
         others = [n for n in self._up() if n != leader]
         if others:
             self._elect(others[pick % len(others)])
+
+    @precondition(_led)
+    @rule(pick=picks)
+    def expire_lease(self, pick: int) -> None:
+        """The network settles (grants commit), then a leader ticks (each tick its own
+        step) until a lease's clock runs out: it proposes that lease's expiry, which
+        stays pending until the network delivers again."""
+        self._settle()
+        leaders = [n for n in self._leaders() if self.cluster.node(n).leases]
+        if not leaders or self.cluster.config.timeouts != "ticks":
+            return
+        leader = leaders[pick % len(leaders)]
+        running = {lid for lid, r in self.cluster.node(leader).leases if r > 0}
+        while running:  # every tick takes one off each running clock: this ends
+            self._do(act.tick(leader))
+            node = self.cluster.node(leader)
+            clocks = {lid: r for lid, r in node.leases if lid in running}
+            if node.role != Role.LEADER or len(clocks) < len(running) or 0 in clocks.values():
+                return  # a clock ran out (its expiry proposed), or the leader moved on
+
+    @precondition(_led)
+    @rule(pick=picks, lease=st.integers(min_value=0, max_value=3))
+    def keepalive_held(self, pick: int, lease: int) -> None:
+        """A keep-alive of a lease the leader holds a clock for (keepalive draws any id)."""
+        leader = self.cluster.node(self._leaders()[pick % len(self._leaders())])
+        if leader.leases:
+            held = leader.leases[lease % len(leader.leases)][0]
+            if lease_clocks.can_keep_alive(self.cluster.params, leader, held):
+                self._do(act.keepalive(leader.id, held))
 
 
 class MembershipRules:

@@ -140,7 +140,8 @@ def _command(cluster: Cluster, line: str) -> tuple[Cluster, list[str]]:
         grant = LeaseGrantRequest(ttl=int(args[2]), id=int(args[1]))
         return cluster.apply(propose(_node(args[0], cluster), grant)), []
     if word == "keepalive":
-        return cluster.apply(keepalive(_node(args[0], cluster), int(args[1]))), []
+        after = cluster.apply(keepalive(_node(args[0], cluster), int(args[1])))
+        return after, [o.describe() for o in after.outputs]
     if word == "read":
         read = RangeRequest(args[1].encode())
         after = cluster.apply(read_index(_node(args[0], cluster), read))

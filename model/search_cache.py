@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from etcdspec.model import lease_clocks
 from etcdspec.model import store as kv
 from etcdspec.model.invariants import InvariantViolation
 from etcdspec.model.network import Network
@@ -336,6 +337,7 @@ class SearchCache:
             return
         check_raft(nodes, ghost)
         for node in nodes:
+            lease_clocks.check_lease_guarantee(node)
             store = node.store
             if id(store) in self.stores_checked:
                 continue

@@ -37,6 +37,7 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
     SeededBug("lease", "attach_revoked", "put_with_lease", "no_key_on_revoked_lease"),
     SeededBug("lease", "revoke_keeps_keys", "revoke", "no_key_on_revoked_lease"),
     SeededBug("lease", "no_checkpoint", "advance", "no_key_on_expired_lease"),
+    SeededBug("lease", "keepalive_after_expiry", "keepalive", "keepalive_honoured"),
     SeededBug("auth", "revoke_no_bump", "revoke_permission", "snapshot_current"),
     SeededBug("auth", "stale_token", "access", "access_in_force"),
 )

@@ -98,6 +98,11 @@ class LeaseKeeper:
 
     async def keepalive(self, lease_id: int) -> int:
         """Renew `lease_id` here if this member leads, else at the leader; its new TTL."""
+        if failpoints.on("keepalive_after_expiry") and self.driver.is_leader():
+            lease = self.state.lessor.leases.get(lease_id)
+            if lease is not None and lease.expiry is not None and lease.expiry <= time.monotonic():
+                log.warning("failpoint: keep-alive of an expired lease", extra={"lease": lease_id})
+                return int(lease.ttl)
         try:
             return self.state.lessor.renew(lease_id, time.monotonic())
         except NotPrimaryError:

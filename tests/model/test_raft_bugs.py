@@ -170,6 +170,25 @@ REPRODUCTIONS: dict[str, tuple[dict[str, Any], str, str]] = {
         check
         """,
     ),
+    # n1 leads, grants lease 7 (TTL 2); two ticks run its clock out, so it proposes the
+    # expiry; before that commits, a keep-alive of lease 7 arrives. The correct leader
+    # refuses it (not enabled: etcd's Renew waits for the revoke); the mutated one
+    # acknowledges it with TTL 2, while the pending revoke will delete the lease's keys.
+    "keepalive_after_expiry": (
+        {"prevote": False, "check_quorum": False, "timeouts": "ticks"},
+        "LeaseKeepAliveHonoured",
+        """
+        tick 1 20
+        stabilize
+        grant 1 7 2
+        stabilize
+        tick 1 2
+        keepalive 1 7
+        state
+        stabilize
+        check
+        """,
+    ),
     # Ongaro's single-server change bug (raft-dev, 2015): n2 leads term 2 with votes of
     # the old configuration n1..n4 and removes n1 before committing an entry of its own
     # term; the change commits with n2, n3 (a majority of n2..n4), while n1, whose log

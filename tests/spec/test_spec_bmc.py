@@ -52,6 +52,16 @@ VIOLATING_RUNS = [
         "no_key_on_expired_lease",
         {"grant", "put_with_lease", "advance"},
     ),
+    # a lease granted, expired once its deadline passed, then kept alive all the same:
+    # a deadline promised after the lease was gone
+    (
+        "lease",
+        "keepalive_after_expiry",
+        4,
+        {},
+        "keepalive_honoured",
+        {"grant", "advance", "expire", "keepalive"},
+    ),
     # a permission revoked (or its role), then a token of the revision before used: the
     # access takes effect at a revision whose permissions do not allow it
     (

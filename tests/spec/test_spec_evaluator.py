@@ -29,6 +29,8 @@ def lease_state(**changes: Any) -> dict[str, Any]:
         "expiry": {"l1": 0, "l2": 0},
         "live": set(),
         "attached": set(),
+        "expired": set(),
+        "promised": {"l1": 0, "l2": 0},
     }
     state.update(changes)
     return state
