@@ -9,7 +9,10 @@ fresh member, started on an empty data dir with `--initial-cluster-state existin
 (LocalCluster.join), until its process first answers Status (start-up), until it names
 a leader and has applied the commit index the cluster reported then
 (conform/member_faults.py's wait_caught_up), and until a serializable count on it shows
-every key; all three from MemberAdd's answer. Nothing writes during the catch-up. At
+every key; all three from MemberAdd's answer; and the CPU time (user + system, from
+/proc) the new member's process had used when it had applied that index, the figure that
+holds up on a loaded machine, where wall times mostly measure the wait for a core.
+Nothing writes during the catch-up. At
 the default --keys and --batch the store is about 1,000 log entries, under the members'
 --snapshot-count of 10,000 (launcher's default), so the leader sends them as log entries,
 not a snapshot.
@@ -28,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import tempfile
 import time
@@ -58,6 +62,7 @@ class CatchUpFigure:
     up_s: float = 0.0  # MemberAdd answered -> the new process first answers Status
     applied_s: float = 0.0  # MemberAdd answered -> that index applied
     all_keys_s: float = 0.0  # MemberAdd answered -> a serializable count shows every key
+    cpu_s: float = 0.0  # the new member's CPU time (user + system) when it had applied
     refused: str = ""
 
     def describe(self) -> str:
@@ -67,7 +72,7 @@ class CatchUpFigure:
             f"{self.target}: {self.keys} keys ({self.db_size / 1e6:.1f} MB db) filled in "
             f"{self.fill_s:.1f} s; new member answered Status after {self.up_s:.2f} s, "
             f"applied index {self.index} after {self.applied_s:.2f} s, served all keys "
-            f"after {self.all_keys_s:.2f} s"
+            f"after {self.all_keys_s:.2f} s; its CPU time then {self.cpu_s:.2f} s"
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -80,8 +85,15 @@ class CatchUpFigure:
             "up_s": round(self.up_s, 3),
             "applied_s": round(self.applied_s, 3),
             "all_keys_s": round(self.all_keys_s, 3),
+            "cpu_s": round(self.cpu_s, 3),
             "refused": self.refused or None,
         }
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds process `pid` has used (proc(5) stat fields 14, 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def fill(url: str, keys: int, value_size: int, batch: int, writers: int) -> None:
@@ -173,6 +185,7 @@ async def measure(
         except FaultUndecided as error:
             return CatchUpFigure(kind, args.keys, fill_s, db_size, refused=str(error))
         applied_s = time.monotonic() - added_at
+        cpu_s = process_cpu_s(cluster.members[new.name].pid)
         while True:
             try:
                 if await count_keys(new.client_url) >= args.keys:
@@ -193,6 +206,7 @@ async def measure(
             up_s,
             applied_s,
             time.monotonic() - added_at,
+            cpu_s,
         )
     finally:
         await cluster.close()

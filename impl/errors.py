@@ -75,8 +75,10 @@ MEMBER_EXIST = EtcdErrorKind(
 PEER_URL_EXIST = EtcdErrorKind(
     grpc.StatusCode.FAILED_PRECONDITION, "etcdserver: Peer URLs already exists"
 )
+# etcd 3.5.1 maps ErrNotEnoughStartedMembers to rpctypes' client-side error (not its
+# ErrGRPC status), which gRPC sends with code UNKNOWN: so do we (compared side by side).
 MEMBER_NOT_ENOUGH_STARTED = EtcdErrorKind(
-    grpc.StatusCode.FAILED_PRECONDITION,
+    grpc.StatusCode.UNKNOWN,
     "etcdserver: re-configuration failed due to not enough started members",
 )
 MEMBER_BAD_URLS = EtcdErrorKind(_INVALID, "etcdserver: given member URLs are invalid")

@@ -511,6 +511,33 @@ class Backend:
             (row.key, row.main, row.sub, int(row.tombstone)),
         )
 
+    def insert_revisions(self, rows: Sequence[KeyRevision]) -> None:
+        """`insert_revision` of each row, in order, as two batched statements."""
+        self._require_txn()
+        self._conn.executemany(
+            f"INSERT INTO kv ({_KV_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    r.main,
+                    r.sub,
+                    r.key,
+                    r.value,
+                    r.create_revision,
+                    r.mod_revision,
+                    r.version,
+                    r.lease,
+                    int(r.tombstone),
+                )
+                for r in rows
+            ],
+        )
+        self._conn.executemany(
+            "INSERT INTO key_newest (key, main, sub, tombstone) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (key) DO UPDATE SET "
+            "main = excluded.main, sub = excluded.sub, tombstone = excluded.tombstone",
+            [(r.key, r.main, r.sub, int(r.tombstone)) for r in rows],
+        )
+
     def insert_puts(self, rows: Sequence[PutRow]) -> None:
         """`insert_revision` of a put for each row (main, key, value, create_revision,
         version, lease: sub 0, mod_revision main, no tombstone), in order, as two batched

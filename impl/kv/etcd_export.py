@@ -14,22 +14,30 @@ serves the same keys, revisions and leases:
   when auth is enabled, authEnabled (one byte, 1; etcd reads a missing key as disabled,
   and a fresh etcd has none); `authUsers` and `authRoles`: name -> authpb.User / Role,
   the records our auth store keeps already marshaled (bcrypt hashes included);
-- etcd's empty buckets (alarm, members, members_removed).
-Members are not carried: a restore makes a new cluster, with members of its own.
+- `members`: member id (lowercase hex, etcd's types.ID) -> the member as etcd 3.5.1's
+  backend holds it, JSON in its field order with its omitempty fields: id, peerURLs,
+  isLearner (when a learner), name (set at bootstrap; an added member has none),
+  clientURLs (when known); `members_removed`: id -> "removed";
+- etcd's empty bucket alarm.
+A restore (etcdutl's, or ours) trims the members and makes a new cluster from its flags,
+as etcd's does; the members are in the file so that it holds what an etcd snapshot holds.
 """
 
 from __future__ import annotations
 
+import json
 import struct
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from etcdspec.impl.kv.backend import Backend
 from etcdspec.impl.kv.bbolt_writer import write_bbolt
 from etcdspec.impl.kv.etcd_format import key_value_bytes, revision_key
+from etcdspec.impl.kv.members import MemberRecord, MemberTable
 
 CLUSTER_VERSION = b"3.5.0"
-EMPTY_BUCKETS = (b"alarm", b"members", b"members_removed")
+EMPTY_BUCKETS = (b"alarm",)
 AUTH_ENABLED = b"\x01"  # etcd's authEnabled value when enabled
 
 
@@ -55,6 +63,28 @@ def lease_bytes(lease_id: int, ttl: int) -> bytes:
     if ttl:
         out += b"\x10" + _varint(ttl)
     return out
+
+
+def member_json(record: MemberRecord) -> bytes:
+    """One member as etcd 3.5.1's members bucket holds it (membership.Member marshaled)."""
+    fields: dict[str, Any] = {"id": record.member_id, "peerURLs": list(record.peer_urls)}
+    if record.listed_learner:
+        fields["isLearner"] = True
+    if record.name:
+        fields["name"] = record.name
+    if record.client_urls:
+        fields["clientURLs"] = list(record.client_urls)
+    return json.dumps(fields, separators=(",", ":")).encode()
+
+
+def member_buckets(
+    backend: Backend,
+) -> tuple[list[tuple[bytes, bytes]], list[tuple[bytes, bytes]]]:
+    """(members, members_removed) entries, sorted by key."""
+    members, removed = MemberTable(backend).all()
+    current = sorted((f"{i:x}".encode(), member_json(r)) for i, r in members.items())
+    gone = sorted((f"{i:x}".encode(), b"removed") for i in removed)
+    return current, gone
 
 
 def etcd_buckets(backend: Backend) -> dict[bytes, list[tuple[bytes, bytes]]]:
@@ -89,6 +119,7 @@ def etcd_buckets(backend: Backend) -> dict[bytes, list[tuple[bytes, bytes]]]:
     )
     buckets: dict[bytes, list[tuple[bytes, bytes]]] = {name: [] for name in EMPTY_BUCKETS}
     buckets[b"key"] = keys
+    buckets[b"members"], buckets[b"members_removed"] = member_buckets(backend)
     buckets[b"meta"] = sorted(meta)
     buckets[b"lease"] = leases
     buckets[b"cluster"] = [(b"clusterVersion", CLUSTER_VERSION)]

@@ -4,14 +4,22 @@ A member added with MemberAdd is given its id by the cluster (etcd: from its pee
 the cluster token and the time), so it cannot derive it from its flags. Started with
 `--initial-cluster-state existing` on an empty data directory, it asks the members that
 --initial-cluster names (a members query on their peer port: server.peer) for the
-cluster's id and members, finds itself among them by its advertised peer URL (as etcd's
-GetClusterFromRemotePeers), and keeps what it learnt in its data directory
+cluster's id and members, checks its --initial-cluster against them as etcd does
+(`match_initial_cluster`, etcd's ValidateClusterAndAssignIDs: as many entries as the
+cluster has members, and each member's peer URLs those of one entry; else it refuses to
+start with etcd's words, "member count is unequal" or "PeerURLs: no match found for
+existing member (ID, [URLS])", and the --initial-cluster to give instead), takes the id
+of the member its own entry (--name) matched, and keeps what it learnt in its data directory
 (IDENTITY_FILE, JSON, version 1) so that every later start is the same member of the same
 cluster. `member_config_for` gives the configuration it then runs with: its peers, ids
 and cluster id as the cluster recorded them.
 
 A member whose peer URL the cluster does not list is refused (JoinError) with what to do:
 add it first (`etcdctl member add NAME --peer-urls=URL`).
+
+Its name is not in the member records until it runs: MemberAdd carries none (etcd lists
+the added member with an empty name, "unstarted"); the members learn it from the new
+member's hello once it connects (server.cluster.ClusterView.members).
 """
 
 from __future__ import annotations
@@ -120,20 +128,52 @@ async def join_cluster(config: MemberConfig, timeout_s: float = JOIN_TIMEOUT_S) 
             except (KeyError, TypeError, ValueError) as error:
                 problems.append(f"{name} at {endpoint.url}: bad answer {answer!r} ({error})")
                 continue
-            for record in members:
-                if own_url in record.peer_urls:
-                    return Identity(record.member_id, cluster_id, members)
-            raise JoinError(
-                f"the cluster ({name} at {endpoint.url}) has no member with peer URL "
-                f"{own_url}; add it first: etcdctl member add {config.name} "
-                f"--peer-urls={own_url}"
-            )
+            ids = match_initial_cluster(config, members)
+            return Identity(ids[config.name], cluster_id, members)
         if time.monotonic() > deadline:
             raise JoinError(
                 f"no member of --initial-cluster answered in {timeout_s:.0f} s: "
                 + "; ".join(problems[-len(others) :])
             )
         await asyncio.sleep(0.2)
+
+
+def match_initial_cluster(
+    config: MemberConfig, members: tuple[MemberRecord, ...]
+) -> dict[str, int]:
+    """The member id of each --initial-cluster entry, by name, matched to the cluster's
+    `members` by peer URLs as etcd's ValidateClusterAndAssignIDs does; JoinError (etcd's
+    words, then the --initial-cluster that matches) when they do not match."""
+    entries: dict[str, set[str]] = {}
+    for name, endpoint in config.initial_cluster:
+        entries.setdefault(name, set()).add(endpoint.url)
+    own_url = config.initial_advertise_peer_urls[0].url
+    wanted = ",".join(
+        f"{record.name or (config.name if own_url in record.peer_urls else '<name>')}={url}"
+        for record in members
+        for url in record.peer_urls
+    )
+    advice = f"; start with the cluster's members and this one: --initial-cluster={wanted}"
+    if not any(own_url in record.peer_urls for record in members):
+        advice = (
+            f"; the cluster has no member with peer URL {own_url}: add it first "
+            f"(etcdctl member add {config.name} --peer-urls={own_url})"
+        )
+    if len(entries) != len(members):
+        raise JoinError(
+            f"error validating peerURLs: member count is unequal (the cluster has "
+            f"{len(members)} members, --initial-cluster names {len(entries)})" + advice
+        )
+    ids: dict[str, int] = {}
+    for record in members:
+        found = next((n for n, urls in entries.items() if urls == set(record.peer_urls)), None)
+        if found is None:
+            raise JoinError(
+                f"error validating peerURLs: PeerURLs: no match found for existing member "
+                f"({record.member_id:x}, [{' '.join(record.peer_urls)}])" + advice
+            )
+        ids[found] = record.member_id
+    return ids
 
 
 def member_config_for(config: MemberConfig, identity: Identity) -> MemberConfig:

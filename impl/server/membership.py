@@ -16,8 +16,16 @@ etcd's order (etcd 3.5's AddMember, RemoveMember, PromoteMember):
   not found, Peer URLs already exists, can only promote a learner member, too many
   learners: etcdspec.impl.kv.members), which are run again when the entry is applied.
 The change is proposed as a Raft CONF_CHANGE entry whose context carries the member record
-and the proposer's request id; the caller waits (REQUEST_TIMEOUT_S) until the entry is
-applied here and answers with the members then.
+and the proposer's request id; the caller waits until the entry is applied here and
+answers with the members then. As etcd's, that wait has no deadline of its own (the
+caller's ends it): a change the Raft core drops (one pending and not yet applied, the
+leader's first entry of its term not yet committed, leadership moving; or, asked of a
+follower, no leader) is never answered, as etcd's Raft turns such a change into an empty
+entry and its server waits on. Refusals answer etcd's errors with etcd's codes (even
+etcd 3.5.1's UNKNOWN for "not enough started members"). Two differences, kept: the peer
+URLs of MemberUpdate are checked (etcd 3.5.1 takes any text and its members panic when
+they apply a URL that does not parse), and a peer URL must be a loopback address (this
+server's limit), both refused as "given member URLs are invalid".
 
 `apply(entry)` is how the apply queue applies a committed CONF_CHANGE entry, in log order:
 the member records first (with the consistent index, or etcd's error if a check refuses),
@@ -38,6 +46,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import grpc
 
@@ -51,7 +60,6 @@ from etcdspec.impl.raft.driver import RaftDriver
 from etcdspec.impl.raft.messages import (
     NONE,
     ConfChange,
-    ConfChangeRefused,
     ConfChangeType,
     Entry,
     ProposalDropped,
@@ -59,7 +67,7 @@ from etcdspec.impl.raft.messages import (
 from etcdspec.impl.server.cluster import ClusterView
 from etcdspec.impl.server.config import ConfigError, parse_url
 from etcdspec.impl.server.peer import PeerTransport
-from etcdspec.impl.server.proposals import REQUEST_TIMEOUT_S, time_out
+from etcdspec.impl.server.proposals import REQUEST_TIMEOUT_S
 
 # etcd's HealthInterval: how long the voters must have been connected before a change.
 HEALTH_INTERVAL_S = 5.0
@@ -119,23 +127,48 @@ class ChangeContext:
         return f"{self.change.describe()} (request {self.request_id:x})"
 
 
-def new_member_id(peer_urls: tuple[str, ...], cluster_token: str) -> int:
-    """An added member's id: from its peer URLs, the cluster token and the time (as
-    etcd's NewMember), 63 bits as every id of ours (server.config.member_id_of)."""
-    text = ",".join(sorted(peer_urls)) + cluster_token + str(time.time_ns())
+def new_member_id(peer_urls: tuple[str, ...], cluster_token: str, now_s: int) -> int:
+    """An added member's id as etcd's NewMember makes it: from its sorted peer URLs, the
+    cluster token and the time in whole seconds (so the same URLs added twice within one
+    second get the same id: "member ID already exist", as etcd answers); 63 bits, as
+    every id of ours (server.config.member_id_of)."""
+    text = "".join(sorted(peer_urls)) + cluster_token + str(now_s)
     value = int.from_bytes(hashlib.sha1(text.encode()).digest()[:8], "big") & ((1 << 63) - 1)
     return value or 1
 
 
+_URL_SCHEMES = ("http", "https", "unix", "unixs")
+
+
 def check_urls(urls: list[str]) -> tuple[str, ...]:
-    """The peer URLs of a MemberAdd or MemberUpdate, or etcd's "given member URLs are
-    invalid"."""
+    """The peer URLs of a MemberAdd (sorted), or etcd's "given member URLs are invalid":
+    etcd's rules (types.NewURLs: at least one URL, each parsed, of scheme http, https,
+    unix or unixs, of the form host:port, without a path), then this server's own limit
+    (a loopback host: server.config.parse_url), the reason kept in the log."""
     if not urls:
-        raise RpcError(errors.MEMBER_BAD_URLS)
-    try:
-        return tuple(parse_url(url, "peerURLs").url for url in urls)
-    except ConfigError as error:
-        raise RpcError(errors.MEMBER_BAD_URLS, str(error)) from error
+        raise RpcError(errors.MEMBER_BAD_URLS, "no valid URLs given")
+    checked = []
+    for url in urls:
+        text = url.strip()
+        try:
+            parts = urlsplit(text)
+            port = parts.port
+        except ValueError as error:
+            raise RpcError(errors.MEMBER_BAD_URLS, f"{text!r}: {error}") from error
+        if parts.scheme not in _URL_SCHEMES:
+            reason = "URL scheme must be http, https, unix, or unixs"
+        elif parts.hostname is None or port is None:
+            reason = 'URL address does not have the form "host:port"'
+        elif parts.path:
+            reason = "URL must not contain a path"
+        else:
+            try:
+                checked.append(parse_url(text, "peerURLs").url)
+            except ConfigError as error:
+                raise RpcError(errors.MEMBER_BAD_URLS, str(error)) from error
+            continue
+        raise RpcError(errors.MEMBER_BAD_URLS, f"{reason}: {text!r}")
+    return tuple(sorted(checked))
 
 
 class Membership:
@@ -183,7 +216,9 @@ class Membership:
             return answer
         kind = ChangeKind.ADD_LEARNER if request.isLearner else ChangeKind.ADD
         record = MemberRecord(
-            new_member_id(urls, self.cluster_token), peer_urls=urls, is_learner=request.isLearner
+            new_member_id(urls, self.cluster_token, int(time.time())),
+            peer_urls=urls,
+            is_learner=request.isLearner,
         )
         if not request.isLearner and not self._ready_to_add_voter():
             raise RpcError(errors.MEMBER_NOT_ENOUGH_STARTED)
@@ -238,7 +273,7 @@ class Membership:
             leader_match = self.driver.match_index(self.member_id)
             if self.driver.match_index(request.ID) < leader_match * LEARNER_READY_FRACTION:
                 raise RpcError(errors.LEARNER_NOT_READY)
-        if request.ID in self.driver.learners and not self._ready_to_add_voter():
+        if not self._ready_to_promote():
             raise RpcError(errors.MEMBER_NOT_ENOUGH_STARTED)
         await self._change(MemberChange(ChangeKind.PROMOTE, MemberRecord(request.ID)))
         return rpc_pb2.MemberPromoteResponse(
@@ -264,6 +299,13 @@ class Membership:
         if started == 1 and total == 2:  # a single member cluster
             return True
         return started >= total // 2 + 1
+
+    def _ready_to_promote(self) -> bool:
+        """etcd's IsReadyToPromoteMember: the member promoted counts as a started voter
+        (asked of any id: a voter or an unknown one is refused when applied)."""
+        voters = self._voters()
+        started = 1 + sum(1 for m in voters if m.started)
+        return started >= (len(voters) + 1) // 2 + 1
 
     def _connected_since(self, member_id: int, since: float) -> bool:
         if member_id == self.member_id:
@@ -305,24 +347,32 @@ class Membership:
         self._waiters[request_id] = future
         try:
             self.driver.propose_conf_change(conf_change)
-        except ConfChangeRefused as error:
+        except ProposalDropped as error:  # ConfChangeRefused too
+            # As etcd: its Raft turns a conf change it refuses (one pending, leadership
+            # moving, no leader) into an empty entry, and the server waits for an answer
+            # that never comes: the caller meets its own deadline.
+            log.info(
+                "configuration change dropped",
+                extra={"change": context.describe(), "reason": str(error)},
+            )
+        else:
+            log.info("configuration change proposed", extra={"change": context.describe()})
+            self.wake()
+        try:
+            # No deadline of ours: etcd's configure() waits for the caller's (or STOPPED).
+            return await future
+        finally:
             self._waiters.pop(request_id, None)
-            log.info("configuration change refused", extra={"reason": str(error)})
-            raise RpcError(errors.UNHEALTHY, str(error)) from error
-        except ProposalDropped as error:
-            self._waiters.pop(request_id, None)
-            raise RpcError(
-                errors.NO_LEADER if error.leader_id == NONE else errors.LEADER_CHANGED
-            ) from error
-        log.info("configuration change proposed", extra={"change": context.describe()})
-        self.wake()
-        timer = asyncio.get_running_loop().call_later(REQUEST_TIMEOUT_S, time_out, future)
+
+    async def _dropped(self) -> Any:
+        """Wait as for a change etcd's Raft dropped: until the caller's deadline, or
+        STOPPED when this member stops."""
+        request_id = self.next_request_id()
+        future: asyncio.Future[MemberRecord] = asyncio.get_running_loop().create_future()
+        self._waiters[request_id] = future
         try:
             return await future
-        except TimeoutError as error:
-            raise RpcError(errors.TIMEOUT) from error
         finally:
-            timer.cancel()
             self._waiters.pop(request_id, None)
 
     async def _forward(self, method: str, request: Any, metadata: Metadata) -> Any:
@@ -330,7 +380,10 @@ class Membership:
         caller's token."""
         leader = self.cluster.leader_id
         if leader == NONE:
-            raise RpcError(errors.NO_LEADER)
+            if method == "MemberPromote":  # etcd asks the leader, and has none to ask
+                raise RpcError(errors.NO_LEADER)
+            # etcd proposes the change where it is asked; Raft drops it without a leader.
+            return await self._dropped()
         urls = self.cluster.client_urls(leader)
         if not urls:
             raise RpcError(errors.NO_LEADER, "leader's client URL not known yet")

