@@ -159,18 +159,30 @@ RAFT_PATH: tuple[TourStep, ...] = (
         (r"Diagram: \w+ violated", r"VIOLATED: \w+", r"lifelines n1, n2, n3"),
     ),
     TourStep(
-        "Replay the run on the server's Raft core",
-        "The reference server's Raft core (impl/raft/, written apart from the model) takes "
-        "the same run: each timeout, proposal and delivery is given to it, and after each "
-        "step every node is compared with the model's. They agree through the first "
-        "election, then differ: the core appends an empty entry of its own term when it "
-        "becomes leader, as etcd does, and the model's Figure 8 finder runs without one. "
-        "That entry is the practical fix for Figure 8: at the end the core's leader of "
-        "term 3 commits index 2, an entry of its own term, and the older entry beneath "
-        "it only with it; the model's leader commits an entry of term 1 alone.",
+        "Replay the run on the spec's evaluator and the server's Raft core",
+        "The same run, replayed on the two other layers. First the spec: the run is "
+        "rebuilt from the model's config (in the ITF's `#meta`) and each step is checked "
+        "on the spec's finite evaluator against `spec/raft_steps.spec`, the node-local "
+        "Raft steps the model refines. Every step up to the commit is explained by spec "
+        "actions (named per step: `pre_campaign`, `grant_vote`, `become_leader`, "
+        "`leader_append`, ...); the commit is refused, and the spec names why: "
+        "`advance_commit`'s `[current_term_rule]`, the very line the bug removes. Then "
+        "the reference server's Raft core (impl/raft/, written apart from the model) "
+        "takes the same run: each timeout, proposal and delivery is given to it, and "
+        "after each step every node is compared with the model's. They agree through the "
+        "first election, then differ: the core appends an empty entry of its own term "
+        "when it becomes leader, as etcd does, and the model's Figure 8 finder runs "
+        "without one. That entry is the practical fix for Figure 8: at the end the core's "
+        "leader of term 3 commits index 2, an entry of its own term, and the older entry "
+        "beneath it only with it; the model's leader commits an entry of term 1 alone. "
+        "(`--on spec` or `--on impl` replays on one layer.)",
         ("replay", "figure8.itf.json"),
         1,
         (
+            r"replayed (\d+) of \1 step\(s\) on the spec's evaluator \(raft_steps\.spec\): "
+            r"\d+ agree; first difference at step \d+ \(differs\)",
+            r"differs: no spec step explains it on n\d: plan .*advance_commit.*"
+            r"\[current_term_rule\]",
             r"replayed (\d+) of \1 step\(s\) on the server's Raft core: \d+ agree; "
             r"first difference at step \d+ \(differs\)",
             r"model leader term 1 commit 0 log \[\], core leader term 1 commit 0 log \[1\]",
@@ -359,8 +371,9 @@ PARTS: tuple[tuple[str, tuple[TourStep, ...]], ...] = (
 TOUR: tuple[TourStep, ...] = tuple(step for _, steps in PARTS for step in steps)
 
 NOT_YET = (
-    "Not in the tour yet: replaying a run on the spec's evaluator (the replay above is "
-    "on the server's Raft core only)."
+    "Not in the tour yet: replaying a run with crashes, restarts or lost messages on the "
+    "server's Raft core (its replay knows timeouts, ticks, proposals, deliveries and "
+    "drops)."
 )
 
 

@@ -53,6 +53,7 @@ class ItfTrace:
     description: str = ""
     states: list[dict[str, Any]] = field(default_factory=list)
     actions: list[str] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)  # more #meta fields (plain JSON)
 
     def add_state(self, values: Mapping[str, Any], action: str = "") -> None:
         """Append a state; `action` is the label of the step that led to it ("" for init)."""
@@ -77,6 +78,7 @@ class ItfTrace:
                 "format-description": "https://apalache-mc.org/docs/adr/015adr-trace.html",
                 "source": self.source,
                 "description": self.description,
+                **self.meta,
             },
             "vars": list(self.variables),
             "states": states,

@@ -75,7 +75,7 @@ def test_the_explorer_s_figure8_run_maps_and_differs_at_the_leader_s_no_op(
     itf = tmp_path / "figure8.itf.json"
     assert run(["explore", "--bug", "figure8_commit", "--itf", str(itf), "--quiet"]) == 1
     capsys.readouterr()
-    assert run(["replay", str(itf)]) == ExitCode.VIOLATION
+    assert run(["replay", str(itf), "--on", "impl"]) == ExitCode.VIOLATION
     out = capsys.readouterr().out
     head = out.splitlines()[0]
     steps = out.count("\n") - 1  # a line per step under the head line
