@@ -371,9 +371,12 @@ PARTS: tuple[tuple[str, tuple[TourStep, ...]], ...] = (
 TOUR: tuple[TourStep, ...] = tuple(step for _, steps in PARTS for step in steps)
 
 NOT_YET = (
-    "Not in the tour yet: replaying a run with crashes, restarts or lost messages on the "
-    "server's Raft core (its replay knows timeouts, ticks, proposals, deliveries and "
-    "drops)."
+    "Beyond the tour: `etcdspec replay` also takes runs with crashes, restarts and "
+    "partitions (the core restarts from what its Readies persisted): `etcdspec explore "
+    "--bug vote_not_persisted --itf vote.itf.json` then `etcdspec replay vote.itf.json` "
+    "shows the model losing the vote at the crash while the core keeps it on disk and, "
+    "restarted, refuses the second vote; the spec's evaluator refuses the model's crash "
+    "step itself (the durable vote changed)."
 )
 
 
