@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from etcdspec.checker.diagram import Diagram, Message, MessageBag, NodeState, build_steps
+from etcdspec.itf import NONE_VALUE
 
 
 class DiagramInputError(ValueError):
@@ -51,11 +52,14 @@ def load_itf(path: Path) -> dict[str, Any]:
 
 def decode(value: Any) -> Any:
     """An ITF value as plain Python: #tup → tuple, #set → list, #map → dict (or a list of
-    pairs when a key is not hashable), #bigint → int, records → dict."""
+    pairs when a key is not hashable), #bigint → int, the empty option → None, records →
+    dict."""
     if isinstance(value, list):
         return [decode(v) for v in value]
     if not isinstance(value, dict):
         return value
+    if value == NONE_VALUE:  # how etcdspec writes None (ITF has no null)
+        return None
     if "#tup" in value:
         return tuple(_hashable(decode(v)) for v in value["#tup"])
     if "#set" in value:

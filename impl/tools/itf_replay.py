@@ -22,8 +22,9 @@ Contract
   terms of its log; a down node by its persisted term, vote and log terms against the
   model's durable ones. A step `agrees` when all match, else it `differs` (listed per
   node); a difference does not stop the replay: the layers may disagree and go on.
-- This module reads the ITF as plain JSON (it knows the model's variable names, not the
-  model's code: impl never imports model or spec). No I/O.
+- This module reads the ITF as plain JSON, its values decoded by etcdspec.itf (it knows
+  the model's variable names, not the model's code: impl never imports model or spec).
+  No I/O.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from etcdspec.impl.raft.messages import (
     ProposalDropped,
     Snapshot,
 )
+from etcdspec.itf import from_itf_value
 
 KINDS: Mapping[str, tuple[MessageType, ...]] = {
     "PreVote": (MessageType.PRE_VOTE,),
@@ -265,7 +267,7 @@ def replay_itf(document: Mapping[str, Any]) -> Replay:
             steps.append(ReplayStep(number, label, "does not map", why))
             break
         cluster.drain()
-        differences = cluster.compare(state["nodes"])
+        differences = cluster.compare(from_itf_value(state["nodes"]))
         outcome = "differs" if differences else "agrees"
         steps.append(ReplayStep(number, label, outcome, "; ".join(differences)))
     return Replay(tuple(steps), len(states) - 1)
