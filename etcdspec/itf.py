@@ -196,8 +196,9 @@ def problems(document: Any) -> list[str]:
         if not isinstance(state.get("#meta", {}), dict):
             found.append(f"{where}.#meta: must be an object")
         names = sorted(k for k in state if k != "#meta")
-        if names != sorted(variables):
-            found.append(f"{where}: variables {names}, not vars {sorted(variables)}")
+        missing = sorted(set(variables) - set(names))
+        if missing:  # more is allowed: Quint adds its mbt:: fields, not in vars
+            found.append(f"{where}: lacks variable(s) {missing} of vars")
         for name in names:
             found += _value_problems(state[name], f"{where}.{name}")
     loop = document.get("loop")

@@ -126,4 +126,4 @@ def test_a_document_s_frame_is_checked() -> None:
     trace.add_state({"x": 1, "y": 2})
     document = trace.to_json()
     del document["states"][0]["y"]
-    assert problems(document) == ["states[0]: variables ['x'], not vars ['x', 'y']"]
+    assert problems(document) == ["states[0]: lacks variable(s) ['y'] of vars"]

@@ -16,7 +16,7 @@ from etcdspec.checker.diagram_itf import DiagramInputError, diagram_from_itf, lo
 from etcdspec.checker.diagram_trace import diagram_from_traces
 from etcdspec.cli.main import run
 from etcdspec.exitcodes import ExitCode
-from etcdspec.itf import ItfTrace
+from etcdspec.itf import ItfTrace, problems
 from etcdspec.model.counterexample import build
 from etcdspec.spec.bmc import bmc
 from etcdspec.spec.loader import load_spec
@@ -273,3 +273,24 @@ def test_members_are_named_as_trace_validation_names_them(tmp_path: Path) -> Non
         (a, b) for a in diagram.lifelines for b in diagram.lifelines
     }
     assert any(state.vote == "n1" for step in diagram.steps for state in step.nodes.values())
+
+
+QUINT_ITF = Path(__file__).parent / "data" / "quint_votes.itf.json"
+
+
+def test_a_trace_that_quint_wrote_is_drawn() -> None:
+    """Real Quint output (data/quint_votes.qnt says how it was made): variables qualified
+    by their module (`buggy::votes::currentTerm`), ints as #bigint, maps as #map, the
+    messages a #set of records, the actions named by mbt::actionTaken. It has ITF's
+    shape by our own check, and is drawn as a cluster: two leaders of term 2 at the end."""
+    document = load_itf(QUINT_ITF)
+    assert problems(document) == []
+    diagram = diagram_from_itf(document, "oneLeaderPerTerm")
+    assert diagram.recognised and diagram.lifelines == ("n1", "n2", "n3")
+    assert [s.label for s in diagram.steps[:3]] == ["init", "timeout", "handleRequestVote"]
+    last = diagram.steps[-1]
+    assert last.violation == "oneLeaderPerTerm"
+    assert {n for n, st in last.nodes.items() if st.role == "leader"} == {"n2", "n3"}
+    assert {st.term for st in last.nodes.values()} == {2}
+    delivered = [m for m in diagram.messages if m.fate == "delivered"]
+    assert len(delivered) == 6 and "RequestVote term 2" in {m.label for m in delivered}
