@@ -20,6 +20,7 @@
   var data = JSON.parse(document.getElementById("data").textContent);
   var SVG = "http://www.w3.org/2000/svg";
   var ROW = 30, TOP = 56, LABEL_W = 330, LANE = 125, BOX = 15, STUB = 34;
+  var MAX_BOXES = 12, SKIP_W = 46;  // a longer log shows its last entries after "…N"
   var steps = data.steps, nodes = data.lifelines, messages = data.messages;
   var last = steps.length - 1;
   var violation = data.violation_step;
@@ -33,7 +34,8 @@
     steps.forEach(function (s) { if (s.nodes[n]) { longest = Math.max(longest, s.nodes[n].log.length); } });
     logX[n] = x;
     var textual = steps.some(function (s) { return s.nodes[n] && s.nodes[n].log.length && !/^\d/.test(s.nodes[n].log[0]); });
-    x += textual ? 330 : Math.max(64, longest * (BOX + 2) + 16);
+    var boxes = Math.min(longest, MAX_BOXES) * (BOX + 2) + (longest > MAX_BOXES ? SKIP_W : 0);
+    x += textual ? 330 : Math.max(64, boxes + 16);
   });
   var width = Math.max(x + 10, 700), height = TOP + (last + 2) * ROW + 20;
 
@@ -46,6 +48,17 @@
   }
   function rowY(s) { return TOP + s * ROW + ROW / 2; }
   function shorten(text, n) { return text.length > n ? text.slice(0, n - 1) + "…" : text; }
+  // A log as text, runs of equal entries counted: "1×25, 2, 2:+n4".
+  function logText(log) {
+    var parts = [], k = 0;
+    while (k < log.length) {
+      var j = k;
+      while (j + 1 < log.length && log[j + 1] === log[k]) { j += 1; }
+      parts.push(j > k ? log[k] + "×" + (j - k + 1) : log[k]);
+      k = j + 1;
+    }
+    return parts.join(", ");
+  }
   function termColour(term) { return "hsl(" + ((term * 67) % 360) + ",62%," + (term ? 72 : 88) + "%)"; }
   function entryTerm(entry) { var m = /^(\d+)/.exec(entry); return m ? parseInt(m[1], 10) : 0; }
   function roleShort(role) {
@@ -156,10 +169,16 @@
         el("text", { x: logX[n], y: rowY(s.number) + 4, "class": "log-text" }, g, shorten(st.log.join("  "), 60));
         return;
       }
+      var skip = Math.max(0, st.log.length - MAX_BOXES);
+      if (skip) {
+        el("text", { x: logX[n], y: rowY(s.number) + 4, "class": "log-skip" }, g, "…" + skip);
+        el("title", {}, g.lastChild, n + ": " + skip + " earlier entries: " + logText(st.log.slice(0, skip)));
+      }
       st.log.forEach(function (entry, k) {
+        if (k < skip) { return; }
         var term = entryTerm(entry);
         var committed = st.commit !== null && k < st.commit;
-        var bx = logX[n] + k * (BOX + 2), by = rowY(s.number) - BOX / 2;
+        var bx = logX[n] + (skip ? SKIP_W : 0) + (k - skip) * (BOX + 2), by = rowY(s.number) - BOX / 2;
         el("rect", { x: bx, y: by, width: BOX, height: BOX, fill: termColour(term), "class": committed ? "entry committed" : "entry" }, g);
         el("text", { x: bx + BOX / 2, y: by + 12.5, "text-anchor": "middle", "class": "entry-term" }, g, String(term));
         el("title", {}, g.lastChild, n + " [" + (k + 1) + "] " + entry + (committed ? " (committed)" : ""));
@@ -176,7 +195,7 @@
   document.getElementById("subtitle").textContent = data.source + " · " + last + " step(s) · " + nodes.length + " lifeline(s) · " + drawn + " message(s)" + (data.invariant ? " · violated: " + data.invariant : "");
   var notes = document.getElementById("notes");
   data.notes.forEach(function (n) { var li = document.createElement("li"); li.textContent = n; notes.appendChild(li); });
-  document.getElementById("legend").textContent = "Arrows: solid = delivered, ending in ✕ = dropped, short grey = sent but never delivered (still in flight at the end) or a broadcast. ✕ on a lifeline = crash, ▲ = restart, dashed lifeline = down. Badges: role (L leader, C candidate, PC pre-candidate, F follower) and term where they change. Log boxes: one per entry, its term inside, coloured by term, outlined = committed. Keys: ← → step, Home/End, v = violation.";
+  document.getElementById("legend").textContent = "Arrows: solid = delivered, ending in ✕ = dropped, short grey = sent but never delivered (still in flight at the end) or a broadcast. ✕ on a lifeline = crash, ▲ = restart, dashed lifeline = down. Badges: role (L leader, C candidate, PC pre-candidate, F follower) and term where they change. Log boxes: one per entry, its term inside, coloured by term, outlined = committed; …N = N earlier entries not drawn (listed in the state table); TERM:+nX etc. = a configuration change entry. Keys: ← → step, Home/End, v = violation.";
 
   function stateTable(s) {
     var body = document.getElementById("state-body");
@@ -192,7 +211,7 @@
     nodes.forEach(function (n) {
       var st = s.nodes[n]; if (!st) { return; }
       var tr = document.createElement("tr");
-      var cells = [n, st.up ? st.role : "DOWN (" + st.role + ")", st.term === null ? "" : "term " + st.term, st.vote ? "vote " + st.vote : "", st.commit === null ? "" : "commit " + st.commit, "[" + st.log.join(", ") + "]"];
+      var cells = [n, st.up ? st.role : "DOWN (" + st.role + ")", st.term === null ? "" : "term " + st.term, st.vote ? "vote " + st.vote : "", st.commit === null ? "" : "commit " + st.commit, "[" + logText(st.log) + "]"];
       cells.forEach(function (c) { var td = document.createElement("td"); td.textContent = c; tr.appendChild(td); });
       table.appendChild(tr);
     });

@@ -26,10 +26,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from etcdspec.checker.diagram import Diagram, Message, MessageBag, NodeState, build_steps
+from etcdspec.itf import NONE_VALUE
 
 
 class DiagramInputError(ValueError):
@@ -51,11 +53,14 @@ def load_itf(path: Path) -> dict[str, Any]:
 
 def decode(value: Any) -> Any:
     """An ITF value as plain Python: #tup → tuple, #set → list, #map → dict (or a list of
-    pairs when a key is not hashable), #bigint → int, records → dict."""
+    pairs when a key is not hashable), #bigint → int, the empty option → None, records →
+    dict."""
     if isinstance(value, list):
         return [decode(v) for v in value]
     if not isinstance(value, dict):
         return value
+    if value == NONE_VALUE:  # how etcdspec writes None (ITF has no null)
+        return None
     if "#tup" in value:
         return tuple(_hashable(decode(v)) for v in value["#tup"])
     if "#set" in value:
@@ -309,7 +314,9 @@ _ENDPOINTS = (("msource", "mdest"), ("from", "to"), ("src", "dst"), ("sender", "
 
 
 def _tla_variables(state: Mapping[str, Any]) -> dict[str, str] | None:
-    by_name = {k.lower().replace("::", "_"): k for k in state}
+    # Quint qualifies a variable by its module path (`buggy::votes::currentTerm`): the
+    # name after the last `::` is the variable's own.
+    by_name = {k.rsplit("::", 1)[-1].lower(): k for k in state}
     found = {
         role: next((by_name[n] for n in names if n in by_name), "")
         for role, names in _NAMES.items()
@@ -379,7 +386,28 @@ def _tla_raft(
         )
     actors = [_actor(label, lifelines) for label in labels]
     steps = build_steps(labels, actors, node_states, _violation(name, len(states) - 1))
-    return Diagram(title, "ITF (TLA+/Quint Raft)", lifelines, steps, bag.messages(), name)
+    messages = tuple(replace(m, label=_record_label(m.label)) for m in bag.messages())
+    return Diagram(title, "ITF (TLA+/Quint Raft)", lifelines, steps, messages, name)
+
+
+_KIND_FIELDS = ("mtype", "type", "kind", "tag")
+
+
+def _record_label(key: str) -> str:
+    """A message record as a label: its kind, then its other fields but the endpoints
+    (which the arrow shows): `RequestVote term 1`."""
+    try:
+        record = dict(json.loads(key))
+    except (ValueError, TypeError):
+        return key
+    ends = {name for pair in _ENDPOINTS for name in pair}
+    kind = next((text(record[f]) for f in _KIND_FIELDS if f in record), "")
+    rest = [
+        f"{k.removeprefix('m')} {text(v)}" if k.startswith("m") and k != "m" else f"{k} {text(v)}"
+        for k, v in sorted(record.items())
+        if k not in ends and k not in _KIND_FIELDS
+    ]
+    return " ".join([kind, *rest]).strip() or key
 
 
 def _entry_text(entry: Any) -> str:

@@ -10,6 +10,14 @@ Contract
   them in that member's log (truncating at the first entry's index), which is how the
   log per step is known. The failing event, if any, carries the broken rule's name, and
   the diagram ends there (what follows was not checked).
+- Members are named n1, n2, … in the order of their files, as trace validation names
+  them (a real cluster's member ids are 64-bit numbers): lifelines, votes, message ends
+  and the step labels use these names.
+- Configuration changes (trace format 1.1): a conf change entry is drawn in the log as
+  `TERM:+nX` (add), `TERM:+learner nX`, `TERM:-nX` (remove) or `TERM:~nX` (update);
+  the step that persists or applies one notes it, and a member whose configuration
+  changes (a `conf` field that differs from its last) gets a note naming its voters and
+  learners.
 - Bad files raise TraceFormatError (file:line), as check-trace does.
 """
 
@@ -21,7 +29,7 @@ from typing import Any
 
 from etcdspec.checker.diagram import Diagram, Message, NodeState, build_steps
 from etcdspec.checker.trace_check import check_traces
-from etcdspec.checker.trace_format import TraceEvent, TraceMessage, read_trace
+from etcdspec.checker.trace_format import TraceConf, TraceEvent, TraceMessage, read_trace
 from etcdspec.checker.trace_order import CausalOrder
 
 
@@ -38,8 +46,11 @@ def diagram_from_traces(paths: Sequence[str | Path]) -> Diagram:
     result = check_traces(files)
     traces = [read_trace(path) for path in files]
     failure = result.failure
-    lifelines = tuple(f"n{events[0].node}" for events in traces)
+    names = {events[0].node: f"n{position}" for position, events in enumerate(traces, start=1)}
+    lifelines = tuple(names.values())
     logs: dict[str, list[int]] = {name: [] for name in lifelines}
+    changes: dict[str, dict[int, str]] = {name: {} for name in lifelines}  # index -> mark
+    confs: dict[str, TraceConf | None] = {name: None for name in lifelines}
     started: set[str] = set()
     current = {name: NodeState(role="follower", term=0) for name in lifelines}
     extra: list[tuple[str, ...]] = [()]
@@ -50,19 +61,24 @@ def diagram_from_traces(paths: Sequence[str | Path]) -> Diagram:
     waiting: dict[tuple[Any, ...], list[int]] = {}
     order = CausalOrder(traces)
     for position, event in enumerate(order, start=1):
-        name = f"n{event.node}"
+        name = names.get(event.node, f"n{event.node}")
         restart = event.event == "start" and name in started
-        _follow(event, name, logs, started, messages, waiting, position)
+        _follow(event, name, logs, started, messages, waiting, position, names)
+        step_notes = [f"{name} restarted (crashed before)"] if restart else []
+        step_notes += _conf_notes(event, name, changes, confs, names)
         current[name] = NodeState(
             role=event.role,
             term=event.term,
-            vote=f"n{event.vote}" if event.vote else "",
-            log=tuple(str(term) for term in logs[name]),
+            vote=_name(names, event.vote) if event.vote else "",
+            log=tuple(
+                f"{term}:{changes[name][index]}" if index in changes[name] else str(term)
+                for index, term in enumerate(logs[name], start=1)
+            ),
             commit=event.commit,
             up=True,
         )
-        extra.append((f"{name} restarted (crashed before)",) if restart else ())
-        labels.append(_label(event))
+        extra.append(tuple(step_notes))
+        labels.append(_label(event, names))
         actors.append(name)
         states.append(dict(current))
         if failure is not None and position == failure.position:
@@ -97,10 +113,53 @@ def diagram_from_traces(paths: Sequence[str | Path]) -> Diagram:
     )
 
 
-def _label(event: TraceEvent) -> str:
+def _name(names: dict[int, str], node: int) -> str:
+    return names.get(node, f"n{node}")
+
+
+_CHANGE_MARKS = {
+    "ADD_NODE": "+",
+    "ADD_LEARNER_NODE": "+learner ",
+    "REMOVE_NODE": "-",
+    "UPDATE_NODE": "~",
+}
+_VERBS = {"persist": "persists", "apply": "applies"}
+
+
+def _conf_notes(
+    event: TraceEvent,
+    name: str,
+    changes: dict[str, dict[int, str]],
+    confs: dict[str, TraceConf | None],
+    names: dict[int, str],
+) -> list[str]:
+    """Mark the member's conf change entries in its log; note them and a new configuration."""
+    notes = []
+    for change in event.conf_changes:
+        mark = _CHANGE_MARKS.get(change.type, f"{change.type} ") + _name(names, change.node)
+        changes[name][change.index] = mark
+        verb = _VERBS.get(event.event, event.event)
+        notes.append(f"{name} {verb} conf change {change.index}: {mark}")
+    if event.conf is not None and event.conf != confs[name]:
+        if confs[name] is not None or event.event != "start" or event.conf.learners:
+            voters = ",".join(_name(names, n) for n in sorted(event.conf.voters))
+            learners = ",".join(_name(names, n) for n in sorted(event.conf.learners))
+            notes.append(
+                f"{name} configuration: voters {voters or 'none'}"
+                + (f", learners {learners}" if learners else "")
+            )
+        confs[name] = event.conf
+    return notes
+
+
+def _label(event: TraceEvent, names: dict[int, str]) -> str:
     what = event.event
     if event.message is not None:
-        what += f" {event.message.describe()}"
+        message = event.message
+        ends = f"{message.from_}->{message.to}"
+        what += " " + message.describe().replace(
+            ends, f"{_name(names, message.from_)}->{_name(names, message.to)}"
+        )
     if event.entries:
         what += " entries " + ",".join(f"{i}@{t}" for i, t in event.entries)
     if event.index is not None:
@@ -116,6 +175,7 @@ def _follow(
     messages: list[dict[str, Any]],
     waiting: dict[tuple[Any, ...], list[int]],
     position: int,
+    names: dict[int, str],
 ) -> None:
     """One event's effect on the logs and the messages."""
     if event.event == "start":
@@ -135,7 +195,12 @@ def _follow(
         waiting.setdefault(message.key(), []).append(len(messages))
         label = _message_label(message)
         messages.append(
-            {"label": label, "from": f"n{message.from_}", "to": f"n{message.to}", "sent": position}
+            {
+                "label": label,
+                "from": _name(names, message.from_),
+                "to": _name(names, message.to),
+                "sent": position,
+            }
         )
     elif event.event == "receive":
         queue = waiting.get(message.key())
@@ -146,8 +211,8 @@ def _follow(
             messages.append(
                 {
                     "label": label,
-                    "from": f"n{message.from_}",
-                    "to": f"n{message.to}",
+                    "from": _name(names, message.from_),
+                    "to": _name(names, message.to),
                     "sent": position,
                     "fate": "delivered",
                     "ended": position,

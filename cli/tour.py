@@ -45,7 +45,7 @@ class TourStep:
 
 BMC_SIZES = "node=3,term=2,index=1,value=1,quorum=2"
 
-TOUR: tuple[TourStep, ...] = (
+RAFT_PATH: tuple[TourStep, ...] = (
     TourStep(
         "Read the rule",
         "The Raft spec (`spec/raft.spec`) is message-passing Raft in a small spec language: "
@@ -159,18 +159,30 @@ TOUR: tuple[TourStep, ...] = (
         (r"Diagram: \w+ violated", r"VIOLATED: \w+", r"lifelines n1, n2, n3"),
     ),
     TourStep(
-        "Replay the run on the server's Raft core",
-        "The reference server's Raft core (impl/raft/, written apart from the model) takes "
-        "the same run: each timeout, proposal and delivery is given to it, and after each "
-        "step every node is compared with the model's. They agree through the first "
-        "election, then differ: the core appends an empty entry of its own term when it "
-        "becomes leader, as etcd does, and the model's Figure 8 finder runs without one. "
-        "That entry is the practical fix for Figure 8: at the end the core's leader of "
-        "term 3 commits index 2, an entry of its own term, and the older entry beneath "
-        "it only with it; the model's leader commits an entry of term 1 alone.",
+        "Replay the run on the spec's evaluator and the server's Raft core",
+        "The same run, replayed on the two other layers. First the spec: the run is "
+        "rebuilt from the model's config (in the ITF's `#meta`) and each step is checked "
+        "on the spec's finite evaluator against `spec/raft_steps.spec`, the node-local "
+        "Raft steps the model refines. Every step up to the commit is explained by spec "
+        "actions (named per step: `pre_campaign`, `grant_vote`, `become_leader`, "
+        "`leader_append`, ...); the commit is refused, and the spec names why: "
+        "`advance_commit`'s `[current_term_rule]`, the very line the bug removes. Then "
+        "the reference server's Raft core (impl/raft/, written apart from the model) "
+        "takes the same run: each timeout, proposal and delivery is given to it, and "
+        "after each step every node is compared with the model's. They agree through the "
+        "first election, then differ: the core appends an empty entry of its own term "
+        "when it becomes leader, as etcd does, and the model's Figure 8 finder runs "
+        "without one. That entry is the practical fix for Figure 8: at the end the core's "
+        "leader of term 3 commits index 2, an entry of its own term, and the older entry "
+        "beneath it only with it; the model's leader commits an entry of term 1 alone. "
+        "(`--on spec` or `--on impl` replays on one layer.)",
         ("replay", "figure8.itf.json"),
         1,
         (
+            r"replayed (\d+) of \1 step\(s\) on the spec's evaluator \(raft_steps\.spec\): "
+            r"\d+ agree; first difference at step \d+ \(differs\)",
+            r"differs: no spec step explains it on n\d: plan .*advance_commit.*"
+            r"\[current_term_rule\]",
             r"replayed (\d+) of \1 step\(s\) on the server's Raft core: \d+ agree; "
             r"first difference at step \d+ \(differs\)",
             r"model leader term 1 commit 0 log \[\], core leader term 1 commit 0 log \[1\]",
@@ -211,9 +223,160 @@ TOUR: tuple[TourStep, ...] = (
     ),
 )
 
-NOT_YET = (
-    "Not in the tour yet: the same path for a lease bug and a watch bug, and replaying a "
-    "run on the spec's evaluator (the replay above is on the server's Raft core only)."
+LEASE_PATH: tuple[TourStep, ...] = (
+    TourStep(
+        "Leases: what the spec says, and the nearest bug it refutes",
+        "The same arc for a lease bug. The lease spec (`spec/lease.spec`) has one lessor "
+        "and no replicas: expiring or revoking a lease deletes its keys in the same step, "
+        "and time never passes a live lease's expiry (the lessor's checkpoint). The "
+        "catalogue's lease bug — a deposed leader that revokes an expired lease by itself "
+        "instead of through the log — lives in replication, below this spec's "
+        "abstraction, so the spec has no mutation for it. Its nearest seeded bug, "
+        "`no_checkpoint`, lets time pass a lease's expiry while keys are still attached; "
+        "the prover refutes it: keys on a lease that expires now, then one tick.",
+        (
+            "prove",
+            "lease",
+            "--mutation",
+            "no_checkpoint",
+            "--only",
+            "no_key_on_expired_lease",
+            "--action",
+            "advance",
+        ),
+        1,
+        (
+            r"VIOLATED no_key_on_expired_lease preserved by advance",
+            r"counterexample to induction: safety no_key_on_expired_lease is not preserved",
+        ),
+    ),
+    TourStep(
+        "Leases: the explorer finds the stale leader's revoke",
+        "The bug itself in the executable model (`lease_revoke_by_stale_leader`): a "
+        "leader is cut off while its leases count down tick by tick, the others elect a "
+        "new leader, and the old one, not yet knowing, revokes an expired lease in its "
+        "own store. The replicas have applied the same entries and hold different stores, "
+        "which the invariant AppliedStatesAgree refuses. `tour/lease.html` draws the run.",
+        (
+            "explore",
+            "--bug",
+            "lease_revoke_by_stale_leader",
+            "--itf",
+            "lease.itf.json",
+            "--diagram",
+            "lease.html",
+        ),
+        1,
+        (
+            r"Counterexample: invariant AppliedStatesAgree violated after \d+ step\(s\)",
+            r"diagram lease\.html: written",
+        ),
+    ),
+    TourStep(
+        "Leases: the checker rejects the server's stale revoke",
+        "The server's planted counterpart (`stale_leader_lease_revoke`: the leader applies "
+        "an expired lease's revoke to its own state instead of proposing it through the "
+        "log) under the leases workload, with 3-second leases that run out during the "
+        "run. The members' stores part: reads at different members contradict each "
+        "other, so Linearizable fails, and HashKV, when the members agree on a revision "
+        "to compare, finds them different. Takes about ten seconds.",
+        (
+            "conform",
+            "--failpoints",
+            "stale_leader_lease_revoke",
+            "--workload",
+            "leases",
+            "--faults",
+            "none",
+            "--duration",
+            "6s",
+            "--clients",
+            "3",
+            "--rate",
+            "15",
+            "--keys",
+            "20",
+            "--seed",
+            "1",
+            "--report",
+            "conform-lease",
+        ),
+        1,
+        (r"Linearizable +VIOLATED",),
+    ),
+)
+
+WATCH_PATH: tuple[TourStep, ...] = (
+    TourStep(
+        "Watches: the explorer finds an event dropped at compaction",
+        "A watch bug. No spec file states the watch guarantees: they are etcd's documented "
+        "ones (Ordered, Unique, Reliable, Atomic, Resumable, Bookmarkable), stated in the "
+        "model's store (`model/watch.py`) and checked by the checker on any history, so "
+        "this arc starts at the model. The catalogue's `watch_drops_event_at_compaction`: "
+        "a watcher catching up from a past revision across a compaction silently skips "
+        "the compacted events instead of being told the revision is compacted. The store "
+        "model's explorer finds it in four steps — two puts, a compaction, a watch from "
+        "before it — and Resumable fails.",
+        (
+            "explore",
+            "--bug",
+            "watch_drops_event_at_compaction",
+            "--itf",
+            "watch.itf.json",
+            "--diagram",
+            "watch.html",
+        ),
+        1,
+        (
+            r"Counterexample: invariant Resumable violated after \d+ step\(s\) of the store",
+            r"diagram watch\.html: written",
+        ),
+    ),
+    TourStep(
+        "Watches: the checker rejects the server's dropped event",
+        "The server's planted sibling (`skip_watch_event_on_resume`: a watch created "
+        "from a past revision drops the first event of its catch-up; the model's bug "
+        "drops events only across a compaction, the server's on any catch-up, and both "
+        "break the same guarantee). The watch workload opens watches from past revisions; "
+        "the checker replays each watch stream against the linearized history and finds "
+        "a stream that began later than asked: Resumable fails. No faults are needed; "
+        "takes a few seconds.",
+        (
+            "conform",
+            "--failpoints",
+            "skip_watch_event_on_resume",
+            "--workload",
+            "watch",
+            "--faults",
+            "none",
+            "--duration",
+            "2s",
+            "--seed",
+            "1",
+            "--report",
+            "conform-watch",
+        ),
+        1,
+        (r"Resumable +VIOLATED", r"skipping PUT"),
+    ),
+)
+
+PARTS: tuple[tuple[str, tuple[TourStep, ...]], ...] = (
+    ("A Raft bug: the current-term commit rule", RAFT_PATH),
+    ("A lease bug: a stale leader's revoke", LEASE_PATH),
+    ("A watch bug: an event dropped on resume", WATCH_PATH),
+)
+"""The tour's parts in order: a heading in docs/tour.md and its steps."""
+
+TOUR: tuple[TourStep, ...] = tuple(step for _, steps in PARTS for step in steps)
+
+BEYOND = (
+    "`etcdspec replay` also takes runs with crashes, restarts and "
+    "partitions (the core restarts from what its Readies persisted): `etcdspec explore "
+    "--bug vote_not_persisted --itf vote.itf.json` then `etcdspec replay vote.itf.json` "
+    "shows the model losing the vote at the crash while the core keeps it on disk and, "
+    "restarted, refuses the second vote; the spec's evaluator refuses the model's crash "
+    "step itself (the durable vote changed)."
 )
 
 
@@ -230,11 +393,15 @@ def markdown() -> str:
         "shape of its output.",
         "",
     ]
-    for number, step in enumerate(TOUR, start=1):
-        lines += [f"## {number}. {step.title}", "", step.text, "", "```console"]
-        lines += [f"$ {step.command()}", "```", ""]
-        meaning = {0: "holds", 1: "violation found"}.get(step.exit_code, "")
-        lines += [f"It exits {step.exit_code} ({meaning}).", ""]
+    number = 0
+    for heading, steps in PARTS:
+        lines += [f"## {heading}", ""]
+        for step in steps:
+            number += 1
+            lines += [f"### {number}. {step.title}", "", step.text, "", "```console"]
+            lines += [f"$ {step.command()}", "```", ""]
+            meaning = {0: "holds", 1: "violation found"}.get(step.exit_code, "")
+            lines += [f"It exits {step.exit_code} ({meaning}).", ""]
     lines += [
         "## Where the diagrams come from",
         "",
@@ -256,7 +423,9 @@ def markdown() -> str:
         "unknown after depth 6 of 8, Z3's budget spent, in 56 s. So the tour shows the "
         "double vote, which BMC finds at depth 3 in seconds.",
         "",
-        NOT_YET,
+        "## Replays with crashes, beyond the tour",
+        "",
+        BEYOND,
         "",
     ]
     return "\n".join(lines)

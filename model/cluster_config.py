@@ -121,3 +121,54 @@ class ClusterConfig:
             + (f", {bounds}" if bounds else "")
             + (f", membership from voters {len(self.initial_voters())}" if self.membership else "")
         )
+
+
+_SCALAR_FIELDS = (
+    "nodes",
+    "seed",
+    "election_ticks",
+    "heartbeat_ticks",
+    "prevote",
+    "check_quorum",
+    "timeouts",
+    "max_term",
+    "max_log",
+    "max_messages",
+    "lossy_overflow",
+    "max_snapshot_lag",
+    "persist",
+    "noop_on_leader",
+    "max_crashes",
+    "allow_drop",
+    "allow_duplicate",
+    "allow_partition",
+    "allow_compaction",
+    "allow_heartbeat",
+    "lease_tick_scale",
+    "membership",
+    "voters",
+)
+
+
+def config_to_json(config: ClusterConfig) -> dict[str, Any]:
+    """The config as plain JSON (written into a counterexample's ITF `#meta`, so that the
+    run can be rebuilt: `etcdspec replay --on spec`). The offered proposals and reads are
+    left out: a replay takes each step's own request from its label."""
+    document: dict[str, Any] = {name: getattr(config, name) for name in _SCALAR_FIELDS}
+    document["bugs"] = sorted(config.bugs.names)
+    return document
+
+
+def config_from_json(document: Any) -> ClusterConfig:
+    """The config `config_to_json` wrote; ConfigError (what is wrong) for anything else."""
+    if not isinstance(document, dict):
+        raise ConfigError(f"a cluster config is a JSON object, got {type(document).__name__}")
+    unknown = sorted(set(document) - {*_SCALAR_FIELDS, "bugs"})
+    if unknown:
+        raise ConfigError(f"unknown cluster config field(s) {', '.join(unknown)}")
+    fields = {name: document[name] for name in _SCALAR_FIELDS if name in document}
+    try:
+        bugs = BugSet.of(*document.get("bugs", []))
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+    return ClusterConfig(bugs=bugs, **fields)

@@ -58,6 +58,9 @@ class Counterexample:
     initial: Mapping[str, Any] = field(compare=False)
     steps: tuple[Step, ...]
     context: str = ""  # e.g. "3 nodes, bugs: figure8_commit, seed 4"
+    config: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    # the cluster's config as JSON (model/cluster_config.py config_to_json), written into
+    # the ITF's #meta so the run can be rebuilt (`etcdspec replay --on spec`); {} if none
 
     def describe(self) -> str:
         context = f" ({self.context})" if self.context else ""
@@ -79,6 +82,7 @@ class Counterexample:
             source=f"etcdspec explore ({self.machine} model)",
             description=f"violates {self.invariant}"
             + (f"; {self.context}" if self.context else ""),
+            meta={"etcdspec-config": dict(self.config)} if self.config else {},
         )
         trace.add_state(self.initial)
         for step in self.steps:
@@ -102,6 +106,7 @@ def build(
     initial: Mapping[str, Any],
     labelled_states: Sequence[tuple[str, Mapping[str, Any]]],
     context: str = "",
+    config: Mapping[str, Any] | None = None,
 ) -> Counterexample:
     """A counterexample from the initial abstract state and each step's (label, state)."""
     steps = []
@@ -109,7 +114,9 @@ def build(
     for number, (label, after) in enumerate(labelled_states, start=1):
         steps.append(Step(number, label, tuple(changes(before, after)), after))
         before = after
-    return Counterexample(machine, invariant, detail, initial, tuple(steps), context)
+    return Counterexample(
+        machine, invariant, detail, initial, tuple(steps), context, dict(config or {})
+    )
 
 
 def flatten(value: Any, prefix: str = "") -> dict[str, str]:

@@ -315,14 +315,20 @@ class RunRecorder:
             self.progress(Progress(self.examples, self.steps, 0, time.monotonic() - self.started))
 
     def counterexample(
-        self, invariant: str, detail: str, context: str, machine: str
+        self,
+        invariant: str,
+        detail: str,
+        context: str,
+        machine: str,
+        config: Mapping[str, Any] | None = None,
     ) -> Counterexample:
         labels = self.labels()
         labelled = [
             (label, self.abstract(state))
             for label, (_, state) in zip(labels, self.trace, strict=True)
         ]
-        return build(machine, invariant, detail, self.abstract(self.initial), labelled, context)
+        initial = self.abstract(self.initial)
+        return build(machine, invariant, detail, initial, labelled, context, config)
 
 
 MachineFactory = Callable[[], RuleBasedStateMachine]
@@ -391,7 +397,9 @@ def run_hypothesis(
                 recorder.trace, (invariant, detail) = list(shrunk.trace), shrunk.violation
                 recorder.actions = [None] * len(shrunk.trace)
                 note = f"shrunk by replay from {shrunk.original} to {len(shrunk.trace)} steps"
-        cex = recorder.counterexample(invariant, detail, options.describe(), options.machine)
+        cex = recorder.counterexample(
+            invariant, detail, options.describe(), options.machine, _config_json(options)
+        )
         return _result(options, recorder, started, Verdict.FALSE, counterexample=cex, note=note)
     crash = "".join(traceback.format_exception_only(type(failure), failure)).strip()
     if recorder.initial is None:  # it crashed before any machine started
@@ -403,6 +411,16 @@ def run_hypothesis(
         options.machine,
     )
     return _result(options, recorder, started, Verdict.UNKNOWN, counterexample=cex, crashed=crash)
+
+
+def _config_json(options: ExploreOptions) -> dict[str, Any] | None:
+    """The cluster machine's config as JSON (for the ITF), None for the store machine."""
+    if options.machine != "cluster":
+        return None
+    from etcdspec.model.cluster_config import config_to_json
+    from etcdspec.model.hypothesis_cluster import cluster_config
+
+    return config_to_json(cluster_config(options))
 
 
 def _result(
@@ -444,6 +462,7 @@ def run_exhaustive(
     """Breadth-first search of the bounded cluster space (etcdspec.model.exhaustive), or
     over `pool`'s workers (etcdspec.model.distributed_explore: the same answers)."""
     from etcdspec.model.cluster import Cluster
+    from etcdspec.model.cluster_config import config_to_json
     from etcdspec.model.exhaustive import (
         ExploreProgress,
         explore_exhaustive,
@@ -498,6 +517,7 @@ def run_exhaustive(
             abstract_state(Cluster.start(config)),
             [(action.describe(), abstract_state(state)) for action, state in found.counterexample],
             context=f"{options.describe()}; bounds {bounds.describe()}",
+            config=config_to_json(config),
         )
     return ExploreResult(
         verdict=found.verdict,

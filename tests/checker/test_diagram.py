@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from trace_scenarios import clean_run, figure8_run
+from trace_scenarios import MembershipRun, clean_run, figure8_run
 
 from etcdspec.checker.diagram_itf import DiagramInputError, diagram_from_itf, load_itf
 from etcdspec.checker.diagram_trace import diagram_from_traces
 from etcdspec.cli.main import run
 from etcdspec.exitcodes import ExitCode
-from etcdspec.itf import ItfTrace
+from etcdspec.itf import ItfTrace, problems
 from etcdspec.model.counterexample import build
 from etcdspec.spec.bmc import bmc
 from etcdspec.spec.loader import load_spec
@@ -230,3 +230,67 @@ def test_a_restart_in_the_traces_is_noted_on_its_member(tmp_path: Path) -> None:
     assert diagram.violation_step is None and diagram.invariant == ""
     restarts = [s for s in diagram.steps if "n3 restarted (crashed before)" in s.notes]
     assert len(restarts) == 1 and restarts[0].actor == "n3"
+
+
+def test_configuration_changes_in_the_traces_are_drawn(tmp_path: Path) -> None:
+    """Format 1.1: conf change entries marked in the logs, each persist and apply of one
+    noted, and a member's new configuration noted with its voters and learners."""
+    diagram = diagram_from_traces(MembershipRun().build().write(tmp_path))
+    assert diagram.violation_step is None and diagram.lifelines == ("n1", "n2", "n3")
+    notes = [note for step in diagram.steps for note in step.notes]
+    assert "n1 persists conf change 2: +learner n2" in notes
+    assert "n1 applies conf change 4: +n2" in notes
+    assert "n1 applies conf change 9: -n2" in notes
+    assert "n1 configuration: voters n1,n2, learners n3" in notes
+    assert "n1 configuration: voters n1,n3" in notes
+    assert diagram.steps[-1].nodes["n1"].log[:4] == ("1", "1:+learner n2", "1", "1:+n2")
+    assert diagram.steps[-1].nodes["n1"].log[8] == "1:-n2"
+
+
+def test_members_are_named_as_trace_validation_names_them(tmp_path: Path) -> None:
+    """A real cluster's member ids are 64-bit numbers: the lifelines, votes, message ends
+    and labels say n1, n2, n3 (the files' order), as check-trace's explanations do."""
+    paths = figure8_run(bug=True).write(tmp_path)
+    big = {1: 7394514048465983345, 2: 3861212881127072443, 3: 7206620231537173646}
+
+    def renamed(line: dict[str, Any]) -> dict[str, Any]:
+        for record, field in ((line, "node"), (line, "vote"), (line, "leader")):
+            if record.get(field):
+                record[field] = big[record[field]]
+        for field in ("from", "to"):
+            if line.get("message", {}).get(field):
+                line["message"][field] = big[line["message"][field]]
+        return line
+
+    for path in paths:
+        lines = [renamed(json.loads(x)) for x in path.read_text().splitlines()]
+        path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+        assert str(big[1]) in path.read_text()
+    diagram = diagram_from_traces(paths)
+    assert diagram.lifelines == ("n1", "n2", "n3") and diagram.invariant == "LeaderCommit"
+    assert all(str(large) not in step.label for step in diagram.steps for large in big.values())
+    assert {(m.sender, m.receiver) for m in diagram.messages} <= {
+        (a, b) for a in diagram.lifelines for b in diagram.lifelines
+    }
+    assert any(state.vote == "n1" for step in diagram.steps for state in step.nodes.values())
+
+
+QUINT_ITF = Path(__file__).parent / "data" / "quint_votes.itf.json"
+
+
+def test_a_trace_that_quint_wrote_is_drawn() -> None:
+    """Real Quint output (data/quint_votes.qnt says how it was made): variables qualified
+    by their module (`buggy::votes::currentTerm`), ints as #bigint, maps as #map, the
+    messages a #set of records, the actions named by mbt::actionTaken. It has ITF's
+    shape by our own check, and is drawn as a cluster: two leaders of term 2 at the end."""
+    document = load_itf(QUINT_ITF)
+    assert problems(document) == []
+    diagram = diagram_from_itf(document, "oneLeaderPerTerm")
+    assert diagram.recognised and diagram.lifelines == ("n1", "n2", "n3")
+    assert [s.label for s in diagram.steps[:3]] == ["init", "timeout", "handleRequestVote"]
+    last = diagram.steps[-1]
+    assert last.violation == "oneLeaderPerTerm"
+    assert {n for n, st in last.nodes.items() if st.role == "leader"} == {"n2", "n3"}
+    assert {st.term for st in last.nodes.values()} == {2}
+    delivered = [m for m in diagram.messages if m.fate == "delivered"]
+    assert len(delivered) == 6 and "RequestVote term 2" in {m.label for m in delivered}

@@ -2,7 +2,7 @@
 the model's catalogue (`etcdspec diagram` of the ITF that `explore --bug NAME` writes;
 `explore --diagram` draws the same page), for a BMC run of a spec
 mutation (`etcdspec prove --bmc --itf`, then `etcdspec diagram`) and for a failing
-trace validation (`etcdspec diagram TRACES`), the page's script runs to its end, draws a
+trace validation (`etcdspec diagram TRACES`) and for an ITF that Quint wrote, the page's script runs to its end, draws a
 lifeline per node, an arrow per message, the rows of every step and the violated
 invariant at its step; navigation by #step=N; the screenshot (reports/tests/) shows the
 violation's red. Without Chromium these tests fail: it is part of the test setup."""
@@ -134,3 +134,13 @@ def test_a_failing_trace_validation_is_drawn(browser: Browser, tmp_path: Path) -
     page = tmp_path / "trace.html"
     assert run(["diagram", str(traces), "-o", str(page), "--quiet"]) == ExitCode.HOLDS
     _check_page(browser, page, tmp_path, None, "diagram_trace_figure8.png", True)
+
+
+def test_a_trace_that_quint_wrote_is_drawn_in_the_same_viewer(
+    browser: Browser, tmp_path: Path
+) -> None:
+    itf = Path(__file__).parent / "data" / "quint_votes.itf.json"
+    page = tmp_path / "quint.html"
+    argv = ["diagram", str(itf), "-o", str(page), "--invariant", "oneLeaderPerTerm", "--quiet"]
+    assert run(argv) == ExitCode.HOLDS
+    _check_page(browser, page, tmp_path, json.loads(itf.read_text()), "diagram_quint_votes.png")

@@ -29,7 +29,8 @@ def test_the_tour_runs_end_to_end(tmp_path: Path) -> None:
     for number, step in enumerate(TOUR, start=1):
         ok, output = run_step(step, tmp_path)
         assert ok, f"step {number} ({step.describe()}):\n{output[-3000:]}"
-    assert (tmp_path / "bmc.html").is_file() and (tmp_path / "figure8.html").is_file()
+    for drawn in ("bmc.html", "figure8.html", "lease.html", "watch.html"):
+        assert (tmp_path / drawn).is_file(), drawn
     assert (tmp_path / "cti.itf.json").is_file()
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from trace_cluster import leader_name, put
 
+from etcdspec.checker.diagram_trace import diagram_from_traces
 from etcdspec.checker.trace_check import check_traces
 from etcdspec.checker.trace_format import read_trace
 from etcdspec.impl.tools import launcher
@@ -115,6 +116,31 @@ def test_recorded_configurations_follow_the_changes(recorded: tuple[list[Path], 
     kinds = [change[1] for batch in changes for change in batch]
     # (the learner's own addition is in its log, or in the snapshot it started from)
     assert kinds[-2:] == ["ADD_NODE", "REMOVE_NODE"]
+
+
+def test_the_changes_are_drawn_in_the_diagram(recorded: tuple[list[Path], str]) -> None:
+    """`etcdspec diagram` on the real traces: four lifelines n1-n4, the learner's
+    addition, its promotion and the leader's removal marked in the logs and noted where
+    persisted and applied, and the members' configurations noted as they change."""
+    paths, leader = recorded
+    diagram = diagram_from_traces(paths)
+    assert diagram.lifelines == ("n1", "n2", "n3", "n4") and diagram.violation_step is None
+    notes = [note for step in diagram.steps for note in step.notes]
+    removed = f"n{int(leader[1:])}"
+    assert any(n.startswith("n1 applies conf change") and n.endswith(": +n4") for n in notes)
+    assert any(
+        n.startswith("n1 applies conf change") and n.endswith(f": -{removed}") for n in notes
+    )
+    assert any(n.startswith("n4 configuration: voters") and "learners n4" in n for n in notes)
+    stayed = [n for n in diagram.lifelines if n != removed]
+    final = {diagram.steps[-1].nodes[n].log[-1] for n in stayed}
+    marks = {
+        entry.split(":", 1)[1]
+        for n in stayed
+        for entry in diagram.steps[-1].nodes[n].log
+        if ":" in entry
+    }
+    assert {"+n4", f"-{removed}"} <= marks, (marks, final)
 
 
 def _rewrite(
