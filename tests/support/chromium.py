@@ -1,14 +1,13 @@
-"""Headless Chromium for the tests of self-contained pages (the checker's timeline, the
-counterexample diagrams): run it on a file (`--dump-dom` gives the DOM after the page's
-script ran, `--screenshot=FILE` a PNG), decode a PNG with the standard library, count
-its colours. `CHROMIUM` is None when Debian's chromium is not installed; `ARTEFACTS`
-(reports/tests/, gitignored) is where tests leave their screenshots."""
+"""What the tests of self-contained pages (the checker's timeline, the counterexample
+diagrams) need besides the browser (tests/support/browser.py opens the pages): decode a
+PNG with the standard library, count its colours, index the DOM's elements. `CHROMIUM`
+is None when Debian's chromium is not installed; `ARTEFACTS` (reports/tests/,
+gitignored) is where tests leave their screenshots."""
 
 from __future__ import annotations
 
 import shutil
 import struct
-import subprocess
 import zlib
 from collections import Counter
 from html.parser import HTMLParser
@@ -16,36 +15,6 @@ from pathlib import Path
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ARTEFACTS = Path(__file__).resolve().parents[2] / "reports" / "tests"
-
-
-def chromium(
-    page: Path,
-    profile: Path,
-    *mode: str,
-    window: tuple[int, int] = (1400, 1500),
-    fragment: str = "",
-) -> subprocess.CompletedProcess[str]:
-    assert CHROMIUM is not None
-    command = [
-        CHROMIUM,
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--hide-scrollbars",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        f"--user-data-dir={profile}",
-        "--enable-logging=stderr",
-        "--v=0",
-        "--force-device-scale-factor=1",
-        f"--window-size={window[0]},{window[1]}",
-        "--virtual-time-budget=5000",
-        *mode,
-        page.as_uri() + fragment,
-    ]
-    return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
 
 
 def png_pixels(path: Path) -> tuple[int, int, list[bytes]]:
