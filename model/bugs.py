@@ -60,6 +60,12 @@ CATALOGUE: tuple[Bug, ...] = (
         "a leader appends a configuration change while another is still uncommitted",
     ),
     Bug(
+        "heartbeat_full_commit",
+        "raft",
+        "a leader's heartbeat carries its whole commit index, not min(match, commit) as etcd "
+        "raft's does: a follower commits a stale entry of its own without a log check",
+    ),
+    Bug(
         "lease_revoke_by_stale_leader",
         "lease",
         "a deposed leader revokes an expired lease by itself instead of through the log",

@@ -630,6 +630,12 @@ FINDERS: dict[str, Finder] = {
     "no_truncate_conflict": Finder("hypothesis", SPLIT_BRAIN, attempts=5),
     "accept_stale_term_append": Finder("hypothesis", SPLIT_BRAIN, attempts=5),
     "commit_without_quorum": Finder("exhaustive", bounds=ExhaustiveBounds(max_term=2, max_log=1)),
+    # etcd raft's heartbeats: a stale entry on a cut-off old leader, committed by the
+    # heartbeat of the next term's leader that commits its own entry at that index.
+    "heartbeat_full_commit": Finder(
+        "exhaustive",
+        bounds=ExhaustiveBounds(max_term=2, max_log=1, settings=(("etcd_heartbeats", True),)),
+    ),
     "vote_not_persisted": Finder(
         "exhaustive", bounds=ExhaustiveBounds(max_term=1, max_log=0, settings=(("max_crashes", 1),))
     ),

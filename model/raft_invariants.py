@@ -3,7 +3,9 @@
 Contract: `check_raft(nodes, ghost)` raises `InvariantViolation` (etcdspec.model.invariants)
 naming the first broken invariant: ElectionSafety, LeaderAppendOnly, LogMatching,
 LeaderCompleteness, UpToDateLogsHoldCommitted, StateMachineSafety, CommitWithinLog,
-AppliedStatesAgree. The ghost
+AppliedStatesAgree, FollowerCommitMatched (a follower of a leader of its term has
+committed only what that leader's log holds: the follower-commit rule, which etcd raft's
+heartbeats keep by sending min(match, commit)). The ghost
 (auxiliary history) is kept small and is part of the cluster's state:
 - `committed`: the committed log as first observed (entry term, entry key, the term in
   which it was first known committed), index 1 first;
@@ -113,6 +115,7 @@ def check_raft(
     for position, node in enumerate(nodes):
         if fresh is None or fresh[position]:
             _commit_within_log(node)
+    _follower_commit_matched(nodes, fresh)
     _log_matching(nodes, fresh)
     _leader_completeness(nodes, ghost, fresh)
     _up_to_date_logs_hold_committed(nodes, ghost, fresh)
@@ -142,6 +145,32 @@ def _commit_within_log(node: Node) -> None:
             f"{node.name} applied_index {node.applied_index} > commit_index "
             f"{node.commit_index}: {node.describe()}",
         )
+
+
+def _follower_commit_matched(nodes: Sequence[Node], fresh: Sequence[bool] | None = None) -> None:
+    """FollowerCommitMatched: a follower whose leader (`lead`) leads in the follower's
+    term holds, at its commit index, the entry the leader holds there (Log Matching then
+    gives the whole committed prefix)."""
+    by_id = {node.id: node for node in nodes}
+    for follower in nodes:
+        if follower.role == Role.LEADER or not follower.lead:
+            continue
+        leader = by_id.get(follower.lead)
+        if leader is None or leader.role != Role.LEADER or leader.term != follower.term:
+            continue
+        if fresh is not None and not (fresh[nodes.index(follower)] or fresh[nodes.index(leader)]):
+            continue
+        index = follower.commit_index
+        if index <= max(follower.log.snapshot.last_index, leader.log.snapshot.last_index):
+            continue
+        mine, theirs = follower.log.term_at(index), leader.log.term_at(index)
+        if mine != theirs:
+            raise InvariantViolation(
+                "FollowerCommitMatched",
+                f"{follower.name} committed {index} holding term {mine} there, but its "
+                f"leader {leader.name} holds {theirs}: {follower.describe()}; "
+                f"{leader.describe()}",
+            )
 
 
 def _log_matching(nodes: Sequence[Node], fresh: Sequence[bool] | None = None) -> None:
