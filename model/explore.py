@@ -95,6 +95,10 @@ class ExploreOptions:
     # cluster: configuration changes (add, remove, learner, promote) at leaders; the
     # last node starts outside the configuration (ClusterConfig.membership)
     membership: bool = False
+    # cluster: etcd raft's heartbeats (min(match, commit), no log check at the follower)
+    # and at most this many entries per AppendEntries (0: all); ClusterConfig's fields
+    etcd_heartbeats: bool = False
+    max_append_entries: int = 0
 
     def __post_init__(self) -> None:
         if self.machine not in MACHINES:

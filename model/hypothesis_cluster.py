@@ -108,6 +108,8 @@ def cluster_config(options: ExploreOptions) -> ClusterConfig:
         prevote=options.prevote,
         check_quorum=options.check_quorum,
         membership=options.membership,
+        etcd_heartbeats=options.etcd_heartbeats,
+        max_append_entries=options.max_append_entries,
     )
 
 
