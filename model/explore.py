@@ -33,7 +33,7 @@ from hypothesis import HealthCheck, Phase, Verbosity, currently_in_test_context,
 from hypothesis.errors import HypothesisException
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
-from etcdspec.model.bugs import NO_BUGS, BugSet
+from etcdspec.model.bugs import NO_BUGS, RESPONSE_MUTATIONS, BugSet
 from etcdspec.model.counterexample import Counterexample, build
 from etcdspec.model.hypothesis_replay import replayable_draws
 from etcdspec.model.invariants import InvariantViolation
@@ -678,3 +678,14 @@ FINDERS: dict[str, Finder] = {
     ),
 }
 """One finder per catalogued bug (a test fails for any bug without one)."""
+
+# The response mutations (model/bugs.py RESPONSE_MUTATIONS): the store machine, whose
+# postconditions catch them (so that `explore --bug NAME` runs them like any bug).
+FINDERS.update(
+    {
+        bug.name: Finder(
+            "hypothesis", ExploreOptions(machine="store", max_examples=100, steps=30), attempts=3
+        )
+        for bug in RESPONSE_MUTATIONS
+    }
+)
