@@ -5,7 +5,8 @@ naming the first broken invariant: ElectionSafety, LeaderAppendOnly, LogMatching
 LeaderCompleteness, UpToDateLogsHoldCommitted, StateMachineSafety, CommitWithinLog,
 AppliedStatesAgree, FollowerCommitMatched (a follower of a leader of its term has
 committed only what that leader's log holds: the follower-commit rule, which etcd raft's
-heartbeats keep by sending min(match, commit)). The ghost
+heartbeats keep by sending min(match, commit); checked just before StateMachineSafety,
+which a follower committing a stale entry also breaks, so that the rule is named). The ghost
 (auxiliary history) is kept small and is part of the cluster's state:
 - `committed`: the committed log as first observed (entry term, entry key, the term in
   which it was first known committed), index 1 first;
@@ -115,10 +116,10 @@ def check_raft(
     for position, node in enumerate(nodes):
         if fresh is None or fresh[position]:
             _commit_within_log(node)
-    _follower_commit_matched(nodes, fresh)
     _log_matching(nodes, fresh)
     _leader_completeness(nodes, ghost, fresh)
     _up_to_date_logs_hold_committed(nodes, ghost, fresh)
+    _follower_commit_matched(nodes, fresh)
     _state_machine_safety(nodes, ghost, fresh)
     _applied_states_agree(nodes, fresh)
 
@@ -151,14 +152,17 @@ def _follower_commit_matched(nodes: Sequence[Node], fresh: Sequence[bool] | None
     """FollowerCommitMatched: a follower whose leader (`lead`) leads in the follower's
     term holds, at its commit index, the entry the leader holds there (Log Matching then
     gives the whole committed prefix)."""
-    by_id = {node.id: node for node in nodes}
-    for follower in nodes:
+    position_of = {node.id: position for position, node in enumerate(nodes)}
+    for position, follower in enumerate(nodes):
         if follower.role == Role.LEADER or not follower.lead:
             continue
-        leader = by_id.get(follower.lead)
-        if leader is None or leader.role != Role.LEADER or leader.term != follower.term:
+        at = position_of.get(follower.lead)
+        if at is None:
             continue
-        if fresh is not None and not (fresh[nodes.index(follower)] or fresh[nodes.index(leader)]):
+        leader = nodes[at]
+        if leader.role != Role.LEADER or leader.term != follower.term:
+            continue
+        if fresh is not None and not (fresh[position] or fresh[at]):
             continue
         index = follower.commit_index
         if index <= max(follower.log.snapshot.last_index, leader.log.snapshot.last_index):
