@@ -4,7 +4,8 @@ down by delta debugging while the replay still violates the same invariant.
 Contract
 - `replay(config, actions)` runs the actions from `Cluster.start(config)`, skipping any
   that is no longer enabled (a message not in flight, a node down, ...), checks the
-  invariants after each, and stops at the first violation.
+  invariants and the responses' postconditions after each (as the cluster machine
+  does), and stops at the first violation.
 - `shrink_actions(config, actions, invariant, max_replays)` removes chunks of steps
   (halving their size down to single steps) while a replay still violates
   `invariant`; at most `max_replays` replays. None when the run does not replay to
@@ -22,6 +23,7 @@ from etcdspec.model.actions import Action
 from etcdspec.model.cluster import Cluster, IllegalActionError
 from etcdspec.model.cluster_config import ClusterConfig
 from etcdspec.model.invariants import InvariantViolation
+from etcdspec.model.response_oracle import check_step_responses
 
 
 @dataclass(frozen=True)
@@ -34,11 +36,13 @@ class ShrunkRun:
 
 
 def replay(
-    config: ClusterConfig, actions: Sequence[Action]
+    config: ClusterConfig, actions: Sequence[Action], postconditions: bool = True
 ) -> tuple[list[Action], list[tuple[str, Any]], InvariantViolation | None]:
     """Run `actions` from the start state, skipping any that is no longer enabled (a
-    message not in flight, a node down, ...), checking invariants after each; stops at
-    the first violation. Returns the actions kept, their (label, state) and the violation."""
+    message not in flight, a node down, ...), checking invariants after each (and the
+    responses of its outputs, as the cluster machine does, unless `postconditions` is
+    off); stops at the first violation. Returns the actions kept, their (label, state)
+    and the violation."""
     cluster = Cluster.start(config)
     kept: list[Action] = []
     trace: list[tuple[str, Any]] = []
@@ -51,6 +55,8 @@ def replay(
         trace.append((action.describe(), after))
         try:
             after.check_invariants(cluster)
+            if postconditions:
+                check_step_responses(cluster, after, action)
         except InvariantViolation as violation:
             return kept, trace, violation
         cluster = after

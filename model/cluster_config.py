@@ -59,6 +59,8 @@ class ClusterConfig:
     lease_tick_scale: int = 1
     membership: bool = False  # configuration changes are offered (see the docstring)
     voters: int | None = None  # membership: how many nodes start as voters (None: N-1)
+    etcd_heartbeats: bool = False  # heartbeats as etcd raft's (RaftParams.etcd_heartbeats)
+    max_append_entries: int = 0  # entries per AppendEntries at most (0: every pending one)
 
     def __post_init__(self) -> None:
         if self.nodes < 1:
@@ -80,6 +82,10 @@ class ClusterConfig:
             raise ConfigError(
                 f"voters must be between 1 and nodes ({self.nodes}), got {self.voters}"
             )
+        if self.max_append_entries < 0:
+            raise ConfigError(
+                f"max_append_entries must be >= 0 (0: no limit), got {self.max_append_entries}"
+            )
         for name in ("max_term", "max_log", "max_messages", "max_crashes"):
             value = getattr(self, name)
             if value is not None and value < 0:
@@ -99,6 +105,8 @@ class ClusterConfig:
             bugs=self.bugs,
             membership=self.membership,
             initial_voters=self.initial_voters(),
+            etcd_heartbeats=self.etcd_heartbeats,
+            max_append_entries=self.max_append_entries,
         )
 
     def initial_voters(self) -> frozenset[int]:

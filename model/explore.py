@@ -33,7 +33,7 @@ from hypothesis import HealthCheck, Phase, Verbosity, currently_in_test_context,
 from hypothesis.errors import HypothesisException
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
-from etcdspec.model.bugs import NO_BUGS, BugSet
+from etcdspec.model.bugs import NO_BUGS, RESPONSE_MUTATIONS, BugSet
 from etcdspec.model.counterexample import Counterexample, build
 from etcdspec.model.hypothesis_replay import replayable_draws
 from etcdspec.model.invariants import InvariantViolation
@@ -95,6 +95,10 @@ class ExploreOptions:
     # cluster: configuration changes (add, remove, learner, promote) at leaders; the
     # last node starts outside the configuration (ClusterConfig.membership)
     membership: bool = False
+    # cluster: etcd raft's heartbeats (min(match, commit), no log check at the follower)
+    # and at most this many entries per AppendEntries (0: all); ClusterConfig's fields
+    etcd_heartbeats: bool = False
+    max_append_entries: int = 0
 
     def __post_init__(self) -> None:
         if self.machine not in MACHINES:
@@ -650,6 +654,12 @@ FINDERS: dict[str, Finder] = {
     "no_truncate_conflict": Finder("hypothesis", SPLIT_BRAIN, attempts=5),
     "accept_stale_term_append": Finder("hypothesis", SPLIT_BRAIN, attempts=5),
     "commit_without_quorum": Finder("exhaustive", bounds=ExhaustiveBounds(max_term=2, max_log=1)),
+    # etcd raft's heartbeats: a stale entry on a cut-off old leader, committed by the
+    # heartbeat of the next term's leader that commits its own entry at that index.
+    "heartbeat_full_commit": Finder(
+        "exhaustive",
+        bounds=ExhaustiveBounds(max_term=2, max_log=1, settings=(("etcd_heartbeats", True),)),
+    ),
     "vote_not_persisted": Finder(
         "exhaustive", bounds=ExhaustiveBounds(max_term=1, max_log=0, settings=(("max_crashes", 1),))
     ),
@@ -704,3 +714,14 @@ FINDERS: dict[str, Finder] = {
     ),
 }
 """One finder per catalogued bug (a test fails for any bug without one)."""
+
+# The response mutations (model/bugs.py RESPONSE_MUTATIONS): the store machine, whose
+# postconditions catch them (so that `explore --bug NAME` runs them like any bug).
+FINDERS.update(
+    {
+        bug.name: Finder(
+            "hypothesis", ExploreOptions(machine="store", max_examples=100, steps=30), attempts=3
+        )
+        for bug in RESPONSE_MUTATIONS
+    }
+)

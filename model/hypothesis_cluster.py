@@ -6,7 +6,10 @@ election timeouts, heartbeats, persistence, deliveries, drops, duplicates, parti
 crashes and restarts, and client operations proposed at a leader (put, delete, txn,
 lease grant and revoke, compaction), linearizable reads (ReadIndex), lease keep-alives,
 log compaction and watches on a node's applied store. After every step
-`cluster.check_invariants()` runs (Raft's invariants and every store's).
+`cluster.check_invariants()` runs (Raft's invariants and every store's), and every
+response the step output (each applied entry's, each ReadIndex read's) is checked
+against an oracle of the applying node's store (ResponsePostcondition,
+model/response_oracle.py; `postconditions = False` switches that off).
 
 Choices are drawn as small indexes into the currently enabled candidates (the up nodes,
 the deliverable messages, the leaders), so that preconditions stay cheap, no step is
@@ -46,7 +49,14 @@ from etcdspec.model.cluster import Cluster
 from etcdspec.model.cluster_config import ClusterConfig
 from etcdspec.model.explore import ExploreOptions, RunRecorder
 from etcdspec.model.hypothesis_rules import focused, has_initialize_rules, rule_names
-from etcdspec.model.hypothesis_store import keys, range_ends, txns, values
+from etcdspec.model.hypothesis_store import (
+    keys,
+    range_ends,
+    range_requests,
+    rich_txns,
+    txns,
+    values,
+)
 from etcdspec.model.invariants import InvariantViolation
 from etcdspec.model.raft_messages import MsgType
 from etcdspec.model.raft_node import Role
@@ -59,6 +69,7 @@ from etcdspec.model.requests import (
     RangeRequest,
     Request,
 )
+from etcdspec.model.response_oracle import check_step_responses
 from etcdspec.model.watch import WatchRequest, check_watch, watch_responses
 
 _CAMPAIGN = (MsgType.PRE_VOTE, MsgType.VOTE)
@@ -97,6 +108,8 @@ def cluster_config(options: ExploreOptions) -> ClusterConfig:
         prevote=options.prevote,
         check_quorum=options.check_quorum,
         membership=options.membership,
+        etcd_heartbeats=options.etcd_heartbeats,
+        max_append_entries=options.max_append_entries,
     )
 
 
@@ -178,6 +191,8 @@ def dead_rules(config: ClusterConfig) -> frozenset[str]:
 
 class ClusterMachine(RuleBasedStateMachine):
     """Random schedules of the Raft cluster; see the module docstring."""
+
+    postconditions = True  # check each step's responses (model/response_oracle.py)
 
     def __init__(
         self, config: ClusterConfig | None = None, recorder: RunRecorder | None = None
@@ -304,6 +319,8 @@ class ClusterMachine(RuleBasedStateMachine):
         self.recorder.step(None, after, action)  # labelled only if it is ever shown
         self._witness(before, after)
         after.check_invariants(before)
+        if self.postconditions and check_step_responses(before, after, action):
+            self.recorder.witness("cluster: response checked")
         self.checked = after
         self.failed = False
 
@@ -458,6 +475,21 @@ class ClusterMachine(RuleBasedStateMachine):
         self._do(act.propose(leaders[pick % len(leaders)], request))
 
     @precondition(_led)
+    @rule(
+        pick=picks,
+        request=st.one_of(
+            st.builds(PutRequest, key=keys, value=values, prev_kv=st.just(True)),
+            st.builds(DeleteRangeRequest, key=keys, range_end=range_ends, prev_kv=st.just(True)),
+            rich_txns(),
+        ),
+    )
+    def propose_options(self, pick: int, request: Request) -> None:
+        """A write asking for all its response can carry (prev_kv, nested txns, range
+        options), whose applied responses the postconditions check on every node."""
+        leaders = self._leaders()
+        self._do(act.propose(leaders[pick % len(leaders)], request))
+
+    @precondition(_led)
     @rule(pick=picks, ttl=st.integers(min_value=1, max_value=4))
     def lease_grant(self, pick: int, ttl: int) -> None:
         leaders = self._leaders()
@@ -490,11 +522,11 @@ class ClusterMachine(RuleBasedStateMachine):
             self._do(act.compact_log(candidates[pick % len(candidates)]))
 
     @precondition(_led)
-    @rule(pick=picks, key=keys, range_end=range_ends)
-    def read_index(self, pick: int, key: bytes, range_end: bytes) -> None:
+    @rule(pick=picks, request=range_requests())
+    def read_index(self, pick: int, request: RangeRequest) -> None:
+        """A linearizable read with any range options (its response is checked)."""
         leaders = [n for n in self._leaders() if raft_node.can_read_index(self.cluster.node(n))]
         if leaders:
-            request = RangeRequest(key=key, range_end=range_end)
             self._do(act.read_index(leaders[pick % len(leaders)], request))
 
     @rule(pick=picks, key=keys, range_end=range_ends, back=st.integers(min_value=0, max_value=3))

@@ -3,6 +3,11 @@
 `StoreMachine` applies random KV, txn, lease, compaction and watch requests to
 `etcdspec.model.store` and checks after every step:
 - the store's own invariants (`store.check_invariants`);
+- ResponsePostcondition: every response the store gives (range, put, delete, txn with
+  its nested responses, compaction, lease grant and revoke, each header) equals what an
+  independent plain oracle (model/response_oracle.py, kept beside the store for the
+  whole run) says etcd answers; `postconditions=False` switches it off (to show what
+  the state invariants alone miss);
 - OneRevisionPerRequest: a request raises the revision by 0 or 1, and every key a
   write txn changed carries the txn's one new revision;
 - PastReadsConsistent: a read at a past revision r (compact_revision <= r <= current)
@@ -76,11 +81,14 @@ from etcdspec.model.requests import (
     RangeRequest,
     RangeResponse,
     Request,
+    SortOrder,
+    SortTarget,
     TxnOp,
     TxnRequest,
     in_range,
     show_bytes,
 )
+from etcdspec.model.response_oracle import ResponseOracle, check_response
 from etcdspec.model.watch import WatchRequest, check_watch, watch_responses
 
 KEYS = (b"a", b"b", b"c", b"d")
@@ -118,6 +126,73 @@ def txn_ops() -> st.SearchStrategy[TxnOp]:
 
 def txns() -> st.SearchStrategy[TxnRequest]:
     ops = st.lists(txn_ops(), max_size=3).map(tuple)
+    return st.builds(
+        TxnRequest, compare=st.lists(compares(), max_size=2).map(tuple), success=ops, failure=ops
+    )
+
+
+revision_bounds = st.sampled_from((0, 0, 1, 2, 3, 4))
+no_filters = (0, 0, 0, 0)
+filters = st.one_of(st.just(no_filters), st.tuples(*[revision_bounds] * 4))
+"""min/max mod revision, min/max create revision: none in about half the ranges."""
+
+
+def range_requests() -> st.SearchStrategy[RangeRequest]:
+    """Ranges with every option the model serves: limit, sort, keys_only, count_only and
+    the min/max mod/create revision filters."""
+    return st.builds(
+        _range_request,
+        key=keys,
+        range_end=range_ends,
+        limit=st.integers(min_value=0, max_value=3),
+        keys_only=st.booleans(),
+        count_only=st.sampled_from((False, False, False, True)),
+        sort_order=st.sampled_from(tuple(SortOrder)),
+        sort_target=st.sampled_from(tuple(SortTarget)),
+        bounds=filters,
+    )
+
+
+def _range_request(
+    key: bytes,
+    range_end: bytes,
+    limit: int,
+    keys_only: bool,
+    count_only: bool,
+    sort_order: SortOrder,
+    sort_target: SortTarget,
+    bounds: tuple[int, int, int, int],
+) -> RangeRequest:
+    return RangeRequest(
+        key,
+        range_end,
+        limit,
+        keys_only=keys_only,
+        count_only=count_only,
+        sort_order=sort_order,
+        sort_target=sort_target,
+        min_mod_revision=bounds[0],
+        max_mod_revision=bounds[1],
+        min_create_revision=bounds[2],
+        max_create_revision=bounds[3],
+    )
+
+
+def rich_txns() -> st.SearchStrategy[TxnRequest]:
+    """Txns whose ops ask for everything a response can carry (prev_kv, range options)
+    and may nest one txn (whose header is empty)."""
+    flat = st.one_of(
+        st.builds(PutRequest, key=keys, value=values, prev_kv=st.booleans()),
+        st.builds(DeleteRangeRequest, key=keys, range_end=range_ends, prev_kv=st.booleans()),
+        range_requests(),
+    )
+    nested = st.builds(
+        TxnRequest,
+        compare=st.lists(compares(), max_size=1).map(tuple),
+        success=st.lists(flat, max_size=2).map(tuple),
+        failure=st.lists(flat, max_size=2).map(tuple),
+    )
+    ops = st.lists(st.one_of(flat, nested), max_size=3).map(tuple)
     return st.builds(
         TxnRequest, compare=st.lists(compares(), max_size=2).map(tuple), success=ops, failure=ops
     )
@@ -188,11 +263,14 @@ OPTIONAL_RULES = ("delete", "txn", "compact", "lease", "read_past", "watch", "au
 class StoreMachine(RuleBasedStateMachine):
     """Random requests against the pure store; see the module docstring for the checks."""
 
+    postconditions = True  # check every response against the oracle
+
     def __init__(self, bugs: BugSet = NO_BUGS, recorder: RunRecorder | None = None) -> None:
         super().__init__()
         self.bugs = bugs
         self.recorder = recorder or RunRecorder(abstract_state, None)
         self.state = store_model.initial_state()
+        self.oracle = ResponseOracle.of_store(self.state)
         # revision -> the last state at that revision: its key-values are fixed for good.
         self.at_revision: dict[int, Any] = {self.state.revision: self.state}
         self.enabled: frozenset[str] = frozenset(OPTIONAL_RULES)
@@ -217,6 +295,9 @@ class StoreMachine(RuleBasedStateMachine):
         label = f"{request.describe()} -> {response.describe()}"
         self.recorder.step(label, after)
         self.state = after
+        if self.postconditions:
+            check_response(self.oracle, request, response)
+            self.recorder.witness("store: response checked")
         self._check_revision_step(request, before, after)
         self.at_revision[after.revision] = after
         if after.revision > before.revision:
@@ -253,9 +334,18 @@ class StoreMachine(RuleBasedStateMachine):
     def put(self, key: bytes, value: bytes, lease: int) -> None:
         self._apply(PutRequest(key=key, value=value, lease=lease))
 
+    @rule(key=keys, value=values)
+    def put_prev_kv(self, key: bytes, value: bytes) -> None:
+        self._apply(PutRequest(key=key, value=value, prev_kv=True))
+
     @rule(key=keys, range_end=range_ends, limit=st.integers(min_value=0, max_value=2))
     def range_now(self, key: bytes, range_end: bytes, limit: int) -> None:
         self._apply(RangeRequest(key=key, range_end=range_end, limit=limit))
+
+    @rule(request=range_requests())
+    def range_options(self, request: RangeRequest) -> None:
+        """A range with options (sort, filters, keys_only, count_only, limit)."""
+        self._apply(request)
 
     @precondition(lambda self: "delete" in self.enabled)
     @rule(key=keys, range_end=range_ends, prev_kv=st.booleans())
@@ -265,6 +355,12 @@ class StoreMachine(RuleBasedStateMachine):
     @precondition(lambda self: "txn" in self.enabled)
     @rule(txn=txns())
     def txn(self, txn: TxnRequest) -> None:
+        self._apply(txn)
+
+    @precondition(lambda self: "txn" in self.enabled)
+    @rule(txn=rich_txns())
+    def txn_options(self, txn: TxnRequest) -> None:
+        """A txn asking for prev_kv and range options, maybe with a nested txn."""
         self._apply(txn)
 
     @precondition(lambda self: "compact" in self.enabled and self.state.revision > 1)

@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
-from etcdspec.model.bugs import BugSet
+from etcdspec.model.bugs import NO_BUGS, BugSet
 from etcdspec.model.errors import (
     CompactedError,
     DuplicateKeyError,
@@ -115,12 +115,13 @@ def keys_at(state: StoreState, key: bytes, range_end: bytes, revision: int) -> l
 
 
 def range_response(
-    kvs: list[KeyValue], request: RangeRequest, header_revision: int
+    kvs: list[KeyValue], request: RangeRequest, header_revision: int, bugs: BugSet = NO_BUGS
 ) -> RangeResponse:
     """Cut `kvs` (every key in range, sorted by key) to what the request asks for.
 
     As etcd's applier Range: `count` is taken before the revision filters; the filters
     prune, then the sort (stable, ties in key order), then the limit sets `more`.
+    (Mutations range_more_at_exact_limit and range_count_after_limit break the last two.)
     """
     header = ResponseHeader(header_revision)
     count = len(kvs)
@@ -140,6 +141,10 @@ def range_response(
     if request.limit > 0 and len(kvs) > request.limit:
         kvs = kvs[: request.limit]
         more = True
+    elif request.limit > 0 and len(kvs) == request.limit and bugs.on("range_more_at_exact_limit"):
+        more = True  # Mutation: `>=` where etcd's `>` is
+    if bugs.on("range_count_after_limit"):
+        count = len(kvs)  # Mutation: counted after the limit
     if request.keys_only:
         kvs = [
             KeyValue(kv.key, kv.create_revision, kv.mod_revision, kv.version, b"", kv.lease)
@@ -167,13 +172,13 @@ _SORT_FIELDS: dict[SortTarget, Callable[[KeyValue], int | bytes]] = {
 }
 
 
-def do_range(state: StoreState, request: RangeRequest) -> RangeResponse:
+def do_range(state: StoreState, request: RangeRequest, bugs: BugSet = NO_BUGS) -> RangeResponse:
     """A range outside any txn: validated, served at the current revision's header."""
     if not request.key:
         raise EmptyKeyError("a range needs a key; use key b'\\x00' and range_end b'\\x00' for all")
     check_read_revision(state, request.revision)
     kvs = keys_at(state, request.key, request.range_end, request.revision)
-    return range_response(kvs, request, state.revision)
+    return range_response(kvs, request, state.revision, bugs)
 
 
 def compare_holds(state: StoreState, compare: Compare) -> bool:
@@ -370,6 +375,7 @@ class WriteTxn:
         self.overlay: dict[bytes, KeyValue | None] = {}
         self.lease_moves: dict[bytes, tuple[int, int]] = {}
         self.events: list[tuple[int, list[Event]]] = []
+        self.bugs = bugs
         self._revision_per_op = bugs.on("txn_revision_per_op")
         self._write_revision = state.revision + 1
 
@@ -419,7 +425,7 @@ class WriteTxn:
             kvs = keys_at(self.state, request.key, request.range_end, request.revision)
         else:
             kvs = self._current_in_range(request.key, request.range_end)
-        return range_response(kvs, request, self.last_revision)
+        return range_response(kvs, request, self.last_revision, self.bugs)
 
     def put(self, request: PutRequest) -> PutResponse:
         revision = self._begin_write_op()
@@ -433,7 +439,8 @@ class WriteTxn:
         self.overlay[request.key] = kv
         self._move_lease(request.key, lease)
         self._emit(revision, Event(EventType.PUT, kv, old))
-        return PutResponse(ResponseHeader(revision), old if request.prev_kv else None)
+        prev = kv if self.bugs.on("prev_kv_from_new_revision") else old  # (a mutation)
+        return PutResponse(ResponseHeader(revision), prev if request.prev_kv else None)
 
     def delete(self, request: DeleteRangeRequest) -> DeleteRangeResponse:
         doomed = self._current_in_range(request.key, request.range_end)

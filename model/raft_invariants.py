@@ -3,7 +3,10 @@
 Contract: `check_raft(nodes, ghost)` raises `InvariantViolation` (etcdspec.model.invariants)
 naming the first broken invariant: ElectionSafety, LeaderAppendOnly, LogMatching,
 LeaderCompleteness, UpToDateLogsHoldCommitted, StateMachineSafety, CommitWithinLog,
-AppliedStatesAgree. The ghost
+AppliedStatesAgree, FollowerCommitMatched (a follower of a leader of its term has
+committed only what that leader's log holds: the follower-commit rule, which etcd raft's
+heartbeats keep by sending min(match, commit); checked just before StateMachineSafety,
+which a follower committing a stale entry also breaks, so that the rule is named). The ghost
 (auxiliary history) is kept small and is part of the cluster's state:
 - `committed`: the committed log as first observed (entry term, entry key, the term in
   which it was first known committed), index 1 first;
@@ -116,6 +119,7 @@ def check_raft(
     _log_matching(nodes, fresh)
     _leader_completeness(nodes, ghost, fresh)
     _up_to_date_logs_hold_committed(nodes, ghost, fresh)
+    _follower_commit_matched(nodes, fresh)
     _state_machine_safety(nodes, ghost, fresh)
     _applied_states_agree(nodes, fresh)
 
@@ -142,6 +146,35 @@ def _commit_within_log(node: Node) -> None:
             f"{node.name} applied_index {node.applied_index} > commit_index "
             f"{node.commit_index}: {node.describe()}",
         )
+
+
+def _follower_commit_matched(nodes: Sequence[Node], fresh: Sequence[bool] | None = None) -> None:
+    """FollowerCommitMatched: a follower whose leader (`lead`) leads in the follower's
+    term holds, at its commit index, the entry the leader holds there (Log Matching then
+    gives the whole committed prefix)."""
+    position_of = {node.id: position for position, node in enumerate(nodes)}
+    for position, follower in enumerate(nodes):
+        if follower.role == Role.LEADER or not follower.lead:
+            continue
+        at = position_of.get(follower.lead)
+        if at is None:
+            continue
+        leader = nodes[at]
+        if leader.role != Role.LEADER or leader.term != follower.term:
+            continue
+        if fresh is not None and not (fresh[position] or fresh[at]):
+            continue
+        index = follower.commit_index
+        if index <= max(follower.log.snapshot.last_index, leader.log.snapshot.last_index):
+            continue
+        mine, theirs = follower.log.term_at(index), leader.log.term_at(index)
+        if mine != theirs:
+            raise InvariantViolation(
+                "FollowerCommitMatched",
+                f"{follower.name} committed {index} holding term {mine} there, but its "
+                f"leader {leader.name} holds {theirs}: {follower.describe()}; "
+                f"{leader.describe()}",
+            )
 
 
 def _log_matching(nodes: Sequence[Node], fresh: Sequence[bool] | None = None) -> None:

@@ -123,6 +123,8 @@ class MsgType(IntEnum):
     APPEND = 5
     APPEND_RESP = 6
     SNAPSHOT = 7
+    HEARTBEAT = 8
+    HEARTBEAT_RESP = 9
 
 
 _MSG_TEXT = {
@@ -133,6 +135,8 @@ _MSG_TEXT = {
     MsgType.APPEND: "AppendEntries",
     MsgType.APPEND_RESP: "AppendEntriesResp",
     MsgType.SNAPSHOT: "InstallSnapshot",
+    MsgType.HEARTBEAT: "Heartbeat",
+    MsgType.HEARTBEAT_RESP: "HeartbeatResp",
 }
 
 
@@ -147,6 +151,10 @@ class Message(NamedTuple):
     - APPEND_RESP: `log_index` = the follower's match index on success, or the rejected prev
       index with `reject_hint` = the follower's last index; `context` echoed.
     - SNAPSHOT: `snapshot` and `commit`.
+    - HEARTBEAT (RaftParams.etcd_heartbeats): `commit` = min(the follower's match index,
+      the leader's commit), as etcd raft's sendHeartbeat: a follower takes it without
+      checking its log, so it must never exceed what the follower is known to hold;
+      `context` as for APPEND. HEARTBEAT_RESP: `context` echoed.
     """
 
     type: MsgType
@@ -195,6 +203,12 @@ class Message(NamedTuple):
             )
             text += f" commit {self.commit}"
             return text + (f" read {self.context}" if self.context else "")
+        if kind == MsgType.HEARTBEAT:
+            return f"{head} commit {self.commit}" + (
+                f" read {self.context}" if self.context else ""
+            )
+        if kind == MsgType.HEARTBEAT_RESP:
+            return head + (f" read {self.context}" if self.context else "")
         if kind == MsgType.APPEND_RESP:
             if self.reject:
                 text = f"{head} rejected {self.log_index} hint {self.reject_hint}"

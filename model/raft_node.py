@@ -57,6 +57,8 @@ from etcdspec.model.raft_messages import (
 
 NOOP_KEY = "noop"
 
+_FROM_LEADER = (MsgType.APPEND, MsgType.SNAPSHOT, MsgType.HEARTBEAT)
+
 
 class Role(IntEnum):
     FOLLOWER = 0
@@ -113,6 +115,12 @@ class RaftParams(NamedTuple):
     bugs: BugSet = NO_BUGS
     membership: bool = False  # configurations change through the log (module docstring)
     initial_voters: frozenset[int] = frozenset()  # membership: the first config (empty: all)
+    # etcd raft's heartbeats: a leader's heartbeat is a HEARTBEAT message carrying
+    # min(match, commit), taken by a follower without a log check, answered by a
+    # HEARTBEAT_RESP on which the leader sends what the follower lacks (False: a
+    # heartbeat resends AppendEntries, the model's first design)
+    etcd_heartbeats: bool = False
+    max_append_entries: int = 0  # at most this many entries per AppendEntries (0: all)
 
     @property
     def quorum(self) -> int:
@@ -404,7 +412,7 @@ def _maybe_commit(params: RaftParams, node: Node) -> Node:
     return node._replace(commit_index=quorum_index)
 
 
-def _append_to(node: Node, peer: int, context: int = 0) -> Message:
+def _append_to(params: RaftParams, node: Node, peer: int, context: int = 0) -> Message:
     next_index = node.next[peer - 1]
     log = node.log
     if next_index <= log.snapshot.last_index:
@@ -419,6 +427,9 @@ def _append_to(node: Node, peer: int, context: int = 0) -> Message:
     prev = next_index - 1
     prev_term = log.term_at(prev)
     assert prev_term is not None
+    entries = log.slice_from(next_index)
+    if params.max_append_entries:
+        entries = entries[: params.max_append_entries]
     return Message(
         MsgType.APPEND,
         node.id,
@@ -426,7 +437,7 @@ def _append_to(node: Node, peer: int, context: int = 0) -> Message:
         node.term,
         log_index=prev,
         log_term=prev_term,
-        entries=log.slice_from(next_index),
+        entries=entries,
         commit=node.commit_index,
         context=context,
     )
@@ -435,7 +446,9 @@ def _append_to(node: Node, peer: int, context: int = 0) -> Message:
 def _broadcast_append(
     params: RaftParams, node: Node, context: int = 0
 ) -> tuple[Node, list[Message]]:
-    out = [_append_to(node, peer, context) for peer in _peers(params, node) if peer != node.id]
+    out = [
+        _append_to(params, node, peer, context) for peer in _peers(params, node) if peer != node.id
+    ]
     return node, out
 
 
@@ -485,7 +498,7 @@ def tick(params: RaftParams, node: Node) -> tuple[Node, list[Message]]:
                 return node, []
     if node.heartbeat_elapsed >= params.heartbeat_ticks:
         node = node._replace(heartbeat_elapsed=0)
-        return _broadcast_append(params, node)
+        return _broadcast_heartbeat(params, node)
     return node, []
 
 
@@ -513,10 +526,31 @@ def timeout(params: RaftParams, node: Node) -> tuple[Node, list[Message]]:
 
 
 def heartbeat(params: RaftParams, node: Node) -> tuple[Node, list[Message]]:
-    """A leader sends AppendEntries (the pending entries, or none) to every peer."""
+    """A leader sends AppendEntries (the pending entries, or none) to every peer; with
+    etcd_heartbeats, a HEARTBEAT instead (etcd raft's bcastHeartbeat)."""
     if node.role != Role.LEADER:
         return node, []
-    return _broadcast_append(params, node)
+    return _broadcast_heartbeat(params, node)
+
+
+def _broadcast_heartbeat(params: RaftParams, node: Node) -> tuple[Node, list[Message]]:
+    if not params.etcd_heartbeats:
+        return _broadcast_append(params, node)
+    full = params.bugs.on("heartbeat_full_commit")
+    out = [
+        Message(
+            MsgType.HEARTBEAT,
+            node.id,
+            peer,
+            node.term,
+            # Bug heartbeat_full_commit: the leader's whole commit index, as etcd raft
+            # must not send it (the follower commits it without a log check).
+            commit=node.commit_index if full else min(node.match[peer - 1], node.commit_index),
+        )
+        for peer in _peers(params, node)
+        if peer != node.id
+    ]
+    return node, out
 
 
 def propose(
@@ -567,13 +601,13 @@ def step(params: RaftParams, node: Node, m: Message) -> tuple[Node, list[Message
         if m.type == MsgType.PRE_VOTE or (m.type == MsgType.PRE_VOTE_RESP and not m.reject):
             pass  # pre-votes carry a future term and change nothing
         else:
-            lead = m.src if m.type in (MsgType.APPEND, MsgType.SNAPSHOT) else 0
+            lead = m.src if m.type in _FROM_LEADER else 0
             node = become_follower(params, node, m.term, lead)
     elif m.term < node.term:
         if m.type == MsgType.APPEND and params.bugs.on("accept_stale_term_append"):
             # Bug: take entries from a deposed leader of an older term.
             return _handle_append(params, node, m)
-        if m.type in (MsgType.APPEND, MsgType.SNAPSHOT) and (params.check_quorum or params.prevote):
+        if m.type in _FROM_LEADER and (params.check_quorum or params.prevote):
             # Tell the stale leader about the newer term so it steps down.
             return node, [Message(MsgType.APPEND_RESP, node.id, m.src, node.term)]
         if m.type == MsgType.PRE_VOTE:
@@ -604,7 +638,7 @@ def _handle_vote_request(params: RaftParams, node: Node, m: Message) -> tuple[No
 
 def _step_candidate(params: RaftParams, node: Node, m: Message) -> tuple[Node, list[Message]]:
     own = MsgType.PRE_VOTE_RESP if node.role == Role.PRE_CANDIDATE else MsgType.VOTE_RESP
-    if m.type in (MsgType.APPEND, MsgType.SNAPSHOT):
+    if m.type in _FROM_LEADER:
         node = become_follower(params, node, m.term, m.src)
         return _step_follower(params, node, m)
     if m.type != own:
@@ -637,6 +671,13 @@ def _step_follower(params: RaftParams, node: Node, m: Message) -> tuple[Node, li
     if m.type == MsgType.SNAPSHOT:
         node = node._replace(election_elapsed=0, lead=m.src)
         return _handle_snapshot(params, node, m)
+    if m.type == MsgType.HEARTBEAT:
+        # etcd raft's handleHeartbeat: commitTo(m.Commit) with no log check (the leader
+        # sends no more than the follower's match), where etcd would panic beyond the
+        # last index the model stops at it
+        commit = max(node.commit_index, min(m.commit, node.log.last_index))
+        node = node._replace(election_elapsed=0, lead=m.src, commit_index=commit)
+        return node, [Message(MsgType.HEARTBEAT_RESP, node.id, m.src, node.term, context=m.context)]
     return node, []
 
 
@@ -699,7 +740,7 @@ def _handle_snapshot(params: RaftParams, node: Node, m: Message) -> tuple[Node, 
 
 
 def _step_leader(params: RaftParams, node: Node, m: Message) -> tuple[Node, list[Message]]:
-    if m.type != MsgType.APPEND_RESP:
+    if m.type not in (MsgType.APPEND_RESP, MsgType.HEARTBEAT_RESP):
         return node, []
     peer = m.src - 1
     if node.recent_active:
@@ -707,6 +748,13 @@ def _step_leader(params: RaftParams, node: Node, m: Message) -> tuple[Node, list
         active[peer] = True
         node = node._replace(recent_active=tuple(active))
     out: list[Message] = []
+    if m.type == MsgType.HEARTBEAT_RESP:
+        # etcd raft: a follower behind the leader's log gets what it lacks
+        if node.match[peer] < node.log.last_index:
+            out.append(_append_to(params, node, m.src))
+        if m.context and node.reads:
+            node = _ack_read(params, node, m.src, m.context)
+        return node, out
     if m.reject:
         # a rejection at or below the match index is stale and changes nothing
         next_index = max(node.match[peer] + 1, min(m.log_index, m.reject_hint + 1))
@@ -714,7 +762,7 @@ def _step_leader(params: RaftParams, node: Node, m: Message) -> tuple[Node, list
             nexts = list(node.next)
             nexts[peer] = next_index
             node = node._replace(next=tuple(nexts))
-            out.append(_append_to(node, m.src))
+            out.append(_append_to(params, node, m.src))
     else:
         index = m.log_index
         if params.bugs.on("commit_without_quorum"):
@@ -727,6 +775,10 @@ def _step_leader(params: RaftParams, node: Node, m: Message) -> tuple[Node, list
             nexts[peer] = max(nexts[peer], index + 1)
             node = node._replace(match=tuple(matches), next=tuple(nexts))
             node = _maybe_commit(params, node)
+            if params.max_append_entries and index < node.log.last_index:
+                out.append(
+                    _append_to(params, node, m.src)
+                )  # the next batch (etcd's maybeSendAppend)
     if m.context and node.reads:
         node = _ack_read(params, node, m.src, m.context)
     return _step_down_if_removed(params, node), out

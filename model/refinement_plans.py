@@ -234,6 +234,10 @@ def plan_step(
         sent_last = message.log_index + len(message.entries)
     elif message is not None and message.type == MsgType.SNAPSHOT:
         sent_last = message.snapshot.last_index
+    elif message is not None and message.type == MsgType.HEARTBEAT:
+        # etcd raft's heartbeat vouches for the follower's log up to its commit, which
+        # is min(match, commit): the follower holds the leader's entries that far
+        sent_last = message.commit
     return StepPlan(
         n,
         tuple(steps),

@@ -402,11 +402,11 @@ def apply(
 ) -> tuple[StoreState, Response | AuthResponse]:
     """Apply one request; returns the new state and etcd's response, or raises StoreError."""
     if isinstance(request, RangeRequest):
-        return state, do_range(state, request)
+        return state, do_range(state, request, bugs)
     if isinstance(request, PutRequest):
         check_put_request(request)
         check_put_against(state, request, in_txn=False)
-        return _put(state, request)
+        return _put(state, request, bugs)
     if isinstance(request, DeleteRangeRequest):
         check_delete_request(request)
         txn = WriteTxn(state, bugs)
@@ -478,7 +478,9 @@ def apply_all(
     return state, responses
 
 
-def _put(state: StoreState, request: PutRequest) -> tuple[StoreState, PutResponse]:
+def _put(
+    state: StoreState, request: PutRequest, bugs: BugSet = NO_BUGS
+) -> tuple[StoreState, PutResponse]:
     """A plain put whose checks have passed: what `WriteTxn.put` then `_commit` give
     (one write op, so no bug changes it), built directly; the checker's search applies
     tens of thousands of puts and the working copy's bookkeeping was half their cost."""
@@ -507,7 +509,8 @@ def _put(state: StoreState, request: PutRequest) -> tuple[StoreState, PutRespons
         config=state.config,
         auth=state.auth,
     )
-    return new_state, PutResponse(ResponseHeader(revision), old if request.prev_kv else None)
+    prev = kv if bugs.on("prev_kv_from_new_revision") else old  # (a mutation)
+    return new_state, PutResponse(ResponseHeader(revision), prev if request.prev_kv else None)
 
 
 def _commit(state: StoreState, txn: WriteTxn, leases: LeaseTable | None = None) -> StoreState:

@@ -113,8 +113,9 @@ def _replace_node(state: Cluster, position: int, **changes: object) -> Cluster:
         # a follower's entry 1 of a higher term: its log is more up to date, lacks it
         (1, "UpToDateLogsHoldCommitted", {"log_entry": Entry(2, "put other", None)}),
         # a follower's committed entry 1 replaced by one of a lower term (its log then
-        # is less up to date, so no earlier invariant breaks)
-        (1, "StateMachineSafety", {"log_entry": Entry(0, "put other", None)}),
+        # is less up to date, so no earlier invariant breaks); it knows no leader (else
+        # FollowerCommitMatched, checked just before, names the break first)
+        (1, "StateMachineSafety", {"log_entry": Entry(0, "put other", None), "lead": 0}),
         # the leader's by one of a higher term (no log then agrees with it at index 1)
         (0, "LeaderCompleteness", {"log_entry": Entry(2, "put other", None)}),
         (2, "AppliedStatesAgree", {"store": "other"}),

@@ -99,6 +99,28 @@ REPRODUCTIONS: dict[str, tuple[dict[str, Any], str, str]] = {
         check
         """,
     ),
+    "heartbeat_full_commit": (
+        {"prevote": False, "check_quorum": False, "noop_on_leader": False, "etcd_heartbeats": True},
+        "FollowerCommitMatched",
+        """
+        timeout 1
+        deliver 1 2 RequestVote
+        deliver 2 1 RequestVoteResp
+        propose 1 a=1
+        timeout 2
+        deliver 2 3 RequestVote
+        deliver 3 2 RequestVoteResp
+        propose 2 a=2
+        deliver 2 3 AppendEntries
+        deliver 3 2 AppendEntriesResp
+        deliver 2 3 AppendEntries
+        deliver 3 2 AppendEntriesResp
+        committed
+        heartbeat 2
+        deliver 2 1 Heartbeat
+        check
+        """,
+    ),
     "no_truncate_conflict": (
         {"prevote": False, "check_quorum": False, "noop_on_leader": False},
         "LogMatching",
