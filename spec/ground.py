@@ -18,7 +18,7 @@ etcdspec.spec.bmc asks). The encoder does no I/O.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import z3
 
@@ -37,8 +37,6 @@ class GroundEncoder(Encoder):
         # state name -> its constants, in symbol and tuple order (so two states' lists
         # align entry by entry, for z3.substitute)
         self.constants: dict[str, list[z3.ExprRef]] = {}
-        # state name -> symbol -> that symbol's constants (a successor shares some)
-        self._symbol_constants: dict[str, dict[str, list[z3.ExprRef]]] = {}
         # element id -> (sort, rank): which terms are elements, and their order
         self._rank: dict[int, tuple[str, int]] = {
             element.get_id(): (sort, rank)
@@ -128,26 +126,13 @@ class GroundEncoder(Encoder):
 
     def new_state(self, name: str) -> State:
         """A state with a fresh constant per symbol and argument tuple."""
-        return self.successor_state(name, None, ())
-
-    def successor_state(self, name: str, pre: State | None, kept: Collection[str]) -> State:
-        """A state with fresh constants for every symbol except those in `kept`, which
-        share `pre`'s: a step that cannot change a symbol then needs no frame for it
-        (its frame equations become `c == c`, which simplification drops)."""
         interps: dict[str, Interp] = {}
         constants: list[z3.ExprRef] = []
-        per_symbol: dict[str, list[z3.ExprRef]] = {}
         for sym in self.info.state_symbols():
-            if pre is not None and sym.name in kept:
-                interps[sym.name] = pre.interps[sym.name]
-                per_symbol[sym.name] = self._symbol_constants[pre.name][sym.name]
-            else:
-                table = self._table(sym, name)
-                interps[sym.name] = self._table_interp(table, sym.arg_sorts)
-                per_symbol[sym.name] = list(table.values())
-            constants.extend(per_symbol[sym.name])
+            table = self._table(sym, name)
+            constants.extend(table.values())
+            interps[sym.name] = self._table_interp(table, sym.arg_sorts)
         self.constants[name] = constants
-        self._symbol_constants[name] = per_symbol
         return State(name, interps, {})
 
     def renaming(self, source: str, target: str) -> list[tuple[z3.ExprRef, z3.ExprRef]]:
