@@ -17,7 +17,7 @@ With `rounds`, the bound counts rounds instead: a round is one transition per ac
 in declaration order, each firing its action or not (`unroll`). K rounds cover every
 run of K steps and reach far deeper runs whose actions follow that order: Raft's Figure
 8 needs 17 steps, which a 17-step query did not answer in 600 s, and 4 rounds, found in
-well under a minute (docs/benchmarks.md).
+16-19 s of CPU (docs/benchmarks.md).
 
 A violating run is read back in the spec's vocabulary, replayed on the finite evaluator
 (an independent second opinion that it is a run) and shortened there: steps it does
