@@ -55,6 +55,14 @@ from etcdspec.verdict import Verdict
     "--size", "size_text", default="", help="Instance sizes for --bmc, e.g. node=3,term=3,index=3."
 )
 @click.option(
+    "--rounds",
+    is_flag=True,
+    help=(
+        "With --bmc K: K rounds, each firing every action at most once in declaration "
+        "order (covers all runs of up to K steps, and deep runs that follow that order)."
+    ),
+)
+@click.option(
     "--itf",
     "itf_path",
     type=click.Path(path_type=Path),
@@ -94,6 +102,7 @@ def prove(
     timeout: float,
     bmc_depth: int | None,
     size_text: str,
+    rounds: bool,
     itf_path: Path | None,
     as_json: bool,
     list_mutations: bool,
@@ -119,6 +128,8 @@ def prove(
         raise CliError("--jobs must be at least 1 (1 proves in this process)", ExitCode.USAGE)
     if bmc_depth is not None and bmc_depth < 0:
         raise CliError("--bmc K needs K >= 0 (the number of steps)", ExitCode.USAGE)
+    if rounds and bmc_depth is None:
+        raise CliError("--rounds counts the bound of --bmc K: give --bmc K too", ExitCode.USAGE)
     try:
         sizes = parse_sizes(size_text)
     except ValueError as error:
@@ -181,6 +192,7 @@ def prove(
                         f"  depth {k}: no violation ({s:.2f} s)", err=True
                     ),
                     only=[p for p in only if p in {d.name for d in loaded.spec.properties()}],
+                    rounds=rounds,
                 )
                 verdicts.append(result.verdict)
                 documents.append(result.to_json())

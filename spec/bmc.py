@@ -11,9 +11,18 @@ A step may stutter (no action), but only after the run's real steps, so one quer
 some property (invariant or safety) fails in s_K — covers every run of up to K steps;
 it is bit-blasted and answered by Z3's SAT solver, much faster on these propositional
 problems than its SMT core (docs/benchmarks.md). Runs that differ only by a renaming of
-the elements of a symmetric sort (nodes, quorums, values) are searched once. A violating run is read back in the
-spec's vocabulary without its trailing stutters (it has at most K steps, not
-necessarily the fewest) and its last state judged again by the finite evaluator. No
+the elements of a symmetric sort (nodes, quorums, values) are searched once.
+
+With `rounds`, the bound counts rounds instead: a round is one transition per action,
+in declaration order, each firing its action or not (`unroll`). K rounds cover every
+run of K steps and reach far deeper runs whose actions follow that order: Raft's Figure
+8 needs 17 steps, which a 17-step query did not answer in 600 s, and 4 rounds, found in
+16-19 s of CPU (docs/benchmarks.md).
+
+A violating run is read back in the spec's vocabulary, replayed on the finite evaluator
+(an independent second opinion that it is a run) and shortened there: steps it does
+not need are dropped (etcdspec.spec.run_shrink), so it has at most K steps (K rounds'
+worth), not necessarily the fewest. Its last state is judged again by the evaluator. No
 violation up to K is TRUE for that bound only; a Z3 timeout is UNKNOWN.
 """
 
@@ -28,13 +37,14 @@ from typing import Any
 import z3
 
 from etcdspec.spec import ast
-from etcdspec.spec.counterexample import Counterexample, ElementNames, describe_params
+from etcdspec.spec.counterexample import Counterexample, ElementNames
 from etcdspec.spec.discharge import assigned_symbols
 from etcdspec.spec.errors import SpecLookupError
 from etcdspec.spec.evaluator import Instance, holds
 from etcdspec.spec.ground import GroundEncoder
 from etcdspec.spec.loader import LoadedSpec
 from etcdspec.spec.prove import select_properties
+from etcdspec.spec.run_shrink import Step, describe_step, shorten
 from etcdspec.spec.solving import Budget, configure
 from etcdspec.spec.typecheck import SpecInfo
 from etcdspec.spec.z3backend import State, Vocabulary
@@ -55,17 +65,27 @@ class BmcResult:
     violated: tuple[str, ...] = ()
     counterexample: Counterexample | None = None
     note: str = ""
+    rounds: bool = False  # the bound counts rounds (see `unroll`), not steps
+
+    @property
+    def unit(self) -> str:
+        return (
+            "rounds (each action at most once a round, in declaration order)"
+            if self.rounds
+            else "steps"
+        )
 
     def describe(self) -> str:
         sizes = ",".join(f"{k}={v}" for k, v in self.sizes.items())
         head = f"bmc {self.spec}" + (f" (mutation {self.mutation})" if self.mutation else "")
         if self.verdict is Verdict.FALSE and self.counterexample is not None:
+            where = f"in {self.depth} rounds, " if self.rounds else ""
             return (
-                f"{head}: VIOLATED at depth {self.reached} ({sizes}): {', '.join(self.violated)}"
+                f"{head}: VIOLATED {where}at depth {self.reached} ({sizes}): {', '.join(self.violated)}"
                 f" — {self.seconds:.2f} s\n{self.counterexample.describe()}"
             )
         if self.verdict is Verdict.TRUE:
-            return f"{head}: no violation in runs of up to {self.depth} steps ({sizes}) — {self.seconds:.2f} s"
+            return f"{head}: no violation in runs of up to {self.depth} {self.unit} ({sizes}) — {self.seconds:.2f} s"
         if self.reached < 0:
             return f"{head}: unknown: {self.note} — {self.seconds:.2f} s"
         return f"{head}: unknown after depth {self.reached} of {self.depth} ({sizes}): {self.note} — {self.seconds:.2f} s"
@@ -83,6 +103,8 @@ class BmcResult:
         }
         if self.note:
             document["note"] = self.note
+        if self.rounds:
+            document["rounds"] = True
         if self.counterexample is not None:
             document["counterexample"] = self.counterexample.to_json()
         return document
@@ -115,9 +137,10 @@ def bmc(
     timeout_ms: int = 60_000,
     on_depth: Callable[[int, float], None] | None = None,
     only: Sequence[str] = (),
+    rounds: bool = False,
 ) -> BmcResult:
     """Check every property (or only the named ones) on all runs of up to `depth`
-    steps of a finite instance."""
+    steps (with `rounds`, `depth` rounds: see `unroll`) of a finite instance."""
     started = time.perf_counter()
     full_sizes = instance_sizes(loaded, sizes or {})
     vocab = Vocabulary(loaded.info, full_sizes)
@@ -133,12 +156,12 @@ def bmc(
             full_sizes,
             Verdict.UNKNOWN,
             time.perf_counter() - started,
+            rounds=rounds,
             note="no invariant to check: the spec states none",
         )
-    # One query asks for a violation in the last state of a run of `depth` steps in
-    # which a step may also stutter (no action: the state stays), but only after the
-    # run's real steps: a violating run of k <= depth steps is the same run padded with
-    # stutters, so one query covers every depth up to the bound.
+    # One query asks for a violation in the last state of the unrolled run, in which a
+    # step may also do nothing (the state stays): a violating run with fewer steps is
+    # the same run padded, so one query covers every depth up to the bound.
     assertions = [
         encoder.formula(d.formula, None, {}) for d in spec.formulas(ast.FormulaKind.AXIOM)
     ]
@@ -152,15 +175,7 @@ def bmc(
     violated_template = z3.Or(
         z3.BoolVal(False), *[z3.Not(encoder.formula(p.formula, template_pre, {})) for p in props]
     )
-    step_template = StepTemplate(encoder, spec, template_pre, template_post, stutter=True)
-    steps: list[list[tuple[ast.ActionDecl, dict[str, z3.ExprRef], z3.BoolRef]]] = []
-    for k in range(depth):
-        nxt = encoder.new_state(f"s{k + 1}")
-        options = step_template.instantiate(k, states[k].name, nxt.name, assertions)
-        if steps:  # stutters come last: a real step never follows a stutter
-            assertions.append(z3.Implies(_any_taken(options), _any_taken(steps[-1])))
-        steps.append(options)
-        states.append(nxt)
+    steps = unroll(encoder, spec, template_pre, template_post, depth, rounds, states, assertions)
     assertions.append(z3.substitute(violated_template, *encoder.renaming("pre", states[-1].name)))
     assertions += symmetry_breaking(encoder, steps)
     solver = configure(_bit_blasting_solver(), Budget(timeout_ms))
@@ -177,6 +192,7 @@ def bmc(
             full_sizes,
             Verdict.TRUE,
             time.perf_counter() - started,
+            rounds=rounds,
         )
     if answer != z3.sat:
         return BmcResult(
@@ -187,14 +203,16 @@ def bmc(
             full_sizes,
             Verdict.UNKNOWN,
             time.perf_counter() - started,
+            rounds=rounds,
             note=f"z3: {solver.reason_unknown()}",
         )
     model = solver.model()
     names = ElementNames(model, vocab)
     symbols = loaded.info.state_symbols()
     rigid = names.read_state(encoder.rigid, loaded.info.rigid_symbols())
-    labels = []
-    for options in steps:
+    found: list[Step] = []
+    model_states = [states[0]]
+    for options, after in zip(steps, states[1:], strict=True):
         taken = next(
             (
                 (a, params)
@@ -204,20 +222,32 @@ def bmc(
             None,
         )
         if taken is None:
-            break  # the rest of the run stutters
-        labels.append(f"{taken[0].name}({describe_params(names, taken[1])})")
-    k = len(labels)
-    last = names.read_state(states[k], symbols)
-    # Judge the last state again with the finite evaluator (an independent second
-    # opinion on which properties fail there).
+            continue  # this step (a round's turn of one action) does nothing
+        found.append((taken[0].name, {n: names.value(v) for n, v in taken[1].items()}))
+        model_states.append(after)
     instance = Instance(names.universes, rigid)
+    # The run replayed (and shortened) on the finite evaluator: an independent second
+    # opinion that it is a run and on which properties fail in its last state.
+    first = names.read_state(states[0], symbols)
+    shortened = shorten(loaded, instance, first, found, props)
+    if shortened is not None:
+        run_steps, run_states = shortened
+        title = "violating run of {k} step(s) (replayed by the finite evaluator{cut})"
+        cut = f"; {len(found) - len(run_steps)} step(s) of the {len(found)} found not needed"
+    else:  # not replayed: shown as the solver gave it, and said so
+        run_steps = found
+        run_states = [names.read_state(s, symbols) for s in model_states]
+        title, cut = "violating run of {k} step(s) (NOT replayed by the finite evaluator{cut})", ""
+    k = len(run_steps)
+    last = run_states[-1]
     violated = tuple(p.name for p in props if not holds(loaded, p.formula, last, instance))
     run = Counterexample(
-        f"violating run of {k} step(s): {', '.join(violated)} fail(s) in the last state",
+        title.format(k=k, cut=cut if len(run_steps) < len(found) else "")
+        + f": {', '.join(violated)} fail(s) in the last state",
         {s: tuple(v) for s, v in names.universes.items()},
         rigid,
-        tuple(names.read_state(s, symbols) for s in states[: k + 1]),
-        tuple(labels),
+        tuple(run_states),
+        tuple(describe_step(action, params) for action, params in run_steps),
     )
     return BmcResult(
         loaded.name,
@@ -229,7 +259,70 @@ def bmc(
         time.perf_counter() - started,
         violated,
         run,
+        rounds=rounds,
     )
+
+
+Options = list[tuple[ast.ActionDecl, dict[str, z3.ExprRef], z3.BoolRef]]
+
+
+def unroll(
+    encoder: GroundEncoder,
+    spec: ast.Spec,
+    pre: State,
+    post: State,
+    depth: int,
+    rounds: bool,
+    states: list[State],
+    assertions: list[z3.BoolRef],
+) -> list[Options]:
+    """Unroll `depth` steps (or rounds) from `states[0]`, appending each new state to
+    `states` and the transitions to `assertions`; return each transition's options (the
+    actions it may take, their parameters, the Boolean that says it was taken).
+
+    Steps: each transition takes one action or stutters, and stutters come last.
+    Rounds: each round is one transition per action, in the spec's declaration order,
+    each taking its action or doing nothing; a round that does something follows one
+    that did (an idle round changes nothing, so it may as well come last). A run of K
+    steps is a run of K rounds (one action each), so K rounds cover every run of up to
+    K steps, and more: a round may hold one action of each kind. A deep run whose
+    actions come in the declaration order (Raft's elect, propose, replicate, commit)
+    packs into a few rounds, each far cheaper than a step that chooses among every
+    action."""
+    steps: list[Options] = []
+    if not rounds:
+        template = StepTemplate(encoder, spec, pre, post, stutter=True)
+        for k in range(depth):
+            nxt = encoder.new_state(f"s{k + 1}")
+            options = template.instantiate(k, states[k].name, nxt.name, assertions)
+            if steps:  # stutters come last: a real step never follows a stutter
+                assertions.append(z3.Implies(_any_taken(options), _any_taken(steps[-1])))
+            steps.append(options)
+            states.append(nxt)
+        return steps
+    templates = [
+        StepTemplate(encoder, spec, pre, post, stutter=True, actions=[action])
+        for action in spec.actions()
+    ]
+    previous: list[Options] = []
+    for _ in range(depth):
+        this_round: list[Options] = []
+        for template in templates:
+            n = len(steps)
+            nxt = encoder.new_state(f"s{n + 1}")
+            options = template.instantiate(n, states[n].name, nxt.name, assertions)
+            steps.append(options)
+            this_round.append(options)
+            states.append(nxt)
+        if previous:  # idle rounds come last
+            assertions.append(
+                z3.Implies(
+                    z3.Or(*[_any_taken(o) for o in this_round]),
+                    z3.Or(*[_any_taken(o) for o in previous]),
+                )
+            )
+        previous = this_round
+    return steps
 
 
 def symmetric_sorts(info: SpecInfo) -> list[str]:
@@ -298,21 +391,29 @@ def _bit_blasting_solver() -> z3.Solver:
 
 class StepTemplate:
     """One step between two template states: exactly one action (with some parameters)
-    leads from `pre` to `post` (with `stutter`, at most one: none leaves the state). Each post-state entry is the value the taken action
-    gives it: an `If` over the actions that assign its symbol, else the pre-state's
-    entry (the frame). `instantiate` moves it between two states of the run."""
+    leads from `pre` to `post` (with `stutter`, at most one: none leaves the state).
+    The actions are the spec's, or the given subset (a round's turn of one action).
+    Each post-state entry is the value the taken action gives it: an `If` over the
+    actions that assign its symbol, else the pre-state's entry (the frame).
+    `instantiate` moves it between two states of the run."""
 
     def __init__(
-        self, encoder: GroundEncoder, spec: ast.Spec, pre: State, post: State, stutter: bool = False
+        self,
+        encoder: GroundEncoder,
+        spec: ast.Spec,
+        pre: State,
+        post: State,
+        stutter: bool = False,
+        actions: Sequence[ast.ActionDecl] | None = None,
     ) -> None:
         self.encoder = encoder
-        self.spec = spec
+        self.actions = list(spec.actions() if actions is None else actions)
         self.pre, self.post = pre, post
         self.params: list[dict[str, z3.ExprRef]] = []
         self.chosen: list[z3.BoolRef] = []
         assertions: list[z3.BoolRef] = []
         derived: dict[str, list[tuple[z3.BoolRef, State]]] = {}
-        for action in spec.actions():
+        for action in self.actions:
             params = encoder.action_params(action, "@T")
             chosen = z3.Bool(f"stepT={action.name}")
             assertions.append(z3.Implies(chosen, encoder.guard(action, pre, params)))
@@ -341,9 +442,7 @@ class StepTemplate:
             self.post.name, post
         )
         options = []
-        for action, params, chosen in zip(
-            self.spec.actions(), self.params, self.chosen, strict=True
-        ):
+        for action, params, chosen in zip(self.actions, self.params, self.chosen, strict=True):
             fresh = self.encoder.action_params(action, f"@{k}")
             pairs += [(params[name], fresh[name]) for name in params]
             taken = z3.Bool(f"step{k}={action.name}")

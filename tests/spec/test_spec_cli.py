@@ -45,6 +45,17 @@ def test_bmc_prints_a_violating_run(capsys: pytest.CaptureFixture[str]) -> None:
     assert "VIOLATED at depth " in out and "--- compact(" in out
 
 
+def test_bmc_in_rounds_writes_a_replayed_run_as_itf(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    itf = tmp_path / "run.itf.json"
+    argv = ["prove", "mvcc", "--mutation", "reuse_revision", "--bmc", "1", "--rounds"]
+    assert run([*argv, "--size", "revision=3", "--itf", str(itf)]) == 1
+    out = capsys.readouterr().out
+    assert "VIOLATED in 1 rounds" in out and "replayed by the finite evaluator" in out
+    assert len(json.loads(itf.read_text())["states"]) >= 2
+
+
 @pytest.mark.parametrize(
     "argv",
     [
@@ -55,6 +66,7 @@ def test_bmc_prints_a_violating_run(capsys: pytest.CaptureFixture[str]) -> None:
         ["prove", "mvcc", "--bmc", "1", "--size", "node=3"],
         ["prove", "mvcc", "--bmc", "1", "--size", "revision"],
         ["prove", "mvcc", "--jobs", "0"],
+        ["prove", "mvcc", "--rounds"],
     ],
 )
 def test_unknown_names_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
