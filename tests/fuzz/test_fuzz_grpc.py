@@ -6,6 +6,11 @@ Regression: AuthUserAdd with a hashedPassword that is not base64 (the fuzzer sen
 reached the apply, whose base64 decode raised, and the raft loop stopped the member — every
 member of a cluster, as each applies the entry. etcd 3.5.1 ignores a client's
 hashedPassword and hashes `password`; ours now does the same.
+
+Regression: Alarm ACTIVATE of an unknown alarm type (the fuzzer sent 57) was stored, and
+every later Status failed (UNKNOWN: the type has no name). etcd 3.5.1 panics applying it
+("unimplemented alarm activation") — the whole cluster, at every restart too; ours
+refuses it before proposing (INVALID_ARGUMENT), a deliberate difference shown side by side.
 """
 
 from __future__ import annotations
@@ -77,6 +82,33 @@ def test_a_hashed_password_that_is_not_base64_is_taken_as_etcd_takes_it(tmp_path
             answers[kind] = _user_add_with_bad_hashes(running.endpoints[0])
     assert answers["ours"] == answers["etcd"]
     assert answers["ours"][-1] == "leader known True"
+
+
+def _raise_alarm(endpoint: str, alarm: int) -> str:
+    with grpc.insecure_channel(endpoint.removeprefix("http://")) as channel:
+        maintenance = rpc_pb2_grpc.MaintenanceStub(channel)
+        request = rpc_pb2.AlarmRequest(action=rpc_pb2.AlarmRequest.ACTIVATE, alarm=alarm)
+        try:
+            maintenance.Alarm(request, timeout=10)
+            return "raised"
+        except grpc.RpcError as error:
+            return f"{error.code().name} {error.details()}"
+
+
+@pytest.mark.etcd
+def test_an_unknown_alarm_type_is_refused_where_etcd_panics(tmp_path: Path) -> None:
+    with cluster("etcd", tmp_path / "etcd", 1) as etcd:
+        _raise_alarm(etcd.endpoints[0], 57)
+        member = etcd.members[0]
+        assert member.process is not None and member.process.wait(timeout=20) != 0
+        assert "unimplemented alarm activation" in etcd.logs()
+    with cluster("ours", tmp_path / "ours", 1) as ours:
+        said = _raise_alarm(ours.endpoints[0], 57)
+        assert said.startswith("INVALID_ARGUMENT etcdserver: only NOSPACE and CORRUPT"), said
+        with grpc.insecure_channel(ours.endpoints[0].removeprefix("http://")) as channel:
+            maintenance = rpc_pb2_grpc.MaintenanceStub(channel)
+            assert maintenance.Status(rpc_pb2.StatusRequest(), timeout=10).leader != 0
+        assert _raise_alarm(ours.endpoints[0], rpc_pb2.NOSPACE) == "raised"
 
 
 def test_a_slice_of_the_grpc_target_finds_nothing() -> None:
