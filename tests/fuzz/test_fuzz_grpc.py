@@ -115,3 +115,20 @@ def test_a_slice_of_the_grpc_target_finds_nothing() -> None:
     result = run(grpc_target(), 60, seed=2)
     assert result.findings == [], result.findings[:3]
     assert result.inputs == 60 and 0 < result.refused < 60
+
+
+def test_an_alarm_for_a_member_id_beyond_63_bits_is_kept(tmp_path: Path) -> None:
+    """Found by the grpc target: AlarmRequest ACTIVATE NOSPACE with memberID 2**64 - 1
+    raised OverflowError in the apply (SQLite's INTEGER is signed) and stopped the member."""
+    with (
+        cluster("ours", tmp_path, 1) as ours,
+        grpc.insecure_channel(ours.endpoints[0].removeprefix("http://")) as channel,
+    ):
+        maintenance = rpc_pb2_grpc.MaintenanceStub(channel)
+        for action in (rpc_pb2.AlarmRequest.ACTIVATE, rpc_pb2.AlarmRequest.DEACTIVATE):
+            request = rpc_pb2.AlarmRequest(action=action, memberID=2**64 - 1, alarm=rpc_pb2.NOSPACE)
+            answer = maintenance.Alarm(request, timeout=10)
+            assert [a.memberID for a in answer.alarms] == [2**64 - 1]
+        listed = maintenance.Alarm(rpc_pb2.AlarmRequest(), timeout=10)
+        assert list(listed.alarms) == []
+        assert maintenance.Status(rpc_pb2.StatusRequest(), timeout=10).leader != 0
