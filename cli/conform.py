@@ -91,7 +91,9 @@ def client_security(
     show_default=True,
     help="Comma-separated: kill, pause, partition, delay, drop, compact, defrag, "
     "corrupt-wal (a write damaged mid-WAL while its member is down: it must refuse to "
-    "start), power-cut (kill -9 of one member or all, and every write their disks had not "
+    "start), corrupt-snap (a bit flipped mid-file in a member's newest snapshot while it is "
+    "down: it must refuse, or recover from what is intact naming the file and keep every "
+    "acknowledged write), power-cut (kill -9 of one member or all, and every write their disks had not "
     "fsynced dropped), fsync-eio (a member's fsyncs fail: it must stop), or none. "
     "power-cut and fsync-eio put each member's data dir on a FUSE filesystem (faultfs: "
     "needs /dev/fuse, fusermount3 and the mfusepy package), replace-member (one member "
@@ -103,7 +105,7 @@ def client_security(
     default="",
     help="Comma-separated planted bugs to switch on in our members (--target reference): "
     "ack_before_fsync, local_linearizable_read, skip_watch_event_on_resume, "
-    "forget_vote_on_restart, stale_leader_lease_revoke, wal_skip_payload_crc, lock_without_wait.",
+    "forget_vote_on_restart, stale_leader_lease_revoke, wal_skip_payload_crc, snap_skip_crc, lock_without_wait.",
 )
 @click.option("--duration", default="20s", show_default=True, help="How long to run (60s, 2m).")
 @click.option(

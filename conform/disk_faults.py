@@ -15,6 +15,20 @@ Contract:
   file and offset). One that serves (answers Status naming a leader) is a violation:
   it replayed bytes it cannot vouch for, where it had acknowledged others. Neither
   within the deadline is unknown.
+- `damage_snapshot(data_dir)` (corrupt-snap) flips the lowest bit of the middle byte of
+  the member's newest snapshot file (`member/snap/*.snap`, etcd's name and ours:
+  term-index in hex; the harness made the member take it after a marker write, and
+  waited for its log to say it saved it: `saved_snapshots`).
+  `SnapDamage.restore()` writes the original bytes back under the original name and
+  removes etcd's `<name>.broken` (etcd renames a snapshot file that fails its CRC).
+  The rule: the member refuses to start ("refused"), or it starts from what is intact
+  — an older snapshot and the WAL — having said in its log that it passed the damaged
+  file over (its name), and serves every acknowledged write: the marker, read on that
+  member ("recovered"). One that serves without naming the file used bytes it could
+  not vouch for ("served"); one that lost the marker served a history missing an
+  acknowledged write ("lost"); both are violations. etcd 3.5.1 and ours both recover
+  (etcd: "snap file is corrupt", "renamed to a broken snap file"; ours: "skipping
+  snapshot file ... checksum mismatch"); the snap_skip_crc failpoint serves silently.
 - Works on files only: the member must be down while it runs.
 - The same check judges fsync-eio (conform/faults.py, on faultfs): a member whose
   fsyncs fail must stop ("stopped" holds); one still serving after the deadline is a
@@ -63,6 +77,82 @@ class WalDamage:
                 handle.flush()
 
 
+@dataclass(frozen=True)
+class SnapDamage:
+    flip: Flip
+
+    @property
+    def path(self) -> Path:
+        return self.flip.path
+
+    def describe(self) -> str:
+        return f"bit flipped at {self.flip.describe()}"
+
+    def restore(self) -> None:
+        """The original bytes back under the original name (etcd renamed it .broken)."""
+        broken = self.path.with_name(self.path.name + ".broken")
+        source = self.path if self.path.exists() else broken
+        data = bytearray(source.read_bytes())
+        data[self.flip.offset] = self.flip.original
+        self.path.write_bytes(bytes(data))
+        broken.unlink(missing_ok=True)
+
+
+def snapshot_files(data_dir: Path) -> list[Path]:
+    """The member's snapshot files, oldest first (by the index in the name, then term)."""
+
+    def position(path: Path) -> tuple[int, int]:
+        return snapshot_index(path), int(path.stem.partition("-")[0], 16)
+
+    found = [p for p in (data_dir / "member" / "snap").glob("*.snap") if "-" in p.stem]
+    return sorted(found, key=position)
+
+
+def snapshot_index(path: Path) -> int:
+    return int(path.stem.partition("-")[2], 16)
+
+
+def saved_snapshots(log_path: str) -> list[int]:
+    """The indexes of the snapshots a member's log says it saved — recorded in its WAL,
+    so a start reads them (ours: "snapshot saved" with `index`; etcd: "saved snapshot"
+    with `snapshot-index`). A file on disk may not be recorded yet, and is then never
+    read: damaging it would test nothing."""
+    found = []
+    try:
+        lines = Path(log_path).read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+    for line in lines:
+        if "snapshot" not in line:
+            continue
+        with contextlib.suppress(ValueError, AttributeError):
+            entry = json.loads(line)
+            if entry.get("msg") in ("snapshot saved", "saved snapshot"):
+                index = entry.get("index", entry.get("snapshot-index"))
+                if isinstance(index, int):
+                    found.append(index)
+    return found
+
+
+def damage_snapshot(data_dir: Path, index: int | None = None) -> SnapDamage:
+    """Flip the lowest bit of the middle byte of the member's snapshot file at `index`
+    (default: its newest; DiskFaultError when there is none)."""
+    files = snapshot_files(data_dir)
+    if index is not None:
+        files = [path for path in files if snapshot_index(path) == index]
+    if not files:
+        at = "" if index is None else f" at index {index}"
+        raise DiskFaultError(f"{data_dir}: no snapshot file{at} under member/snap/")
+    path = files[-1]
+    data = path.read_bytes()
+    offset = len(data) // 2
+    with path.open("r+b") as handle:
+        handle.seek(offset)
+        handle.write(bytes([data[offset] ^ 0x01]))
+        handle.flush()
+    return SnapDamage(Flip(path, offset, data[offset]))
+
+
 def wal_segments(data_dir: Path) -> list[Path]:
     return sorted((data_dir / "member" / "wal").glob("*.wal"))
 
@@ -100,12 +190,20 @@ class DiskFaultOutcome:
 
     member: str
     damage: str
-    outcome: str  # "refused" or "stopped" (as required), "served" or "undecided"
+    # "refused", "stopped" or "recovered" (as required); "served" or "lost"; "undecided"
+    outcome: str
     evidence: str  # the member's last log line, or what was seen
+    file: str = "WAL"  # what was damaged: "WAL" or "snapshot"
 
     @property
     def verdict(self) -> Verdict:
-        good = {"refused": Verdict.TRUE, "stopped": Verdict.TRUE, "served": Verdict.FALSE}
+        good = {
+            "refused": Verdict.TRUE,
+            "stopped": Verdict.TRUE,
+            "recovered": Verdict.TRUE,
+            "served": Verdict.FALSE,
+            "lost": Verdict.FALSE,
+        }
         return good.get(self.outcome, Verdict.UNKNOWN)
 
     @property
@@ -120,6 +218,15 @@ class DiskFaultOutcome:
                 "undecided": "neither stopped nor served in time",
             }[self.outcome]
             return f"{self.member}, {self.damage}: {said}: {self.evidence}"
+        if self.file == "snapshot":
+            said = {
+                "refused": "refused to start",
+                "recovered": "passed the damaged file over, naming it, and kept every write",
+                "served": "served without naming the damaged file (it used it)",
+                "lost": "served without an acknowledged write",
+                "undecided": "neither refused nor served in time",
+            }[self.outcome]
+            return f"{self.member}, snapshot {self.damage}: {said}: {self.evidence}"
         said = {
             "refused": "refused to start",
             "served": "started and served (it must refuse)",
@@ -134,7 +241,14 @@ def disk_fault_result(outcomes: list[DiskFaultOutcome]) -> CheckResult | None:
         return None
     verdict = Verdict.merge_all([outcome.verdict for outcome in outcomes])
     parts = []
-    damaged = [o for o in outcomes if not o.fsync_failed]
+    snapshots = [o for o in outcomes if o.file == "snapshot"]
+    if snapshots:
+        kept = sum(o.outcome in ("refused", "recovered") for o in snapshots)
+        parts.append(
+            f"{kept} of {len(snapshots)} members refused a damaged snapshot file or "
+            "recovered from what was intact, saying so"
+        )
+    damaged = [o for o in outcomes if not o.fsync_failed and o.file == "WAL"]
     if damaged:
         refused = sum(o.outcome == "refused" for o in damaged)
         parts.append(f"{refused} of {len(damaged)} members refused a WAL damaged in the middle")

@@ -10,7 +10,11 @@ Contract:
   member's acknowledged write damaged in the middle of its WAL while it is down, then
   the member started: it must refuse; the original bytes are put back and it is
   started again — conform/disk_faults.py; each member's answer is the run's DiskFaults
-  check), power-cut and fsync-eio (on members whose data dirs are faultfs mounts,
+  check), corrupt-snap (a marker written through a member, writes until it takes a new
+  snapshot — the run's cluster snapshots every SNAPSHOT_FAULT_COUNT entries — then that
+  snapshot file damaged mid-file while the member is down: it must refuse, or recover
+  from what is intact naming the file and keep the marker; bytes put back, restarted),
+  power-cut and fsync-eio (on members whose data dirs are faultfs mounts,
   conform/faultfs.py): power-cut kills -9 one member, or half the time every member at
   once (a whole-site power loss), drops every write its disk had not fsynced, and
   starts it on what its disk kept; a recorded write just before the cut and a recorded
@@ -58,14 +62,16 @@ from etcdspec.conform.disk_faults import (
     FSYNC_EIO,
     DiskFaultError,
     DiskFaultOutcome,
+    damage_snapshot,
     damage_wal,
     disk_fault_result,
     last_log_line,
+    saved_snapshots,
 )
 from etcdspec.conform.member_faults import MemberFaults
 from etcdspec.conform.recorder import Process, Recorder, RecordingClient
 from etcdspec.conform.targets import MEMBER_FAULTS, LocalCluster, Target
-from etcdspec.impl.pb import rpc_pb2
+from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
 from etcdspec.model.requests import CompactionRequest, PutRequest, RangeRequest, Request
 
 MIN_GAP_S = 0.2  # the least time between one fault's heal and the next fault
@@ -78,6 +84,7 @@ FAULTS = (
     "compact",
     "defrag",
     "corrupt-wal",
+    "corrupt-snap",
     "power-cut",
     "fsync-eio",
     "replace-member",
@@ -88,6 +95,8 @@ POWER_CUT_KEY = b"disk-fault/power-cut"  # written before a cut, read after it
 FSYNC_EIO_WRITES = 20  # at most this many writes through it while it must stop
 MARKER_WRITES_AFTER = 3  # writes through the member after the marker: not the WAL's last
 MARKER_WRITE_TRIES = 3
+SNAP_MARKER_KEY = b"disk-fault/snap-marker"
+SNAP_WRITES_PAST = 20  # corrupt-snap: writes beyond --snapshot-count before giving up
 
 
 class FaultError(ValueError):
@@ -262,6 +271,9 @@ class FaultInjector:
         elif fault == "corrupt-wal":
             target, detail = await self._corrupt_wal()
             self.progress(f"fault: corrupt-wal {target}: {detail}")
+        elif fault == "corrupt-snap":
+            target, detail = await self._corrupt_snap()
+            self.progress(f"fault: corrupt-snap {target}: {detail}")
         elif fault == "power-cut":
             target, detail = await self._power_cut()
             self.progress(f"fault: power-cut {target}: {detail}")
@@ -396,6 +408,105 @@ class FaultInjector:
             "bytes put back, restarted"
         )
         return name, detail + await self._back(name)
+
+    async def _corrupt_snap(self) -> tuple[str, str]:
+        """Write a marker through one member, then writes until its log says it saved a
+        new snapshot (at most --snapshot-count + SNAP_WRITES_PAST), kill it, damage that
+        snapshot's file, start it and judge what it does (disk_faults.py's rule);
+        then put the bytes back and start it again."""
+        cluster = self.target
+        assert isinstance(cluster, LocalCluster)
+        name, role = await self._pick_member()
+        data_dir = cluster.data_dir(name)
+        saved = max(saved_snapshots(cluster.log_path(name)), default=0)
+        marker = f"snap-fault-marker-{self.rng.getrandbits(64):016x}".encode()
+        client = RecordingClient(self.recorder, cluster.client_url(name), 10.0)
+        if self._process is None:
+            self._process = Process(self.recorder.new_process())
+        why = ""
+        try:
+            written = await client.call(self._process, PutRequest(SNAP_MARKER_KEY, marker))
+            if written.type != "ok":
+                why = f"the marker write was {written.describe()}"
+            most = cluster.snapshot_count + SNAP_WRITES_PAST
+            for number in range(most):
+                if why or max(saved_snapshots(cluster.log_path(name)), default=0) > saved:
+                    break
+                await client.call(self._process, PutRequest(b"disk-fault/snap", b"%d" % number))
+            else:
+                why = f"no snapshot saved after {most} writes"
+        finally:
+            await client.close()
+        if why:
+            self.disk_outcomes.append(
+                DiskFaultOutcome(name, "not damaged", "undecided", why, "snapshot")
+            )
+            return name, f"not injected: {why}"
+        await cluster.kill(name)
+        self._killed.add(name)
+        try:
+            damage = damage_snapshot(data_dir, max(saved_snapshots(cluster.log_path(name))))
+        except DiskFaultError as error:
+            self.disk_outcomes.append(
+                DiskFaultOutcome(name, "not damaged", "undecided", str(error), "snapshot")
+            )
+            await cluster.restart(name)
+            self._killed.discard(name)
+            return name, f"not injected: {error}" + await self._back(name)
+        log = Path(cluster.log_path(name))
+        mark = log.stat().st_size if log.exists() else 0
+        await cluster.restart(name)
+        outcome = await self._refused_or_serving(cluster, name)
+        if outcome.outcome == "served":
+            outcome = await self._snapshot_outcome(cluster, name, damage.path.name, marker, mark)
+        else:
+            outcome = DiskFaultOutcome(
+                name, damage.describe(), outcome.outcome, outcome.evidence, "snapshot"
+            )
+        self.disk_outcomes.append(outcome)
+        if cluster.is_running(name):
+            await cluster.kill(name)
+        damage.restore()
+        await cluster.restart(name)
+        self._killed.discard(name)
+        detail = (
+            f"{role}'s snapshot {damage.describe()}: {outcome.outcome} ({outcome.evidence}); "
+            "bytes put back, restarted"
+        )
+        return name, detail + await self._back(name)
+
+    async def _snapshot_outcome(
+        self, cluster: LocalCluster, name: str, file: str, marker: bytes, mark: int
+    ) -> DiskFaultOutcome:
+        """A member serving after its snapshot file was damaged: did its log (since the
+        start, from byte `mark`) name the file, and does it hold the marker write?"""
+        damage = f"bit flipped in {file}"
+        try:
+            with Path(cluster.log_path(name)).open("rb") as handle:
+                handle.seek(mark)
+                said = file in handle.read().decode(errors="replace")
+        except OSError:
+            said = False
+        client = RecordingClient(self.recorder, cluster.client_url(name), 10.0)
+        try:
+            stub = rpc_pb2_grpc.KVStub(client.channel())
+            read = await stub.Range(
+                rpc_pb2.RangeRequest(key=SNAP_MARKER_KEY, serializable=True), timeout=10.0
+            )
+        except grpc.aio.AioRpcError as error:
+            evidence = f"the marker read failed: {error.code().name} {error.details()}"
+            return DiskFaultOutcome(name, damage, "undecided", evidence, "snapshot")
+        finally:
+            await client.close()
+        value = read.kvs[0].value if read.kvs else None
+        if value != marker:
+            evidence = f"the marker read {value!r} at revision {read.header.revision}"
+            return DiskFaultOutcome(name, damage, "lost", evidence, "snapshot")
+        if not said:
+            evidence = f"its log never named {file}; the marker was there"
+            return DiskFaultOutcome(name, damage, "served", evidence, "snapshot")
+        evidence = last_log_line(cluster.log_path(name), (file,))
+        return DiskFaultOutcome(name, damage, "recovered", evidence, "snapshot")
 
     async def _power_cut(self) -> tuple[str, str]:
         """Kill -9 one member (or, half the time, all of them), drop what their disks had

@@ -62,6 +62,8 @@ from etcdspec.conform.recorder import (
 from etcdspec.conform.secure import ClientSecurity
 from etcdspec.conform.targets import (
     FUSE_FAULTS,
+    SNAPSHOT_COUNT,
+    SNAPSHOT_FAULT_COUNT,
     LocalCluster,
     Target,
     TargetError,
@@ -184,6 +186,7 @@ async def _run(options: ConformOptions) -> ConformResult:
         security=options.security,
         secure=options.secure,
         secure_auth=not workload_owns_auth(options.workload),
+        snapshot_count=SNAPSHOT_FAULT_COUNT if "corrupt-snap" in options.faults else SNAPSHOT_COUNT,
     )
     recorder = Recorder()
     notes: list[str] = []

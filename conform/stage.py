@@ -1,10 +1,11 @@
 """The conformance stage of `etcdspec verify`: a short run of the reference server.
 
 Contract: `run_stage(options) -> StageResult` starts a 3-member cluster of our server,
-runs the etcd-kv workload with kill, partition, compaction, disk (corrupt-wal) and
-membership (replace-member) faults (about a minute; about 15 s with `options.quick`),
-checks the history, compares HashKV, judges every member started on a damaged WAL (it
-must refuse) and the membership history (one leader per term across the changes, the
+runs the etcd-kv workload with kill, partition, compaction, disk (corrupt-wal, and in
+the full run corrupt-snap) and membership (replace-member) faults (about a minute; about
+15 s with `options.quick`), checks the history, compares HashKV, judges every member
+started on a damaged WAL (it must refuse) or snapshot file (refuse, or recover naming
+it and keep every acknowledged write) and the membership history (one leader per term across the changes, the
 final member list as the changes left it); then a short secured
 run (`secured_options`: TLS on the client ports, client certificates, auth enabled, the
 clients logged in as root, one kill so that a restarted member's forgotten tokens are
@@ -32,7 +33,10 @@ def stage_options(options: StageOptions) -> ConformOptions:
         report_dir=options.report_dir / NAME,
         target="reference",
         workload="etcd-kv",
-        faults=("kill", "partition", "compact", "corrupt-wal", "replace-member"),
+        # corrupt-snap in the full run only: it makes the cluster snapshot every
+        # SNAPSHOT_FAULT_COUNT entries and costs a member's two restarts.
+        faults=("kill", "partition", "compact", "corrupt-wal", "replace-member")
+        + (() if options.quick else ("corrupt-snap",)),
         duration_s=12.0 if options.quick else 50.0 - SECURED_S[0],
         seed=options.seed,
         fault_interval_s=2.5 if options.quick else 4.0,

@@ -67,7 +67,10 @@ from etcdspec.impl.tools.certs import make_cluster_certs
 FAILPOINTS_ENV = "ETCDSPEC_FAILPOINTS"  # read by our members (etcdspec.impl.failpoints)
 PROCESS_FAULTS = frozenset({"kill", "pause"})
 NETWORK_FAULTS = frozenset({"partition", "delay", "drop"})
-DISK_FAULTS = frozenset({"corrupt-wal"})  # files of a member while it is down
+DISK_FAULTS = frozenset({"corrupt-wal", "corrupt-snap"})  # files of a member while it is down
+# --snapshot-count of a local cluster: etcd's default, or small when a fault needs snapshots
+SNAPSHOT_COUNT = 10_000
+SNAPSHOT_FAULT_COUNT = 100  # corrupt-snap: a snapshot every 100 entries
 FUSE_FAULTS = frozenset({"power-cut", "fsync-eio"})  # a member's data dir on faultfs
 MEMBER_FAULTS = frozenset({"replace-member", "learner"})  # the cluster's members change
 
@@ -219,8 +222,10 @@ class LocalCluster(Target):
         faultfs: bool = False,
         secure: bool = False,
         secure_auth: bool = True,
+        snapshot_count: int = SNAPSHOT_COUNT,
     ) -> None:
         self.kind = kind
+        self.snapshot_count = snapshot_count
         self.secure = secure
         # With secure: auth enabled by the harness, clients logging in as root (True), or
         # TLS alone, client certificates not naming users, for a workload that sets up
@@ -310,6 +315,7 @@ class LocalCluster(Target):
             self.size,
             heartbeat_ms=self.heartbeat_ms,
             election_ms=self.election_ms,
+            snapshot_count=self.snapshot_count,
             security=security,
         )
         ports = launcher.free_ports(self.size)
@@ -499,6 +505,7 @@ def make_target(
     security: ClientSecurity | None = None,
     secure: bool = False,
     secure_auth: bool = True,
+    snapshot_count: int = SNAPSHOT_COUNT,
 ) -> Target:
     if failpoints and (endpoints or kind != "reference"):
         raise TargetError(
@@ -530,6 +537,7 @@ def make_target(
             faultfs=faultfs,
             secure=secure,
             secure_auth=secure_auth,
+            snapshot_count=snapshot_count,
         )
     if kind == "etcd":
         return LocalCluster(
@@ -540,6 +548,7 @@ def make_target(
             faultfs=faultfs,
             secure=secure,
             secure_auth=secure_auth,
+            snapshot_count=snapshot_count,
         )
     raise TargetError(
         f"unknown target {kind!r}; use --target reference, --target etcd or --endpoints",

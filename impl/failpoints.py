@@ -29,6 +29,8 @@ Known failpoints (FAILPOINTS holds the one-line description of each):
   the pending revoke): the revoke then deletes the keys right after the acknowledgement.
 - lock_without_wait: v3lock's Lock answers at once with the caller's key, without
   waiting for the keys ahead of it in the lock's queue to be deleted (two holders).
+- snap_skip_crc: a snapshot file's checksum is not checked when it is read, so a file
+  damaged on disk is used as it reads (conform's corrupt-snap fault catches it).
 - auth_skip_range_check: with auth enabled, the auth store's READ check of a range
   passes for anyone (a token is still needed): any user reads any key.
 """
@@ -49,6 +51,7 @@ FAILPOINTS: dict[str, str] = {
     "stale_leader_lease_revoke": "the leader revokes expired leases locally, not via the log",
     "wal_skip_payload_crc": "WAL replay takes a record's payload without its checksum",
     "keepalive_after_expiry": "the leader acknowledges a keep-alive of an expired lease",
+    "snap_skip_crc": "a snapshot file is read without its checksum",
     "lock_without_wait": "Lock is granted at once, without waiting for the keys ahead of it",
     "auth_skip_range_check": "with auth enabled, a range is served without the READ check",
 }

@@ -764,18 +764,23 @@ class Backend:
         )
 
     # ---- alarms ----
+    # A member id is a uint64 and SQLite's INTEGER a signed 64-bit one: stored wrapped
+    # (`_signed64`), read back unsigned. An id of 2**63 or more (AlarmRequest.memberID
+    # from bench/fuzz_grpc.py; any member's random id may be one) had raised OverflowError
+    # in the apply and stopped the member.
 
     def put_alarm(self, member_id: int, alarm: int) -> None:
         self._require_txn()
         self._conn.execute(
-            "INSERT OR IGNORE INTO alarm (member_id, alarm) VALUES (?, ?)", (member_id, alarm)
+            "INSERT OR IGNORE INTO alarm (member_id, alarm) VALUES (?, ?)",
+            (_signed64(member_id), alarm),
         )
         self._alarm_cache = None
 
     def delete_alarm(self, member_id: int, alarm: int) -> None:
         self._require_txn()
         self._conn.execute(
-            "DELETE FROM alarm WHERE member_id = ? AND alarm = ?", (member_id, alarm)
+            "DELETE FROM alarm WHERE member_id = ? AND alarm = ?", (_signed64(member_id), alarm)
         )
         self._alarm_cache = None
 
@@ -785,12 +790,10 @@ class Backend:
         if cached is not None:
             return list(cached)
         with self._lock:
-            found = [
-                (int(m), int(a))
-                for m, a in self._conn.execute(
-                    "SELECT member_id, alarm FROM alarm ORDER BY member_id, alarm"
-                )
-            ]
+            found = sorted(
+                (int(m) & _U64, int(a))
+                for m, a in self._conn.execute("SELECT member_id, alarm FROM alarm")
+            )
             self._alarm_cache = found
         return list(found)
 
@@ -981,3 +984,12 @@ def check_snapshot(snapshot: bytes) -> dict[str, int]:
             f"snapshot has schema version {meta.get('schema_version')}, expected {SCHEMA_VERSION}"
         )
     return meta
+
+
+_U64 = (1 << 64) - 1
+
+
+def _signed64(value: int) -> int:
+    """A uint64 as the signed 64-bit integer with the same bits (SQLite's INTEGER)."""
+    value &= _U64
+    return value - (1 << 64) if value >= 1 << 63 else value

@@ -124,6 +124,20 @@ class Abort(Exception):
         self.details = details
 
 
+def _decode(deserialize: Callable[[bytes], Any] | None, message: bytes) -> Any:
+    """A request message decoded; one that does not decode ends the call with INTERNAL
+    "grpc: error unmarshalling request: ...", as grpc-go's server answers (it had
+    reached the handler's catch-all: UNKNOWN, and a traceback in the log)."""
+    if deserialize is None:
+        return message
+    try:
+        return deserialize(message)
+    except Exception as error:
+        raise Abort(
+            grpc.StatusCode.INTERNAL, f"grpc: error unmarshalling request: {error}"
+        ) from None
+
+
 class CallDetails(NamedTuple):
     """grpc.HandlerCallDetails as a generic handler's `service` reads it."""
 
@@ -192,7 +206,14 @@ class Call:
     # -- requests in -------------------------------------------------------------------
 
     def feed(self, data: bytes, end_stream: bool) -> None:
-        """Request bytes from the connection: whole messages go to the handler."""
+        """Request bytes from the connection: whole messages go to the handler. As
+        grpc-go's server (etcd's): a unary call takes its first message and ignores what
+        follows; a message flagged compressed, or with an unknown flag, is INTERNAL; a
+        request ending inside a message is UNKNOWN "unexpected EOF", a unary one with no
+        message UNKNOWN "EOF" (tests/fuzz/test_fuzz_frames.py asks etcd the same)."""
+        if self._started and not self.handler.request_streaming:
+            self._remote_ended = self._remote_ended or end_stream
+            return
         buffer = self._buffer + data if self._buffer else data
         position = 0
         end = len(buffer)
@@ -207,36 +228,38 @@ class Call:
                 return
             if end - position - MESSAGE_PREFIX < length:
                 break
-            if buffer[position]:
+            flag = buffer[position]
+            if flag:
                 self._fail_early(
-                    grpc.StatusCode.UNIMPLEMENTED,
-                    "grpc: compressed messages are not supported by this server",
+                    grpc.StatusCode.INTERNAL,
+                    "grpc: compressed flag set with identity or empty encoding"
+                    if flag == 1
+                    else f"grpc: received unexpected payload format {flag}",
                 )
                 return
             message = buffer[position + MESSAGE_PREFIX : position + MESSAGE_PREFIX + length]
             position += MESSAGE_PREFIX + length
-            if not self._message(message):
+            self._message(message)
+            if not self.handler.request_streaming:
+                self._buffer = b""
+                self._remote_ended = self._remote_ended or end_stream
                 return
         self._buffer = buffer[position:] if position < end else b""
         if end_stream:
             self._remote_ended = True
             if self._buffer:
-                self._fail_early(grpc.StatusCode.INTERNAL, "the request ended inside a message")
+                self._fail_early(grpc.StatusCode.UNKNOWN, "unexpected EOF")
             elif not self.handler.request_streaming and not self._started:
-                self._fail_early(grpc.StatusCode.INTERNAL, "the request carried no message")
+                self._fail_early(grpc.StatusCode.UNKNOWN, "EOF")
             else:
                 self._wake_reader()
 
-    def _message(self, message: bytes) -> bool:
+    def _message(self, message: bytes) -> None:
         if self.handler.request_streaming:
             self._requests.append(message)
             self._wake_reader()
-            return True
-        if self._started:
-            self._fail_early(grpc.StatusCode.INTERNAL, "a unary request carried two messages")
-            return False
-        self._start(message)
-        return True
+        else:
+            self._start(message)
 
     def _wake_reader(self) -> None:
         waiter = self._request_waiter
@@ -250,7 +273,7 @@ class Call:
                 message = self._requests.popleft()
                 self.connection.h2.consumed(self.stream_id, MESSAGE_PREFIX + len(message))
                 self.connection.schedule_flush()
-                yield deserialize(message) if deserialize else message
+                yield _decode(deserialize, message)
             elif self._remote_ended:
                 return
             else:
@@ -283,8 +306,7 @@ class Call:
             if message is None:
                 request = self._request_iterator()
             else:
-                deserialize = handler.request_deserializer
-                request = deserialize(message) if deserialize else message
+                request = _decode(handler.request_deserializer, message)
             if handler.response_streaming:
                 behavior = handler.unary_stream if message is not None else handler.stream_stream
                 responses = behavior(request, self)

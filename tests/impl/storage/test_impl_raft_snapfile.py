@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from etcdspec.impl import failpoints
 from etcdspec.impl.raft.messages import Snapshot, SnapshotMeta
 from etcdspec.impl.storage import snapfile
 
@@ -85,3 +86,15 @@ def test_prune_keeps_the_newest(tmp_path: Path) -> None:
 
 def test_empty_directory_has_no_snapshot(tmp_path: Path) -> None:
     assert snapfile.load_newest(tmp_path / "absent") is None
+
+
+def test_snap_skip_crc_failpoint_reads_a_damaged_file_as_it_is() -> None:
+    """snap_skip_crc (the planted bug the corrupt-snap conformance run must catch): a bit
+    flipped in the data is refused, but read as it is with the failpoint on."""
+    data = bytearray(snapfile.encode(snap(7, 2, b"state bytes")))
+    data[-3] ^= 0x01
+    with pytest.raises(snapfile.SnapshotFileError, match="checksum mismatch"):
+        snapfile.decode(bytes(data), "damaged.snap")
+    with failpoints.active("snap_skip_crc"):
+        read = snapfile.decode(bytes(data), "damaged.snap")
+    assert read.meta.index == 7 and read.data != b"state bytes"
