@@ -274,37 +274,6 @@ def test_election_safety_is_proved_for_any_cluster_size_and_the_spec_is_not_vacu
     assert witnesses == {"elect_and_commit", "change_configuration"}
 
 
-# The obligations become_leader left unknown before the lemma winner_is_leader (its
-# overwrite of leader_log needed election safety's argument inside each of them), and the
-# lemma's own hardest ones: proved with raft_member.hints' cores.
-BECOME_LEADER_CLOSED = (
-    "leader_completeness",
-    "committed_later_leaders",
-    "choosable_later_leaders",
-    "elected_last_is_last",
-    "log_prefix",
-    "winner_is_leader",
-)
-
-
-def test_become_leader_is_proved_with_the_winner_lemma() -> None:
-    loaded = load_spec("raft_member")
-    # isolated: each query in a fresh Z3 context, as the cores were picked (a shared
-    # context's history can push a hinted query past its budget)
-    report = prove(
-        loaded,
-        only=BECOME_LEADER_CLOSED,
-        actions=["become_leader"],
-        jobs=1,
-        witnesses=False,
-        isolated=True,
-    )
-    failures = [r.label() for r in report.results if r.verdict is not Verdict.TRUE]
-    assert report.verdict is Verdict.TRUE, failures
-    preserved = {r.subject for r in report.results if r.kind is CheckKind.PRESERVE}
-    assert preserved == set(BECOME_LEADER_CLOSED)
-
-
 def test_the_winner_lemma_is_preserved_by_a_new_vote() -> None:
     loaded = load_spec("raft_member")
     report = prove(
