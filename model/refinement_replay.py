@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from etcdspec.itf import to_itf_value
+from etcdspec.layer_replay import LayerReplay, ReplayStep
 from etcdspec.model import actions
 from etcdspec.model.actions import Action
 from etcdspec.model.cluster import Cluster
@@ -43,47 +43,13 @@ class SpecReplayInputError(ValueError):
     """An ITF document that is not a run of the model's cluster with its config."""
 
 
-@dataclass(frozen=True)
-class SpecReplayStep:
-    """One step of the run and how the spec's evaluator judged it."""
-
-    number: int
-    label: str
-    outcome: str  # "agrees", "differs" or "does not map"
-    detail: str = ""
-
-    def describe(self) -> str:
-        detail = f": {self.detail}" if self.detail else ""
-        return f"{self.number:3d}. {self.label} — {self.outcome}{detail}"
+SpecReplayStep = ReplayStep  # one step of the run and how the spec's evaluator judged it
 
 
-@dataclass(frozen=True)
-class SpecReplay:
-    """The replay of a run on the evaluator; `mapped` counts the steps rebuilt."""
+class SpecReplay(LayerReplay):
+    """The replay of a run on the spec's evaluator."""
 
-    steps: tuple[SpecReplayStep, ...]
-    total: int
-
-    @property
-    def mapped(self) -> int:
-        return sum(1 for s in self.steps if s.outcome != "does not map")
-
-    @property
-    def agreed(self) -> int:
-        return sum(1 for s in self.steps if s.outcome == "agrees")
-
-    def first_difference(self) -> SpecReplayStep | None:
-        return next((s for s in self.steps if s.outcome != "agrees"), None)
-
-    def describe(self) -> str:
-        head = (
-            f"replayed {self.mapped} of {self.total} step(s) on the spec's evaluator "
-            f"(raft_steps.spec): {self.agreed} agree"
-        )
-        first = self.first_difference()
-        if first is not None:
-            head += f"; first difference at step {first.number} ({first.outcome})"
-        return "\n".join([head, *(s.describe() for s in self.steps)])
+    LAYER = "the spec's evaluator (raft_steps.spec)"
 
 
 def _state_of(state: Mapping[str, Any]) -> dict[str, Any]:

@@ -46,6 +46,7 @@ from etcdspec.impl.raft.messages import (
     Snapshot,
 )
 from etcdspec.itf import from_itf_value
+from etcdspec.layer_replay import LayerReplay, ReplayStep
 
 KINDS: Mapping[str, tuple[MessageType, ...]] = {
     "PreVote": (MessageType.PRE_VOTE,),
@@ -62,47 +63,10 @@ class ReplayInputError(ValueError):
     """An ITF document that is not a run of the model's cluster."""
 
 
-@dataclass(frozen=True)
-class ReplayStep:
-    """One step of the run and how the core followed it."""
+class Replay(LayerReplay):
+    """The replay of a run on the server's Raft core."""
 
-    number: int
-    label: str
-    outcome: str  # "agrees", "differs" or "does not map"
-    detail: str = ""
-
-    def describe(self) -> str:
-        detail = f": {self.detail}" if self.detail else ""
-        return f"{self.number:3d}. {self.label} — {self.outcome}{detail}"
-
-
-@dataclass(frozen=True)
-class Replay:
-    """The replay of a run on the core; `mapped` counts the steps the core took."""
-
-    steps: tuple[ReplayStep, ...]
-    total: int
-
-    @property
-    def mapped(self) -> int:
-        return sum(1 for s in self.steps if s.outcome != "does not map")
-
-    @property
-    def agreed(self) -> int:
-        return sum(1 for s in self.steps if s.outcome == "agrees")
-
-    def first_difference(self) -> ReplayStep | None:
-        return next((s for s in self.steps if s.outcome != "agrees"), None)
-
-    def describe(self) -> str:
-        head = (
-            f"replayed {self.mapped} of {self.total} step(s) on the server's Raft core: "
-            f"{self.agreed} agree"
-        )
-        first = self.first_difference()
-        if first is not None:
-            head += f"; first difference at step {first.number} ({first.outcome})"
-        return "\n".join([head, *(s.describe() for s in self.steps)])
+    LAYER = "the server's Raft core"
 
 
 @dataclass
