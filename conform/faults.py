@@ -62,6 +62,8 @@ from etcdspec.conform.disk_faults import (
     FSYNC_EIO,
     DiskFaultError,
     DiskFaultOutcome,
+    SnapDamage,
+    WalDamage,
     damage_snapshot,
     damage_wal,
     disk_fault_result,
@@ -296,6 +298,28 @@ class FaultInjector:
             FaultRecord(len(self.records), fault, target, detail, start, self.recorder.now())
         )
 
+    async def _put_back(
+        self,
+        cluster: LocalCluster,
+        name: str,
+        what: str,
+        damage: WalDamage | SnapDamage,
+        outcome: DiskFaultOutcome,
+    ) -> str:
+        """After a disk fault was judged: the member stopped if it serves, the damaged
+        bytes put back, the member restarted and serving again; what happened, said."""
+        self.disk_outcomes.append(outcome)
+        if cluster.is_running(name):
+            await cluster.kill(name)
+        damage.restore()
+        await cluster.restart(name)
+        self._killed.discard(name)
+        detail = (
+            f"{what} {damage.describe()}: {outcome.outcome} ({outcome.evidence}); "
+            "bytes put back, restarted"
+        )
+        return detail + await self._back(name)
+
     async def _back(self, name: str) -> str:
         """Wait until a restarted or resumed member serves again (answers Status and
         knows a leader), so one fault is healed before the next begins and the run never
@@ -397,17 +421,7 @@ class FaultInjector:
             return name, f"not injected: {error}" + await self._back(name)
         await cluster.restart(name)
         outcome = await self._refused_or_serving(cluster, name)
-        self.disk_outcomes.append(outcome)
-        if cluster.is_running(name):
-            await cluster.kill(name)
-        damage.restore()
-        await cluster.restart(name)
-        self._killed.discard(name)
-        detail = (
-            f"{role}'s WAL {damage.describe()}: {outcome.outcome} ({outcome.evidence}); "
-            "bytes put back, restarted"
-        )
-        return name, detail + await self._back(name)
+        return name, await self._put_back(cluster, name, f"{role}'s WAL", damage, outcome)
 
     async def _corrupt_snap(self) -> tuple[str, str]:
         """Write a marker through one member, then writes until its log says it saved a
@@ -463,17 +477,7 @@ class FaultInjector:
             outcome = DiskFaultOutcome(
                 name, damage.describe(), outcome.outcome, outcome.evidence, "snapshot"
             )
-        self.disk_outcomes.append(outcome)
-        if cluster.is_running(name):
-            await cluster.kill(name)
-        damage.restore()
-        await cluster.restart(name)
-        self._killed.discard(name)
-        detail = (
-            f"{role}'s snapshot {damage.describe()}: {outcome.outcome} ({outcome.evidence}); "
-            "bytes put back, restarted"
-        )
-        return name, detail + await self._back(name)
+        return name, await self._put_back(cluster, name, f"{role}'s snapshot", damage, outcome)
 
     async def _snapshot_outcome(
         self, cluster: LocalCluster, name: str, file: str, marker: bytes, mark: int
