@@ -15,6 +15,7 @@ cluster start and a killed member's restart.
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -70,10 +71,22 @@ def test_lease_guarantee_holds_with_kill_and_partition(tmp_path: Path, target: s
     assert result.faults, "a fault struck during the run"
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(300)
 def test_planted_keepalive_after_expiry_violates_the_lease_guarantee(tmp_path: Path) -> None:
-    result = run_conform(_options(tmp_path, "reference", (), ("keepalive_after_expiry",)))
-    lease = _lease_result(result)
-    assert lease.verdict is Verdict.FALSE, result.describe()
+    """Found within four seeds: whether a late keep-alive meets the expired-but-held window
+    depends on the run's timing as well as its seed (a fresh CI-like run missed it on
+    seed 1 once), so the next seed runs only when one came out without a finding."""
+    runs = []
+    for seed in (1, 2, 3, 4):
+        options = replace(
+            _options(tmp_path / f"seed{seed}", "reference", (), ("keepalive_after_expiry",)),
+            seed=seed,
+        )
+        result = run_conform(options)
+        lease = _lease_result(result)
+        runs.append(f"seed {seed}: {lease.verdict.describe()}")
+        if lease.verdict is Verdict.FALSE:
+            break
+    assert lease.verdict is Verdict.FALSE, "; ".join(runs)
     assert result.verdict is Verdict.FALSE
     assert "before the deadline of" in lease.details[0] and "lease_keepalive" in lease.details[0]
