@@ -138,10 +138,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(f"{source}: {len(operations)} operations, {options.rounds} round(s)")
     print(f"{'phase':<8} {'CPU min':>8} {'CPU med':>8} {'wall min':>9} {'wall med':>9}")
-    for phase, figures in summary.items():
+    for phase, shown in summary.items():
         print(
-            f"{phase:<8} {figures['cpu_min']:>7.2f}s {figures['cpu_median']:>7.2f}s "
-            f"{figures['wall_min']:>8.2f}s {figures['wall_median']:>8.2f}s"
+            f"{phase:<8} {shown['cpu_min']:>7.2f}s {shown['cpu_median']:>7.2f}s "
+            f"{shown['wall_min']:>8.2f}s {shown['wall_median']:>8.2f}s"
         )
     print(
         "load average before "
