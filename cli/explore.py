@@ -18,6 +18,7 @@ import click
 from click.core import ParameterSource
 
 from etcdspec.cli.errors import CliError
+from etcdspec.cli.pool_options import check_pool_values, worker_memory_option
 from etcdspec.exitcodes import ExitCode
 from etcdspec.verdict import Verdict
 
@@ -83,15 +84,7 @@ class _ThrottledProgress:
     metavar="ADDRESS",
     help="Exhaustive: search over the workers of a running Dask scheduler (tcp://HOST:PORT).",
 )
-@click.option(
-    "--worker-memory",
-    "worker_memory_mb",
-    type=int,
-    default=None,
-    metavar="MB",
-    help="With --workers: each local worker's memory bound; a worker that passes it is "
-    "stopped and the search is unknown (exit 3).",
-)
+@worker_memory_option("the search is unknown (exit 3)")
 @click.option(
     "--itf",
     "itf_path",
@@ -413,20 +406,10 @@ def _campaign(
 def _check_workers(
     workers: int | None, cluster_address: str | None, worker_memory_mb: int | None, exhaustive: bool
 ) -> None:
-    if workers is not None and workers < 1:
-        raise CliError(f"--workers must be at least 1, got {workers}", ExitCode.USAGE)
-    if worker_memory_mb is not None and worker_memory_mb < 1:
-        raise CliError(
-            f"--worker-memory must be at least 1 MB, got {worker_memory_mb}", ExitCode.USAGE
-        )
+    check_pool_values(workers, cluster_address, worker_memory_mb)
     if worker_memory_mb is not None and (workers is None or workers < 2):
         raise CliError(
             "--worker-memory bounds local workers: add --workers N (N of 2 or more)",
-            ExitCode.USAGE,
-        )
-    if workers is not None and cluster_address is not None:
-        raise CliError(
-            "--workers starts a local cluster, --cluster uses a running one: give one of them",
             ExitCode.USAGE,
         )
     if (workers is not None or cluster_address is not None) and not exhaustive:

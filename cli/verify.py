@@ -15,6 +15,7 @@ from pathlib import Path
 import click
 
 from etcdspec.cli.errors import CliError
+from etcdspec.cli.pool_options import check_pool_values, worker_memory_option
 from etcdspec.exitcodes import ExitCode
 from etcdspec.stage import StageOptions, StageResult
 from etcdspec.tool_config import ToolConfig, ToolConfigError, load_tool_config
@@ -95,15 +96,7 @@ def format_table(results: list[StageResult]) -> str:
     metavar="ADDRESS",
     help="Run the distributed parts on a running Dask scheduler's workers (tcp://HOST:PORT).",
 )
-@click.option(
-    "--worker-memory",
-    "worker_memory_mb",
-    type=int,
-    default=None,
-    metavar="MB",
-    help="With --workers: each local worker's memory bound; a worker that passes it is "
-    "stopped and the stage is unknown.",
-)
+@worker_memory_option("the stage is unknown")
 @click.option(
     "--config",
     "config_path",
@@ -161,17 +154,7 @@ def _tool_config(
 ) -> ToolConfig:
     """[tool.etcdspec] of `path`, with the command line's --workers / --cluster /
     --worker-memory over it."""
-    if workers is not None and workers < 1:
-        raise CliError(f"--workers must be at least 1, got {workers}", ExitCode.USAGE)
-    if workers is not None and cluster is not None:
-        raise CliError(
-            "--workers starts a local cluster, --cluster uses a running one: give one of them",
-            ExitCode.USAGE,
-        )
-    if worker_memory_mb is not None and worker_memory_mb < 1:
-        raise CliError(
-            f"--worker-memory must be at least 1 MB, got {worker_memory_mb}", ExitCode.USAGE
-        )
+    check_pool_values(workers, cluster, worker_memory_mb)
     try:
         config = load_tool_config(path).override(workers, cluster, worker_memory_mb)
     except ToolConfigError as error:
