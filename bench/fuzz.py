@@ -70,16 +70,16 @@ class FuzzHang(BaseException):
 @dataclass
 class FuzzTarget:
     """One fuzz target: a strategy of inputs, a check of one input (raises on a finding;
-    an allowed refusal returns normally), a health check after each batch (a hang of a
-    server: raises FuzzFinding), and what to close at the end."""
+    returns True for an input refused with an allowed error, False for one accepted), a
+    health check after each batch (a hang of a server: raises FuzzFinding), and what to
+    close at the end."""
 
     name: str
     strategy: st.SearchStrategy[Any]
-    check: Callable[[Any], None]
+    check: Callable[[Any], bool]
     health: Callable[[], None] = lambda: None
     close: Callable[[], None] = lambda: None
     batch: int = 1000
-    refusals: int = 0  # inputs refused with an allowed error (the rest were accepted)
 
 
 @dataclass
@@ -138,7 +138,8 @@ def run(
         result.inputs += 1
         try:
             with hang_alarm(hang_s):
-                target.check(value)
+                if target.check(value):
+                    result.refused += 1
         except FuzzHang as hang:
             result.hangs += 1
             result.findings.append(f"hang: {hang}; input {value!r:.300}")
@@ -183,7 +184,6 @@ def run(
         result.findings.append(f"at the end: {finding}")
     finally:
         result.seconds = time.perf_counter() - started
-        result.refused = target.refusals
         logging.disable(logging.NOTSET)
         target.close()
     return result
@@ -249,25 +249,19 @@ def _named(error: BaseException, name: str) -> None:
         raise FuzzFinding(f"{type(error).__name__} does not name {name}: {error}")
 
 
-def _unset(value: Any) -> None:
-    raise NotImplementedError("a target's check is set when it is made")
-
-
 # ---- reader targets ------------------------------------------------------------------
 def history_target() -> FuzzTarget:
     from etcdspec.checker.history import HistoryError, parse_history_text
 
-    target = FuzzTarget("history", mutated_text(_data_files(".jsonl")), _unset)
-
-    def check(text: str) -> None:
+    def check(text: str) -> bool:
         try:
             parse_history_text(text, "fuzz.jsonl")
         except HistoryError as error:
-            target.refusals += 1
             _named(error, "fuzz.jsonl")
+            return True
+        return False
 
-    target.check = check
-    return target
+    return FuzzTarget("history", mutated_text(_data_files(".jsonl")), check)
 
 
 def edn_target() -> FuzzTarget:
@@ -276,18 +270,17 @@ def edn_target() -> FuzzTarget:
     from etcdspec.checker.jepsen import import_jepsen
 
     texts = mutated_text(_data_files(".edn"))
-    target = FuzzTarget("edn", st.tuples(texts, st.sampled_from(("register", "kv"))), _unset)
 
-    def check(value: tuple[str, str]) -> None:
+    def check(value: tuple[str, str]) -> bool:
         text, model = value
         try:
             import_jepsen(text, model, "fuzz.edn")
         except (EdnError, HistoryError) as error:
-            target.refusals += 1
             _named(error, "fuzz.edn")
+            return True
+        return False
 
-    target.check = check
-    return target
+    return FuzzTarget("edn", st.tuples(texts, st.sampled_from(("register", "kv"))), check)
 
 
 def spec_windows(lines_per: int = 14) -> list[str]:
@@ -311,19 +304,17 @@ def spec_target() -> FuzzTarget:
     from etcdspec.spec.errors import SpecErrors
     from etcdspec.spec.loader import load_text
 
-    target = FuzzTarget("spec", mutated_text(spec_windows()), _unset)
-
-    def check(text: str) -> None:
+    def check(text: str) -> bool:
         try:
             load_text(text, "fuzz.spec")
         except SpecErrors as error:
-            target.refusals += 1
             for issue in error.issues:
                 if issue.filename != "fuzz.spec" or issue.span.line < 0:
                     raise FuzzFinding(f"an issue without a place: {issue.describe()}") from None
+            return True
+        return False
 
-    target.check = check
-    return target
+    return FuzzTarget("spec", mutated_text(spec_windows()), check)
 
 
 def _no_fsync(fd: int) -> None:
@@ -398,9 +389,7 @@ def wal_target() -> FuzzTarget:
         segment = draw(st.integers(0, len(corpus[number]) - 1))
         return number, segment, draw(mutated([corpus[number][segment][1]]))
 
-    target = FuzzTarget("wal", inputs(), _unset, close=scratch.cleanup)
-
-    def check(value: tuple[int, int, bytes]) -> None:
+    def check(value: tuple[int, int, bytes]) -> bool:
         number, segment, data = value
         files = list(corpus[number])
         files[segment] = (files[segment][0], data)
@@ -408,17 +397,16 @@ def wal_target() -> FuzzTarget:
         try:
             wal, state = Wal.open(work, fsync=_no_fsync, preallocate_bytes=0)
         except WalError as error:
-            target.refusals += 1
             _named(error, str(work))
-            return
+            return True
         wal.close()
         if _wal_state(state) not in had[number]:
             raise FuzzFinding(
                 f"silent wrong result: opened as {state.describe()}, a state the WAL never had"
             )
+        return False
 
-    target.check = check
-    return target
+    return FuzzTarget("wal", inputs(), check, close=scratch.cleanup)
 
 
 def _record_ends(data: bytes) -> list[int]:
@@ -450,20 +438,18 @@ def snapfile_target() -> FuzzTarget:
         Snapshot(SnapshotMeta(1000, 5, (1, 2), (3,)), b"database bytes " * 20),
     ]
     corpus = [encode(snapshot) for snapshot in snapshots]
-    target = FuzzTarget("snapfile", mutated(corpus) | st.binary(max_size=100), _unset)
 
-    def check(data: bytes) -> None:
+    def check(data: bytes) -> bool:
         try:
             got = decode(data, "fuzz.snap")
         except SnapshotFileError as error:
-            target.refusals += 1
             _named(error, "fuzz.snap")
-            return
+            return True
         if data not in corpus:
             raise FuzzFinding(f"silent wrong result: a damaged file read as {got.describe()}")
+        return False
 
-    target.check = check
-    return target
+    return FuzzTarget("snapfile", mutated(corpus) | st.binary(max_size=100), check)
 
 
 def etcd_snapshot_corpus() -> list[bytes]:
@@ -510,23 +496,21 @@ def etcd_snapshot_target() -> FuzzTarget:
     from etcdspec.impl.tools.snapshot_cli import DIGEST_BYTES, SnapshotError, split_digest
 
     corpus = etcd_snapshot_corpus()
-    target = FuzzTarget("etcd-snapshot", mutated(corpus), _unset)
 
-    def check(data: bytes) -> None:
+    def check(data: bytes) -> bool:
         digest = len(data) % 512 == DIGEST_BYTES  # as snapshot_cli tells the two apart
         try:
             body = split_digest(data, "fuzz.db") if digest else data
             etcd_snapshot.status(body, "fuzz.db")
             etcd_snapshot.read_store(body, "fuzz.db")
         except (SnapshotError, etcd_snapshot.EtcdSnapshotError) as error:
-            target.refusals += 1
             _named(error, "fuzz.db")
-            return
+            return True
         if digest and data not in corpus:
             raise FuzzFinding("silent wrong result: a damaged file passed its SHA-256")
+        return False
 
-    target.check = check
-    return target
+    return FuzzTarget("etcd-snapshot", mutated(corpus), check)
 
 
 TARGETS: dict[str, Callable[[], FuzzTarget]] = {

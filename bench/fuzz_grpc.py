@@ -256,9 +256,8 @@ def grpc_target() -> FuzzTarget:
             request_serializer=lambda m: m.SerializeToString(),
             response_deserializer=output.FromString,
         )
-    target = FuzzTarget("grpc", strategy, lambda _: None, member.health, member.close, batch=500)
 
-    def check(value: tuple[Method, list[Message]]) -> None:
+    def check(value: tuple[Method, list[Message]]) -> bool:
         method, requests = value
         call = calls[method.path]
         try:
@@ -271,11 +270,11 @@ def grpc_target() -> FuzzTarget:
                 for _ in call(requests[0], timeout=STREAM_TIMEOUT_S):
                     pass
         except grpc.RpcError as error:
-            target.refusals += 1
             _check_status(method, error)
+            return True
+        return False
 
-    target.check = check
-    return target
+    return FuzzTarget("grpc", strategy, check, member.health, member.close, batch=500)
 
 
 # ---- malformed frames ----------------------------------------------------------------
@@ -419,27 +418,20 @@ def frames_target() -> FuzzTarget:
     member = Member()
     host, port = member.address.rsplit(":", 1)
     address = (host, int(port))
-    target = FuzzTarget(
-        "frames", frames_strategy(), lambda _: None, member.health, member.close, batch=500
-    )
 
-    def check(value: tuple[str, bytes]) -> None:
+    def check(value: tuple[str, bytes]) -> bool:
         name, data = value
         answer = exchange(address, data, 2.0 if name != "mutated" else 0.05)
         if name == "mutated":
-            if answer.status is None or answer.status != 0:
-                target.refusals += 1
-            return
+            return answer.status is None or answer.status != 0
         if not expected(name, answer):
             code, message = EXPECTED_STATUS[name]
             raise FuzzFinding(
                 f"{name}: {answer.describe()}, where etcd answers grpc-status {code} {message!r}"
             )
-        if answer.status != 0:
-            target.refusals += 1
+        return answer.status != 0
 
-    target.check = check
-    return target
+    return FuzzTarget("frames", frames_strategy(), check, member.health, member.close, batch=500)
 
 
 GRPC_TARGETS: dict[str, Callable[[], FuzzTarget]] = {
