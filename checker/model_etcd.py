@@ -147,6 +147,9 @@ class Refused:
         return f"refused {self.error.code}: {self.error.message}"
 
 
+_AUTH_F_SET = frozenset(AUTH_FS)
+_AUTH_TYPE_SET = frozenset(AUTH_REQUEST_TYPES)
+_ETCD_F_SET = frozenset(ETCD_FS)
 _KINDS = ("put", "create", "delete")  # the signatures `writes_match` judges
 _NO_TAGS: frozenset[Hashable] = frozenset()
 
@@ -169,11 +172,11 @@ class EtcdModel(CheckModel):
 
     # -- preparing operations ---------------------------------------------------------
     def prepare(self, op: Operation) -> PreparedOp | None:
-        if op.f in AUTH_FS:
+        if op.f in _AUTH_F_SET:
             return self._prepare_auth(op)
         if op.type == "fail":
             return self._prepare_refusal(op) if op.user is not None else None
-        if op.f not in ETCD_FS:
+        if op.f not in _ETCD_F_SET:
             raise ModelInputError(
                 op, f"the etcd model has {', '.join((*ETCD_FS, *AUTH_FS))}, not {op.f!r}"
             )
@@ -195,8 +198,11 @@ class EtcdModel(CheckModel):
         bumps_to = (
             revision if len(pre) == 1 and revision is not None and pre[0] == revision - 1 else None
         )
-        leases = lease_ids_used(request)
-        tags = frozenset(("lease", i) for i in leases) if leases else _NO_TAGS
+        if type(request) is RangeRequest or (isinstance(request, PutRequest) and not request.lease):
+            tags = _NO_TAGS  # what lease_ids_used says of them: no lease
+        else:
+            leases = lease_ids_used(request)
+            tags = frozenset(("lease", i) for i in leases) if leases else _NO_TAGS
         return PreparedOp(op, (request, response), pre, bumps_to, tags=tags)
 
     def _refusal(self, op: Operation) -> Refused | None:
@@ -351,7 +357,7 @@ class EtcdModel(CheckModel):
     def step(self, state: Any, prepared: PreparedOp) -> list[Any]:
         request, observed = prepared.payload
         user = prepared.op.user
-        if user is not None or type(request) in AUTH_REQUEST_TYPES or type(observed) is Refused:
+        if user is not None or type(request) in _AUTH_TYPE_SET or type(observed) is Refused:
             return self._step_auth(state, prepared)
         kind = type(request)
         if kind is LeaseGrantRequest and request.id == 0 and observed is None:
