@@ -622,10 +622,10 @@ class EtcdModel(CheckModel):
                     owners.setdefault(signature, []).append(i)
             blind |= blind_put_keys(request)
         seen_at: dict[Hashable, list[int]] = {}
+        owned = set(owners)  # few (info writes' puts): intersect each revision's with them
         for revision, signatures in observed.items():
-            for signature in signatures:
-                if signature in owners:
-                    seen_at.setdefault(signature, []).append(revision)
+            for signature in signatures & owned:
+                seen_at.setdefault(signature, []).append(revision)
         pins: dict[int, int] = {}
         for signature, revisions in seen_at.items():
             assert isinstance(signature, tuple)
