@@ -46,6 +46,8 @@ def pre_revisions(
     reports: r-1 if it took revision r, r if it wrote nothing, either if unknown."""
     if revision is None or revision <= 0:
         return ()
+    if type(request) is PutRequest:  # the common case: a put always takes one
+        return (revision - 1,)
     took = bumped(request, response)
     if took is None:
         return (revision - 1, revision)

@@ -181,6 +181,9 @@ def _int(value: Any) -> int:
 def _key(request: Any) -> str:
     if not isinstance(request, dict) or "key" not in request:
         return ""
+    key = request["key"]
+    if type(key) is str and key.isascii():  # its UTF-8 decodes to itself
+        return key
     try:
         return decode_bytes(request["key"], "key").decode("utf-8", "replace")
     except ValueError:

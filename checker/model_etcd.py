@@ -147,6 +147,9 @@ class Refused:
         return f"refused {self.error.code}: {self.error.message}"
 
 
+_AUTH_F_SET = frozenset(AUTH_FS)
+_AUTH_TYPE_SET = frozenset(AUTH_REQUEST_TYPES)
+_ETCD_F_SET = frozenset(ETCD_FS)
 _KINDS = ("put", "create", "delete")  # the signatures `writes_match` judges
 _NO_TAGS: frozenset[Hashable] = frozenset()
 
@@ -169,11 +172,11 @@ class EtcdModel(CheckModel):
 
     # -- preparing operations ---------------------------------------------------------
     def prepare(self, op: Operation) -> PreparedOp | None:
-        if op.f in AUTH_FS:
+        if op.f in _AUTH_F_SET:
             return self._prepare_auth(op)
         if op.type == "fail":
             return self._prepare_refusal(op) if op.user is not None else None
-        if op.f not in ETCD_FS:
+        if op.f not in _ETCD_F_SET:
             raise ModelInputError(
                 op, f"the etcd model has {', '.join((*ETCD_FS, *AUTH_FS))}, not {op.f!r}"
             )
@@ -195,8 +198,11 @@ class EtcdModel(CheckModel):
         bumps_to = (
             revision if len(pre) == 1 and revision is not None and pre[0] == revision - 1 else None
         )
-        leases = lease_ids_used(request)
-        tags = frozenset(("lease", i) for i in leases) if leases else _NO_TAGS
+        if type(request) is RangeRequest or (isinstance(request, PutRequest) and not request.lease):
+            tags = _NO_TAGS  # what lease_ids_used says of them: no lease
+        else:
+            leases = lease_ids_used(request)
+            tags = frozenset(("lease", i) for i in leases) if leases else _NO_TAGS
         return PreparedOp(op, (request, response), pre, bumps_to, tags=tags)
 
     def _refusal(self, op: Operation) -> Refused | None:
@@ -351,7 +357,7 @@ class EtcdModel(CheckModel):
     def step(self, state: Any, prepared: PreparedOp) -> list[Any]:
         request, observed = prepared.payload
         user = prepared.op.user
-        if user is not None or type(request) in AUTH_REQUEST_TYPES or type(observed) is Refused:
+        if user is not None or type(request) in _AUTH_TYPE_SET or type(observed) is Refused:
             return self._step_auth(state, prepared)
         kind = type(request)
         if kind is LeaseGrantRequest and request.id == 0 and observed is None:
@@ -437,20 +443,30 @@ class EtcdModel(CheckModel):
         observed: dict[int, set[Hashable]] = {}
         quiet: dict[bytes, list[tuple[int, int]]] = {}
         alive: dict[bytes, list[tuple[int, int]]] = {}
-        answered = [p.payload for p in ops if _kv_answer(p.payload[1])]  # the ok ones
+        answered = []  # the ok ones' payloads
         # Revisions at which an ok operation surely put each key; the revisions ok
         # operations surely took; keys an ok op may put at a revision not known.
         puts: dict[bytes, list[int]] = {}
         claimed: list[int] = []
         uncertain: set[bytes] = set()
         for prepared in ops:
-            request, response = prepared.payload
+            payload = prepared.payload
+            request, response = payload
             if not _kv_answer(response):
                 continue
-            if prepared.bumps_to is not None:
-                claimed.append(prepared.bumps_to)
+            answered.append(payload)
+            bumps_to = prepared.bumps_to
+            if bumps_to is not None:
+                claimed.append(bumps_to)
+                if isinstance(request, PutRequest):  # what sure_put_keys gives, inline
+                    listed = puts.get(request.key)
+                    if listed is None:
+                        puts[request.key] = [bumps_to]
+                    else:
+                        listed.append(bumps_to)
+                    continue
                 for key in sure_put_keys(request, response):
-                    puts.setdefault(key, []).append(prepared.bumps_to)
+                    puts.setdefault(key, []).append(bumps_to)
             elif bumped(request, response) is not False:  # it may have written
                 uncertain |= put_keys(request)
         self._ok_puts = ok_puts = {key: sorted(revisions) for key, revisions in puts.items()}
@@ -461,47 +477,55 @@ class EtcdModel(CheckModel):
         # ok puts to k in (g, r] is at most v.
         versions: dict[bytes, list[tuple[int, int, int]]] = {}
         done: set[KeyValue] = set()  # kvs already seen whole (what they say is the same)
+        no_puts: list[int] = []
+        bisect_left, bisect_right = bisect.bisect_left, bisect.bisect_right
         for request, response in answered:
+            kind = type(response)
             keys_only = isinstance(request, RangeRequest) and request.keys_only
             at = response.header.revision
-            reads_now = isinstance(request, RangeRequest) and request.revision <= 0
-            for kv in response_kvs(response):
+            if kind is RangeResponse:
+                kvs: Sequence[KeyValue] = response.kvs
+            elif kind is PutResponse:
+                kvs = () if response.prev_kv is None else (response.prev_kv,)
+            else:
+                kvs = response_kvs(response)
+            for kv in kvs:
                 if not keys_only:
                     if kv in done:
                         continue
                     done.add(kv)
                     _note(observed, kv.mod_revision, ("put", kv.key, kv.value))
-                if kv.create_revision > 0:
-                    _note(observed, kv.create_revision, ("create", kv.key))
+                create_revision = kv.create_revision
+                if create_revision > 0:
+                    key, mod_revision = kv.key, kv.mod_revision
+                    _note(observed, create_revision, ("create", key))
                     # Version v at m: v puts to the key in [c, m]; when ok operations
                     # surely made all of them, no info write put it there.
-                    made = ok_puts.get(kv.key, [])
-                    low = bisect.bisect_left(made, kv.create_revision)
-                    missing = kv.version - (bisect.bisect_right(made, kv.mod_revision) - low)
+                    made = ok_puts.get(key, no_puts)
+                    low = bisect_left(made, create_revision)
+                    missing = kv.version - (bisect_right(made, mod_revision) - low)
                     if missing == 0:
-                        quiet.setdefault(kv.key, []).append(
-                            (kv.create_revision - 1, kv.mod_revision)
-                        )
-                    elif missing > 0 and kv.key not in uncertain:
-                        needs.setdefault(kv.key, []).append(
-                            (kv.mod_revision, kv.create_revision, kv.version)
-                        )
-            seen_at: list[tuple[KeyValue, int]] = []
-            if reads_now and isinstance(response, RangeResponse):
-                seen_at += [(kv, at) for kv in response.kvs]
+                        _add(quiet, key, (create_revision - 1, mod_revision))
+                    elif missing > 0 and key not in uncertain:
+                        _add(needs, key, (mod_revision, create_revision, kv.version))
+            # A current read's kvs are as they were at its revision; a write's prev_kv(s)
+            # show each key as it was just before the write (at-1).
+            if kind is RangeResponse:
+                if not isinstance(request, RangeRequest) or request.revision > 0:
+                    continue
+                upto = at
                 if not request.count_only:
-                    for kv in response.kvs:
-                        versions.setdefault(kv.key, []).append((at, kv.create_revision, kv.version))
-            # A write's prev_kv(s) show each key as it was just before the write (at-1).
-            if isinstance(response, PutResponse) and response.prev_kv is not None:
-                seen_at.append((response.prev_kv, at - 1))
-            if isinstance(response, DeleteRangeResponse) and response.deleted:
-                seen_at += [(prev, at - 1) for prev in response.prev_kvs]
-            for kv, upto in seen_at:
+                    for kv in kvs:
+                        _add(versions, kv.key, (at, kv.create_revision, kv.version))
+            elif kind is PutResponse or (kind is DeleteRangeResponse and response.deleted):
+                upto = at - 1
+            else:
+                continue
+            for kv in kvs:
                 if kv.mod_revision < upto:
-                    quiet.setdefault(kv.key, []).append((kv.mod_revision, upto))
+                    _add(quiet, kv.key, (kv.mod_revision, upto))
                 if 0 < kv.create_revision < upto:
-                    alive.setdefault(kv.key, []).append((kv.create_revision, upto))
+                    _add(alive, kv.key, (kv.create_revision, upto))
         self._quiet = {key: _merge(spans) for key, spans in quiet.items()}
         self._needs = {key: sorted(set(items)) for key, items in needs.items()}
         self._needs_at = {key: [m for m, _, _ in items] for key, items in self._needs.items()}
@@ -582,17 +606,26 @@ class EtcdModel(CheckModel):
         blind: set[bytes] = set()
         for i, prepared in enumerate(ops):
             request = prepared.payload[0]
-            if type(request) is RangeRequest:  # writes nothing
+            kind = type(request)
+            if kind is RangeRequest:  # writes nothing
+                continue
+            if kind is PutRequest:  # write_signatures and blind_put_keys, inline
+                if request.ignore_value:
+                    blind.add(request.key)
+                else:
+                    put: Hashable = ("put", request.key, request.value)
+                    if put in wanted:
+                        owners.setdefault(put, []).append(i)
                 continue
             for signature in write_signatures(request):
                 if signature in wanted:
                     owners.setdefault(signature, []).append(i)
             blind |= blind_put_keys(request)
         seen_at: dict[Hashable, list[int]] = {}
+        owned = set(owners)  # few (info writes' puts): intersect each revision's with them
         for revision, signatures in observed.items():
-            for signature in signatures:
-                if signature in owners:
-                    seen_at.setdefault(signature, []).append(revision)
+            for signature in signatures & owned:
+                seen_at.setdefault(signature, []).append(revision)
         pins: dict[int, int] = {}
         for signature, revisions in seen_at.items():
             assert isinstance(signature, tuple)
@@ -692,14 +725,30 @@ def _note(observed: dict[int, set[Hashable]], revision: int, signature: Hashable
         found.add(signature)
 
 
+def _add(table: dict[bytes, list[Any]], key: bytes, item: Any) -> None:
+    """Append `item` to `table[key]`'s list."""
+    listed = table.get(key)
+    if listed is None:
+        table[key] = [item]
+    else:
+        listed.append(item)
+
+
 def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """Half-open-on-the-left intervals (low, high] merged, sorted by low."""
     merged: list[tuple[int, int]] = []
-    for low, high in sorted(spans):
-        if merged and low <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], high))
+    if not spans:
+        return merged
+    ordered = sorted(spans)
+    low, high = ordered[0]
+    for next_low, next_high in ordered:
+        if next_low <= high:
+            if next_high > high:
+                high = next_high
         else:
             merged.append((low, high))
+            low, high = next_low, next_high
+    merged.append((low, high))
     return merged
 
 
