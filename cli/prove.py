@@ -111,7 +111,7 @@ def prove(
     quiet: bool,
     write_hints: bool,
 ) -> int:
-    """Prove every invariant of the SPECs inductive (default: raft, mvcc, lease, auth).
+    """Prove every invariant of the SPECs inductive (default: raft, raft_steps, mvcc, lease, auth).
 
     SPEC is a built-in name or a path. Exit: 0 proved, 1 counterexample, 2 unknown
     spec/property/action/mutation, 3 Z3 timeout or unknown, 4 syntax or type errors.
