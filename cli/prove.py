@@ -24,7 +24,12 @@ from etcdspec.verdict import Verdict
 @click.argument("specs", nargs=-1)
 @click.option("--mutation", default=None, help="Switch on a seeded mutation (a spec bug) by name.")
 @click.option("--only", "only", multiple=True, help="Prove only this property (repeatable).")
-@click.option("--action", "actions", multiple=True, help="Check only this action (repeatable).")
+@click.option(
+    "--action",
+    "actions",
+    multiple=True,
+    help="Check only this action (repeatable); with --bmc, runs of only these actions.",
+)
 @click.option("--fail-fast", is_flag=True, help="Stop at the first obligation not proved.")
 @click.option(
     "--timeout",
@@ -193,6 +198,7 @@ def prove(
                     ),
                     only=[p for p in only if p in {d.name for d in loaded.spec.properties()}],
                     rounds=rounds,
+                    actions=actions,
                 )
                 verdicts.append(result.verdict)
                 documents.append(result.to_json())
