@@ -24,7 +24,12 @@ from etcdspec.verdict import Verdict
 @click.argument("specs", nargs=-1)
 @click.option("--mutation", default=None, help="Switch on a seeded mutation (a spec bug) by name.")
 @click.option("--only", "only", multiple=True, help="Prove only this property (repeatable).")
-@click.option("--action", "actions", multiple=True, help="Check only this action (repeatable).")
+@click.option(
+    "--action",
+    "actions",
+    multiple=True,
+    help="Check only this action (repeatable); with --bmc, runs of only these actions.",
+)
 @click.option("--fail-fast", is_flag=True, help="Stop at the first obligation not proved.")
 @click.option(
     "--timeout",
@@ -111,7 +116,7 @@ def prove(
     quiet: bool,
     write_hints: bool,
 ) -> int:
-    """Prove every invariant of the SPECs inductive (default: raft, mvcc, lease, auth).
+    """Prove every invariant of the SPECs inductive (default: raft, raft_steps, mvcc, lease, auth).
 
     SPEC is a built-in name or a path. Exit: 0 proved, 1 counterexample, 2 unknown
     spec/property/action/mutation, 3 Z3 timeout or unknown, 4 syntax or type errors.
@@ -193,6 +198,7 @@ def prove(
                     ),
                     only=[p for p in only if p in {d.name for d in loaded.spec.properties()}],
                     rounds=rounds,
+                    actions=actions,
                 )
                 verdicts.append(result.verdict)
                 documents.append(result.to_json())

@@ -43,7 +43,7 @@ from etcdspec.spec.errors import SpecLookupError
 from etcdspec.spec.evaluator import Instance, holds
 from etcdspec.spec.ground import GroundEncoder
 from etcdspec.spec.loader import LoadedSpec
-from etcdspec.spec.prove import select_properties
+from etcdspec.spec.prove import select_actions, select_properties
 from etcdspec.spec.run_shrink import Step, describe_step, shorten
 from etcdspec.spec.solving import Budget, configure
 from etcdspec.spec.typecheck import SpecInfo
@@ -138,10 +138,14 @@ def bmc(
     on_depth: Callable[[int, float], None] | None = None,
     only: Sequence[str] = (),
     rounds: bool = False,
+    actions: Sequence[str] = (),
 ) -> BmcResult:
     """Check every property (or only the named ones) on all runs of up to `depth`
-    steps (with `rounds`, `depth` rounds: see `unroll`) of a finite instance."""
+    steps (with `rounds`, `depth` rounds: see `unroll`) of a finite instance; with
+    `actions`, on the runs of only those actions (a smaller, cheaper query, e.g. for a
+    bug whose run is known to need only some of them)."""
     started = time.perf_counter()
+    chosen = select_actions(loaded.spec, actions)
     full_sizes = instance_sizes(loaded, sizes or {})
     vocab = Vocabulary(loaded.info, full_sizes)
     encoder = GroundEncoder(vocab)
@@ -175,7 +179,9 @@ def bmc(
     violated_template = z3.Or(
         z3.BoolVal(False), *[z3.Not(encoder.formula(p.formula, template_pre, {})) for p in props]
     )
-    steps = unroll(encoder, spec, template_pre, template_post, depth, rounds, states, assertions)
+    steps = unroll(
+        encoder, spec, template_pre, template_post, depth, rounds, states, assertions, chosen
+    )
     assertions.append(z3.substitute(violated_template, *encoder.renaming("pre", states[-1].name)))
     assertions += symmetry_breaking(encoder, steps)
     solver = configure(_bit_blasting_solver(), Budget(timeout_ms))
@@ -275,6 +281,7 @@ def unroll(
     rounds: bool,
     states: list[State],
     assertions: list[z3.BoolRef],
+    actions: Sequence[ast.ActionDecl] | None = None,
 ) -> list[Options]:
     """Unroll `depth` steps (or rounds) from `states[0]`, appending each new state to
     `states` and the transitions to `assertions`; return each transition's options (the
@@ -288,10 +295,11 @@ def unroll(
     K steps, and more: a round may hold one action of each kind. A deep run whose
     actions come in the declaration order (Raft's elect, propose, replicate, commit)
     packs into a few rounds, each far cheaper than a step that chooses among every
-    action."""
+    action. `actions` (default: all of the spec's) are the actions a step may take."""
     steps: list[Options] = []
+    chosen = list(spec.actions() if actions is None else actions)
     if not rounds:
-        template = StepTemplate(encoder, spec, pre, post, stutter=True)
+        template = StepTemplate(encoder, spec, pre, post, stutter=True, actions=chosen)
         for k in range(depth):
             nxt = encoder.new_state(f"s{k + 1}")
             options = template.instantiate(k, states[k].name, nxt.name, assertions)
@@ -301,8 +309,7 @@ def unroll(
             states.append(nxt)
         return steps
     templates = [
-        StepTemplate(encoder, spec, pre, post, stutter=True, actions=[action])
-        for action in spec.actions()
+        StepTemplate(encoder, spec, pre, post, stutter=True, actions=[action]) for action in chosen
     ]
     previous: list[Options] = []
     for _ in range(depth):

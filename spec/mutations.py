@@ -32,6 +32,8 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
     SeededBug("raft", "two_votes", "receive_request_vote", "one_vote_per_term"),
     SeededBug("raft", "no_truncation", "receive_append", "log_matching"),
     SeededBug("raft", "stale_append", "receive_append", "leader_completeness"),
+    SeededBug("raft_steps", "second_vote", "grant_vote", "durable_vote_kept"),
+    SeededBug("raft_steps", "vote_not_persisted", "crash", "durable_vote_kept"),
     SeededBug("mvcc", "reuse_revision", "put", "one_txn_per_revision"),
     SeededBug("mvcc", "compact_future", "compact", "compact_le_current"),
     SeededBug("lease", "attach_revoked", "put_with_lease", "no_key_on_revoked_lease"),

@@ -88,7 +88,9 @@ class Prover:
     finite counterexample search, `timeout_ms`) count Z3's work (rlimit), so whether a
     query runs out does not depend on the machine's load; `timeout_ms` also caps
     wall-clock time (times WALL_SLACK). Model searches (enabled, witnesses, finite
-    counterexamples) run in a fresh Z3 context each; with `isolated` the induction
+    counterexamples) run in a fresh Z3 context each; every other query runs in the
+    Prover's own context (so nothing proved before it in the process, no other spec's
+    declarations, changes its encoding or Z3's search); with `isolated` the induction
     and init queries do too, so that no verdict or cost depends on what was asked
     before (about 1-2 s more CPU for raft's 175 such queries: an option)."""
 
@@ -107,19 +109,24 @@ class Prover:
         self.info = loaded.info
         self.timeout_ms = timeout_ms
         self.first_try_ms = FIRST_TRY_MS
+        # The spec's own Z3 context: its encoding (and the names Z3's search depends
+        # on) is the same whatever was proved before in this process.
+        self.ctx = z3.Context()
         self._unbounded: QueryInstance | None = None
         self._finite: dict[int, QueryInstance] = {}
 
     @property
     def unbounded(self) -> QueryInstance:
         if self._unbounded is None:
-            self._unbounded = QueryInstance(self.spec, Vocabulary(self.info), self.isolated)
+            self._unbounded = QueryInstance(
+                self.spec, Vocabulary(self.info, ctx=self.ctx), self.isolated
+            )
         return self._unbounded
 
     def finite(self, size: int) -> QueryInstance:
         """The instance where every sort has `size` elements (built once, shared)."""
         if size not in self._finite:
-            vocab = Vocabulary(self.info, {s: size for s in self.info.sorts})
+            vocab = Vocabulary(self.info, {s: size for s in self.info.sorts}, self.ctx)
             self._finite[size] = QueryInstance(self.spec, vocab, self.isolated)
         return self._finite[size]
 

@@ -83,10 +83,11 @@ def ask(
     isolated: bool = False,
 ) -> Answer:
     """Check the conjunction of `assertions` on a fresh solver (in a fresh context if
-    `isolated`); the model, if any, is in the caller's (main) context."""
+    `isolated`); the model, if any, is in the assertions' context."""
     started = time.perf_counter()
+    home = assertions[0].ctx if assertions else z3.main_ctx()
     context = z3.Context() if isolated else None
-    solver = configure(z3.Solver(ctx=context), budget)
+    solver = configure(z3.Solver(ctx=context or home), budget)
     if context is None:
         solver.add(*assertions)
     else:
@@ -97,7 +98,7 @@ def ask(
     if result == z3.sat and want_model:
         model = solver.model()
         if context is not None:
-            model = model.translate(z3.main_ctx())
+            model = model.translate(home)
     reason = solver.reason_unknown() if result == z3.unknown else ""
     used = _rlimit_count(solver) if isolated else None
     return Answer(result, model, reason, used, time.perf_counter() - started)

@@ -1,7 +1,8 @@
 """The `spec` stage of `etcdspec verify`: prove the built-in specs, catch every seeded bug.
 
-`run_stage(options)` proves raft, mvcc, lease and auth (every obligation), then checks that
-each seeded mutation (etcdspec.spec.mutations) yields a counterexample to induction.
+`run_stage(options)` proves raft, raft_steps, mvcc, lease and auth (every obligation),
+then checks that each seeded mutation (etcdspec.spec.mutations) yields a counterexample
+to induction.
 With `options.workers` (more than 1) or `options.cluster`, the obligations and the
 seeded bugs are answered as tasks on that Dask pool (etcdspec.spec.distributed_prove).
 Verdict: TRUE when all proofs hold and every seeded bug is caught; FALSE when a proof

@@ -19,7 +19,8 @@ Definitions are expanded at their uses. The encoder does no I/O.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Mapping, Sequence
+import weakref
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import z3
@@ -29,7 +30,18 @@ from etcdspec.spec.typecheck import BOOL, SpecInfo, symbol_type
 
 Interp = Callable[[Sequence[z3.ExprRef]], z3.ExprRef]
 
-_INSTANCES = itertools.count()  # Z3 enumeration names are global: keep them unique
+# Z3 enumeration sort names must be unique in their context, and Z3's search depends on
+# the names (raft_steps' "record_ack can fire" on 4 elements: 53k rlimit as the first
+# spec of a process, 2.2M with the names numbered on after raft's proof). So the names
+# are numbered per context: a Prover's own context (etcdspec.spec.prove) numbers them
+# the same way whatever was proved before it in the process.
+_INSTANCES: weakref.WeakKeyDictionary[z3.Context, Iterator[int]] = weakref.WeakKeyDictionary()
+
+
+def _next_instance(ctx: z3.Context) -> int:
+    if ctx not in _INSTANCES:
+        _INSTANCES[ctx] = itertools.count()
+    return next(_INSTANCES[ctx])
 
 
 @dataclass
@@ -42,10 +54,17 @@ class State:
 
 
 class Vocabulary:
-    """Z3 sorts, the order relations and the rigid symbols of a checked spec."""
+    """Z3 sorts, the order relations and the rigid symbols of a checked spec, in the Z3
+    context `ctx` (default: Z3's main context)."""
 
-    def __init__(self, info: SpecInfo, sizes: Mapping[str, int] | None = None) -> None:
+    def __init__(
+        self,
+        info: SpecInfo,
+        sizes: Mapping[str, int] | None = None,
+        ctx: z3.Context | None = None,
+    ) -> None:
         self.info = info
+        self.ctx = ctx if ctx is not None else z3.main_ctx()
         self.finite = sizes is not None
         self.sorts: dict[str, z3.SortRef] = {}
         self.elements: dict[str, list[z3.ExprRef]] = {}
@@ -54,24 +73,24 @@ class Vocabulary:
         for name in info.sorts:
             if sizes is not None:
                 size = sizes.get(name, 2)
-                uid = next(_INSTANCES)
+                uid = _next_instance(self.ctx)
                 sort, consts = z3.EnumSort(
-                    f"{name}!{uid}", [f"{name}{k}!{uid}" for k in range(size)]
+                    f"{name}!{uid}", [f"{name}{k}!{uid}" for k in range(size)], ctx=self.ctx
                 )
                 self.sorts[name] = sort
                 self.elements[name] = list(consts)
             else:
-                self.sorts[name] = z3.DeclareSort(name)
+                self.sorts[name] = z3.DeclareSort(name, self.ctx)
             if info.is_ordered(name):
                 self.le[name] = z3.Function(
-                    f"le_{name}", self.sorts[name], self.sorts[name], z3.BoolSort()
+                    f"le_{name}", self.sorts[name], self.sorts[name], z3.BoolSort(self.ctx)
                 )
         self.rigid: dict[str, z3.FuncDeclRef] = {
             sym.name: self._declare(sym, "") for sym in info.rigid_symbols()
         }
 
     def z3_sort(self, sort: str) -> z3.SortRef:
-        return z3.BoolSort() if sort == BOOL else self.sorts[sort]
+        return z3.BoolSort(self.ctx) if sort == BOOL else self.sorts[sort]
 
     def _declare(self, sym: ast.SymbolDecl, suffix: str) -> z3.FuncDeclRef:
         domain = [self.sorts[s] for s in sym.arg_sorts]
@@ -91,7 +110,7 @@ class Vocabulary:
             if self.finite:
                 elems = self.elements[name]
                 for (i, a), (j, b) in itertools.product(enumerate(elems), repeat=2):
-                    axioms.append(le(a, b) == z3.BoolVal(i <= j))
+                    axioms.append(le(a, b) == z3.BoolVal(i <= j, self.ctx))
                 continue
             s = self.sorts[name]
             x, y, z = z3.Consts(f"x_{name} y_{name} z_{name}", s)
@@ -137,7 +156,7 @@ class Encoder:
         self, expr: ast.Expr, state: State | None, env: Mapping[str, z3.ExprRef]
     ) -> z3.ExprRef:
         if isinstance(expr, ast.BoolLit):
-            return z3.BoolVal(expr.value)
+            return z3.BoolVal(expr.value, self.vocab.ctx)
         if isinstance(expr, ast.Name):
             if expr.name in env:
                 return env[expr.name]
@@ -222,7 +241,7 @@ class Encoder:
         requires = [
             self.formula(s.formula, pre, params) for s in action.body if isinstance(s, ast.Require)
         ]
-        return z3.And(*requires) if requires else z3.BoolVal(True)
+        return z3.And(*requires) if requires else z3.BoolVal(True, self.vocab.ctx)
 
     def post_state(
         self, action: ast.ActionDecl, pre: State, params: Mapping[str, z3.ExprRef]

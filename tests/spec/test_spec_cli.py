@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from etcdspec.cli.main import run
+from etcdspec.spec.loader import SPEC_DIR, SPEC_NAMES
 
 
 def test_prove_mvcc_and_lease_exit_0(capsys: pytest.CaptureFixture[str]) -> None:
@@ -129,6 +130,20 @@ def test_list_mutations(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     for name in ("figure8", "two_votes", "no_truncation", "stale_append"):
         assert f"raft: {name}" in out
+
+
+def test_every_shipped_spec_is_accepted_by_its_built_in_name(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    shipped = sorted(p.stem for p in SPEC_DIR.glob("*.spec"))
+    assert sorted(SPEC_NAMES) == shipped
+    assert {"raft_steps", "raft_member"} <= set(SPEC_NAMES)
+    assert run(["prove", *SPEC_NAMES, "--list-mutations"]) == 0
+    out = capsys.readouterr().out
+    assert "raft_steps: vote_not_persisted (in crash)" in out
+    assert "raft_member: no_term_commit" in out
+    assert run(["prove", "--list-mutations"]) == 0  # the default set includes raft_steps
+    assert "raft_steps: second_vote (in grant_vote)" in capsys.readouterr().out
 
 
 def test_no_hints_proves_the_same_by_full_queries(capsys: pytest.CaptureFixture[str]) -> None:

@@ -55,7 +55,9 @@ def forged(loaded: LoadedSpec, prop: str, action: str, core: tuple[str, ...]) ->
     return Hints(loaded.name, (Hint(prop, action, core, fingerprint(spec, step, decl, core), 0),))
 
 
-@pytest.mark.parametrize("name", BUILTIN_SPECS)
+# Two whole proofs each: raft_steps' is left out for the suite's time (its sidecar is
+# checked below, its proof by the spec stage's test).
+@pytest.mark.parametrize("name", [n for n in BUILTIN_SPECS if n != "raft_steps"])
 def test_verdicts_and_obligations_are_the_same_with_and_without_hints(name: str) -> None:
     loaded = load_spec(name)
     hinted = prove(loaded, jobs=1)
@@ -71,7 +73,7 @@ def test_verdicts_and_obligations_are_the_same_with_and_without_hints(name: str)
         assert [r.route for r in parallel.results] == [r.route for r in hinted.results]
 
 
-@pytest.mark.parametrize("name", [*BUILTIN_SPECS, "spec/raft_steps.spec"])
+@pytest.mark.parametrize("name", BUILTIN_SPECS)
 def test_committed_sidecar_matches_the_spec_and_covers_every_z3_query(name: str) -> None:
     loaded = load_spec(str(SPEC_DIR / Path(name).name) if "/" in name else name)
     hints = load_hints(loaded)
