@@ -8,7 +8,9 @@ answers from the applied state on every member: a member that is down is still l
 with the name and client URLs it published, across restarts and snapshots. As etcd's
 publish, it runs on every start and retries until it succeeds or the member stops: an
 attempt that fails at once (no leader yet, leadership moving) is tried again after
-PUBLISH_RETRY_S; one that times out (REQUEST_TIMEOUT_S), at once.
+PUBLISH_RETRY_S; one not applied here within PUBLISH_ATTEMPT_S, at once (a proposal a
+follower forwards before its connection to the leader is up is lost; applying the same
+attributes twice changes nothing).
 
 Runs on the member's event loop, as a task of its own.
 """
@@ -28,6 +30,8 @@ from etcdspec.impl.server.config import MemberConfig
 
 # How long to wait before proposing again after an attempt refused at once.
 PUBLISH_RETRY_S = 0.1
+# How long one attempt may wait to be applied here before the next is proposed.
+PUBLISH_ATTEMPT_S = 1.0
 
 log = logging.getLogger("etcdspec.impl.server.publish")
 
@@ -61,7 +65,13 @@ async def publish_attributes(proposals: Proposer, config: MemberConfig) -> bool:
     while True:
         attempts += 1
         try:
-            await proposals.propose(attributes_request(config))
+            await asyncio.wait_for(proposals.propose(attributes_request(config)), PUBLISH_ATTEMPT_S)
+        except TimeoutError:
+            log.info(
+                "publishing local member to cluster through raft is taking long; proposing again",
+                extra={"attempt": attempts},
+            )
+            continue
         except RpcError as error:
             if error.kind is errors.STOPPED:
                 return False
