@@ -62,7 +62,8 @@ class MemberRecord:
 
     @property
     def started(self) -> bool:
-        """Whether the member has run and announced itself (etcd: a name is published)."""
+        """etcd's IsStarted: the member has a name (from --initial-cluster, or the one it
+        published through the log when it started)."""
         return bool(self.name)
 
     def to_json(self) -> dict[str, Any]:
