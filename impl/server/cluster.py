@@ -8,7 +8,10 @@ MoveLeader, and builds the response header every answer carries (cluster and mem
 revision, Raft term). It learns the leader from the Raft loop's soft state
 (`on_leader`), and the client URLs each peer announces in its hello from the peer
 transport (`on_peer_attributes`): where a request goes to the leader before the leader
-has published them.
+has published them. MemberList waits until this member has published its own
+(`published`), as etcd serves no client before it has (its ReadyNotify): a member just
+started lists itself with its client URLs, or answers nothing before the caller's
+deadline.
 
 Runs on the member's event loop.
 """
@@ -75,6 +78,8 @@ class ClusterView:
         self.leader_id = NONE
         self.peer_attributes: dict[int, dict[str, Any]] = {self.member_id: own_attributes(config)}
         self.changes: MembershipChanges | None = None  # set once the member has built it
+        # Set once this member's attributes, published through the log, are applied here.
+        self.published = asyncio.Event()
 
     def _changes(self) -> MembershipChanges:
         if self.changes is None:
@@ -148,6 +153,10 @@ class ClusterView:
     def members_pb(self) -> list[rpc_pb2.Member]:
         """The current members as etcd's answers list them."""
         return [record.to_pb() for record in self.members()]
+
+    async def wait_published(self) -> None:
+        """Return once this member's attributes are applied here (see the docstring)."""
+        await self.published.wait()
 
     def member_list(self) -> rpc_pb2.MemberListResponse:
         header = self.header()

@@ -319,9 +319,7 @@ class Member:
         if len(voters) == 1:
             driver.campaign()
         raft.request_pump()
-        self._publisher = asyncio.create_task(
-            publish_attributes(proposals, config), name="publish-attributes"
-        )
+        self._publisher = asyncio.create_task(self._publish(), name="publish-attributes")
 
     async def stop(self) -> None:
         if self._stopping:
@@ -361,6 +359,15 @@ class Member:
             self.trace.close()
         self.stopped.set()
         log.info("member stopped", extra={"member_id": f"{self.member_id:x}"})
+
+    async def _publish(self) -> bool:
+        """Publish this member's attributes (server.publish); the cluster view hears once
+        they are applied here."""
+        assert self.proposals is not None and self.cluster is not None
+        published = await publish_attributes(self.proposals, self.config)
+        if published:
+            self.cluster.published.set()
+        return published
 
     def _removed(self) -> None:
         """This member was removed from the cluster (it applied its removal, or a peer

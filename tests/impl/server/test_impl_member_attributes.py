@@ -9,7 +9,9 @@ The script: a learner added with MemberAdd is listed with no name and no client 
 serves no MemberList itself: a learner, it refuses it, as etcd's does); a
 snapshot saved then holds etcd's `members` bucket (the names of bootstrap only: etcd
 3.5.1 never writes published attributes there); then m3 stops, m1 and m2 restart, and
-both list every member, m3 with the name and client URL it published.
+both list every member, m3 with the name and client URL it published. And a member of
+--initial-cluster that never started is listed with the name --initial-cluster gave it
+and no client URLs (two of three members started), before and after a restart.
 """
 
 from __future__ import annotations
@@ -139,12 +141,44 @@ def _run(kind: str, directory: Path) -> dict[str, Any]:
     return seen
 
 
+def _run_unstarted(kind: str, directory: Path) -> dict[str, Any]:
+    """Two of three members of --initial-cluster started, listed; restarted, listed."""
+    seen: dict[str, Any] = {}
+    plan = launcher.plan_cluster(directory, 3, heartbeat_ms=50, election_ms=500)
+    labels = _labels(plan)
+    program = etcd_procs.program_for(kind)
+    started = [launcher.start_member(plan, m, program, state="new") for m in plan.members[:2]]
+    try:
+        for stage in ("two started", "two restarted"):
+            launcher.wait_ready(plan.endpoints[:2], timeout_s=DEADLINE_S)
+            seen[stage] = _wait_listing(
+                plan.endpoints[0], labels, lambda listing: sum(bool(m[2]) for m in listing) == 2
+            )
+            launcher.stop_members(started)
+            if stage == "two started":
+                started = [
+                    launcher.start_member(plan, m, program, state="existing")
+                    for m in plan.members[:2]
+                ]
+    finally:
+        launcher.stop_members(started)
+    return seen
+
+
 @pytest.fixture(scope="module")
 def seen(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     directory = tmp_path_factory.mktemp("member-attributes")
-    with ThreadPoolExecutor(len(KINDS)) as pool:
-        runs = {kind: pool.submit(_run, kind, directory / kind) for kind in KINDS}
-        return {kind: run.result() for kind, run in runs.items()}
+    # Every scenario on both targets at once: they mostly wait (etcd's 5 s health check).
+    scenarios = [(kind, run) for kind in KINDS for run in (_run, _run_unstarted)]
+    with ThreadPoolExecutor(len(scenarios)) as pool:
+        runs = [
+            (kind, pool.submit(run, kind, directory / f"{kind}-{run.__name__}"))
+            for kind, run in scenarios
+        ]
+        seen: dict[str, dict[str, Any]] = {kind: {} for kind in KINDS}
+        for kind, future in runs:
+            seen[kind].update(future.result())
+        return seen
 
 
 FOUR = [
@@ -190,4 +224,14 @@ def test_a_member_that_is_down_keeps_its_name_and_client_urls_across_restarts(
     assert m3 in ours["restarted etcdctl"]
     if "etcd" in seen:
         for stage in ("restarted, at m1.client", "restarted, at m2.client", "restarted etcdctl"):
+            assert ours[stage] == seen["etcd"][stage], stage
+
+
+def test_a_member_of_the_initial_cluster_never_started_is_listed_by_its_initial_name(
+    seen: dict[str, dict[str, Any]],
+) -> None:
+    ours = seen["ours"]
+    for stage in ("two started", "two restarted"):
+        assert ours[stage] == [*FOUR[:2], ("m3", ["m3.peer"], [], False)], stage
+        if "etcd" in seen:
             assert ours[stage] == seen["etcd"][stage], stage
