@@ -37,6 +37,7 @@ class ClusterServicer(rpc_pb2_grpc.ClusterServicer):
 
     @unary
     async def MemberList(self, request: rpc_pb2.MemberListRequest) -> rpc_pb2.MemberListResponse:
+        await self.cluster.wait_published()  # as etcd: not before its attributes are
         if request.linearizable:
             await self.reads.barrier()
         return self.cluster.member_list()

@@ -25,6 +25,8 @@ Contract:
   (`notify(revision, events)`) only after the commit, so no watcher ever sees a change
   that could still be rolled back.
 - An empty `data` (the leader's no-op entry) only advances the consistent index.
+- A member's published attributes (`cluster_member_attr_set`) set its name and client
+  URLs in its member record (kv.members), committed with the consistent index.
 - A NOSPACE alarm in the backend rejects puts, txns with a put and lease grants
   (quota.py); the proposal-time quota check is the server's (`BackendQuota.available`).
 - Not thread-safe: the server calls apply from one thread, in log order.
@@ -35,6 +37,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from google.protobuf import empty_pb2
 from google.protobuf.message import DecodeError, Message
 
 from etcdspec.impl import errors
@@ -43,6 +46,7 @@ from etcdspec.impl.kv.auth_store import AuthStore
 from etcdspec.impl.kv.auth_tokens import AuthInfo
 from etcdspec.impl.kv.backend import Backend
 from etcdspec.impl.kv.lessor import Lessor
+from etcdspec.impl.kv.members import MemberTable
 from etcdspec.impl.kv.mvcc import Event, KVStore, put_run
 from etcdspec.impl.kv.quota import BackendQuota
 from etcdspec.impl.kv.watch_hub import WatchHub
@@ -319,6 +323,8 @@ class Applier:
             return self._lease_grant(req.lease_grant, index)
         if kind == "lease_revoke":
             return self._lease_revoke(req.lease_revoke)
+        if kind == "cluster_member_attr_set":
+            return self._member_attributes(req.cluster_member_attr_set), 0, [], []
         return self._alarm(req.alarm)
 
     def _check_permission(
@@ -435,6 +441,15 @@ class Applier:
             events,
             [lambda: self.lessor.revoke(lease_id)],
         )
+
+    def _member_attributes(self, request: raft_internal_pb2.ClusterMemberAttrSetRequest) -> Message:
+        """A member's published name and client URLs, set in its record (a member removed
+        or unknown: nothing changes, as etcd skips them)."""
+        attributes = request.member_attributes
+        MemberTable(self.backend).publish(
+            request.member_ID, attributes.name, tuple(attributes.client_urls)
+        )
+        return empty_pb2.Empty()
 
     def _alarm(self, alarm: rpc_pb2.AlarmRequest) -> _Apply:
         resp = rpc_pb2.AlarmResponse()

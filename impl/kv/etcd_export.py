@@ -16,8 +16,9 @@ serves the same keys, revisions and leases:
   the records our auth store keeps already marshaled (bcrypt hashes included);
 - `members`: member id (lowercase hex, etcd's types.ID) -> the member as etcd 3.5.1's
   backend holds it, JSON in its field order with its omitempty fields: id, peerURLs,
-  isLearner (when a learner), name (set at bootstrap; an added member has none),
-  clientURLs (when known); `members_removed`: id -> "removed";
+  isLearner (when a learner), name (set at bootstrap; an added member has none; never
+  clientURLs, which etcd 3.5.1 publishes through its v2 store only);
+  `members_removed`: id -> "removed";
 - etcd's empty bucket alarm.
 A restore (etcdutl's, or ours) trims the members and makes a new cluster from its flags,
 as etcd's does; the members are in the file so that it holds what an etcd snapshot holds.
@@ -70,10 +71,10 @@ def member_json(record: MemberRecord) -> bytes:
     fields: dict[str, Any] = {"id": record.member_id, "peerURLs": list(record.peer_urls)}
     if record.listed_learner:
         fields["isLearner"] = True
-    if record.name:
-        fields["name"] = record.name
-    if record.client_urls:
-        fields["clientURLs"] = list(record.client_urls)
+    # etcd 3.5.1 publishes a member's attributes through its v2 store only: the bucket
+    # keeps the name of bootstrap and never client URLs.
+    if record.initial_name:
+        fields["name"] = record.initial_name
     return json.dumps(fields, separators=(",", ":")).encode()
 
 

@@ -12,8 +12,12 @@ on their proposer cannot both take effect if together they conflict.
 they are committed with the consistent index of the entry that changed them, survive a
 restart and travel in snapshots with the rest of the database. Removed members stay, as
 etcd's `members_removed` bucket, so that their ids are never reused. Only the log (and
-the identical bootstrap of a new cluster) writes them: a member's name and client URLs,
-which etcd publishes through the log, are learnt by the server from its peers' hellos.
+the identical bootstrap of a new cluster) writes them. A member's name and client URLs
+come from the log too: each member publishes them when it starts (etcd's
+ClusterMemberAttrSet), and `MemberTable.publish` applies that, so that every member
+lists them, a member that is down included, across restarts and in snapshots. The name
+--initial-cluster gave a member at bootstrap is kept apart (`initial_name`): it is the
+one etcd 3.5.1 keeps in its `members` bucket, where published attributes never go.
 
 Pure but for the backend calls; not thread-safe (the member's event loop).
 """
@@ -46,6 +50,10 @@ class MemberRecord:
     # etcd 3.5.1 lists a learner whose peer URLs were updated as a voter (see
     # `changed_members`); its Raft role stays learner (`is_learner`).
     listed_as_voter: bool = False
+    # The name --initial-cluster gave the member at bootstrap (etcd's members bucket
+    # keeps it; a member added later has none); `name` is the one listed: the initial
+    # name, or the one the member published.
+    initial_name: str = ""
 
     @property
     def listed_learner(self) -> bool:
@@ -54,7 +62,8 @@ class MemberRecord:
 
     @property
     def started(self) -> bool:
-        """Whether the member has run and announced itself (etcd: a name is published)."""
+        """etcd's IsStarted: the member has a name (from --initial-cluster, or the one it
+        published through the log when it started)."""
         return bool(self.name)
 
     def to_json(self) -> dict[str, Any]:
@@ -67,6 +76,7 @@ class MemberRecord:
         }
         if self.listed_as_voter:
             data["listedAsVoter"] = True
+        data["initialName"] = self.initial_name
         return data
 
     @staticmethod
@@ -79,6 +89,9 @@ class MemberRecord:
                 client_urls=tuple(str(url) for url in data.get("clientURLs", [])),
                 is_learner=bool(data.get("isLearner", False)),
                 listed_as_voter=bool(data.get("listedAsVoter", False)),
+                # Records written before names were published through the log held
+                # the initial name only.
+                initial_name=str(data.get("initialName", data.get("name", ""))),
             )
         except (KeyError, TypeError, ValueError) as error:
             raise ValueError(f"not a member record: {data!r} ({error})") from error
@@ -226,6 +239,18 @@ class MemberTable:
                 self.backend.put_member_record(record.member_id, record.encode())
         self.backend.flush()
         return bool(known)
+
+    def publish(self, member_id: int, name: str, client_urls: tuple[str, ...]) -> bool:
+        """Set the attributes member `member_id` published (inside the caller's backend
+        transaction); whether it is a current member (etcd skips the attributes of a
+        removed member, and of one it does not know: they change nothing)."""
+        members, _ = self.all()
+        current = members.get(member_id)
+        if current is None:
+            return False
+        record = replace(current, name=name, client_urls=client_urls)
+        self.backend.put_member_record(member_id, record.encode())
+        return True
 
     def write(self, change: MemberChange) -> MemberRecord:
         """Write what `change` does (inside the caller's backend transaction); the record

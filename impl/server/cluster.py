@@ -1,11 +1,17 @@
 """What a member knows of its cluster and itself: the members, the leader, its status.
 
-`ClusterView` answers MemberList (the members the state machine records, seeded from
---initial-cluster and changed through the log, with the names and client URLs each
-announced in its peer hello), Maintenance.Status and MoveLeader, and builds the
-response header every answer carries (cluster and member id, revision, Raft term). It
-learns the leader from the Raft loop's soft state (`on_leader`) and the peers' attributes
-from the peer transport (`on_peer_attributes`).
+`ClusterView` answers MemberList from the applied state: the members the state machine
+records, seeded from --initial-cluster and changed through the log, with the names and
+client URLs each member published through the log (server.publish; a member added and
+not yet started has neither, as etcd lists it). It answers Maintenance.Status and
+MoveLeader, and builds the response header every answer carries (cluster and member id,
+revision, Raft term). It learns the leader from the Raft loop's soft state
+(`on_leader`), and the client URLs each peer announces in its hello from the peer
+transport (`on_peer_attributes`): where a request goes to the leader before the leader
+has published them. MemberList waits until this member has published its own
+(`published`), as etcd serves no client before it has (its ReadyNotify): a member just
+started lists itself with its client URLs, or answers nothing before the caller's
+deadline.
 
 Runs on the member's event loop.
 """
@@ -15,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any, Protocol
 
 from etcdspec.impl import errors
@@ -73,6 +78,8 @@ class ClusterView:
         self.leader_id = NONE
         self.peer_attributes: dict[int, dict[str, Any]] = {self.member_id: own_attributes(config)}
         self.changes: MembershipChanges | None = None  # set once the member has built it
+        # Set once this member's attributes, published through the log, are applied here.
+        self.published = asyncio.Event()
 
     def _changes(self) -> MembershipChanges:
         if self.changes is None:
@@ -106,7 +113,11 @@ class ClusterView:
         self.peer_attributes[from_id] = attributes
 
     def client_urls(self, member_id: int) -> list[str]:
-        """The client URLs `member_id` announced (none yet: an empty list)."""
+        """The client URLs `member_id` published, else those its hello announced (none
+        yet: an empty list)."""
+        for record in self.state.members().current():
+            if record.member_id == member_id and record.client_urls:
+                return list(record.client_urls)
         return [str(url) for url in self.peer_attributes.get(member_id, {}).get("client_urls", [])]
 
     def header(self) -> rpc_pb2.ResponseHeader:
@@ -125,18 +136,9 @@ class ClusterView:
         return header
 
     def members(self) -> list[MemberRecord]:
-        """The current members, by id: the records, with the name and client URLs each
-        member announced in its hello (none yet: empty, as etcd lists an unstarted one)."""
-        listed = []
-        for record in self.state.members().current():
-            attributes = self.peer_attributes.get(record.member_id)
-            if attributes is None:  # not heard from: as etcd lists an unstarted member
-                listed.append(replace(record, name="", client_urls=()))
-                continue
-            name = str(attributes.get("name", ""))
-            client_urls = tuple(str(u) for u in attributes.get("client_urls", []))
-            listed.append(replace(record, name=name, client_urls=client_urls))
-        return listed
+        """The current members, by id, as the applied records hold them: a member's name
+        (from --initial-cluster, or published) and the client URLs it published."""
+        return self.state.members().current()
 
     def is_learner(self) -> bool:
         """Whether this member is a learner of the Raft configuration now."""
@@ -151,6 +153,10 @@ class ClusterView:
     def members_pb(self) -> list[rpc_pb2.Member]:
         """The current members as etcd's answers list them."""
         return [record.to_pb() for record in self.members()]
+
+    async def wait_published(self) -> None:
+        """Return once this member's attributes are applied here (see the docstring)."""
+        await self.published.wait()
 
     def member_list(self) -> rpc_pb2.MemberListResponse:
         header = self.header()

@@ -8,7 +8,8 @@ linearizable reads (server.reads), leases (server.leases), what it knows of its 
 (server.cluster), snapshots (server.snapshots), the peer transport (server.peer), the
 client API's gRPC server over those parts (etcdspec.impl.api), the metrics endpoint, the
 ticker and the trace. It decides only which part hears of what: a peer's frame goes to
-the driver; a change of leader to the reads, the leases and the cluster view.
+the driver; a change of leader to the reads, the leases and the cluster view. Once
+started, it publishes its name and client URLs through the log (server.publish).
 
 A client write is acknowledged only after its entry is committed (durable on a quorum)
 and applied here; serializable reads read the local state machine at once. Failpoints
@@ -49,6 +50,7 @@ from etcdspec.impl.server.membership import Membership
 from etcdspec.impl.server.metrics import Metrics, MetricsServer
 from etcdspec.impl.server.peer import PeerTransport
 from etcdspec.impl.server.proposals import Proposals
+from etcdspec.impl.server.publish import publish_attributes
 from etcdspec.impl.server.pump import PumpSettings
 from etcdspec.impl.server.raft_loop import RaftLoop
 from etcdspec.impl.server.reads import ReadIndexQueue
@@ -78,7 +80,12 @@ def peer_address(record: MemberRecord) -> tuple[str, int]:
 def initial_members(config: MemberConfig) -> list[MemberRecord]:
     """The members of a new cluster, as --initial-cluster names them."""
     return [
-        MemberRecord(member_id=peer.member_id, name=peer.name, peer_urls=(peer.peer.url,))
+        MemberRecord(
+            member_id=peer.member_id,
+            name=peer.name,
+            peer_urls=(peer.peer.url,),
+            initial_name=peer.name,
+        )
         for peer in config.peers
     ]
 
@@ -119,6 +126,7 @@ class Member:
         self.failure: str | None = None
         self.stopped = asyncio.Event()
         self._ticker: asyncio.Task[None] | None = None
+        self._publisher: asyncio.Task[bool] | None = None
         self._stopping = False
         self._removed_seen = False
 
@@ -311,6 +319,7 @@ class Member:
         if len(voters) == 1:
             driver.campaign()
         raft.request_pump()
+        self._publisher = asyncio.create_task(self._publish(), name="publish-attributes")
 
     async def stop(self) -> None:
         if self._stopping:
@@ -322,7 +331,7 @@ class Member:
         if self.applying is not None:
             self.applying.stop()
         pump_task = self.raft.stop() if self.raft is not None else None
-        tasks = [task for task in (self._ticker, pump_task) if task is not None]
+        tasks = [task for task in (self._ticker, self._publisher, pump_task) if task is not None]
         for task in tasks:
             task.cancel()
         for task in tasks:
@@ -350,6 +359,15 @@ class Member:
             self.trace.close()
         self.stopped.set()
         log.info("member stopped", extra={"member_id": f"{self.member_id:x}"})
+
+    async def _publish(self) -> bool:
+        """Publish this member's attributes (server.publish); the cluster view hears once
+        they are applied here."""
+        assert self.proposals is not None and self.cluster is not None
+        published = await publish_attributes(self.proposals, self.config)
+        if published:
+            self.cluster.published.set()
+        return published
 
     def _removed(self) -> None:
         """This member was removed from the cluster (it applied its removal, or a peer

@@ -229,6 +229,11 @@ FIELD_NUMBERS = [
     (raft_internal_pb2.InternalRaftRequest, "auth_role_add", 1200),
     (raft_internal_pb2.InternalRaftRequest, "auth_role_revoke_permission", 1204),
     (raft_internal_pb2.InternalAuthenticateRequest, "simple_token", 3),
+    (raft_internal_pb2.InternalRaftRequest, "cluster_member_attr_set", 1301),
+    (raft_internal_pb2.ClusterMemberAttrSetRequest, "member_ID", 1),
+    (raft_internal_pb2.ClusterMemberAttrSetRequest, "member_attributes", 2),
+    (raft_internal_pb2.MemberAttributes, "name", 1),
+    (raft_internal_pb2.MemberAttributes, "client_urls", 2),
 ]
 
 

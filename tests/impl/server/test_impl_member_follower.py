@@ -27,6 +27,7 @@ from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
 from etcdspec.impl.raft import codec as raft_codec
 from etcdspec.impl.raft.messages import Entry, Message, MessageType
 from etcdspec.impl.server import apply as apply_module
+from etcdspec.impl.server import member as member_module
 from etcdspec.impl.server.apply import APPLY_DEFER_S
 from etcdspec.impl.server.config import MemberConfig
 from etcdspec.impl.server.member import Member
@@ -161,6 +162,14 @@ def test_a_follower_applies_at_its_turn_before_a_client_call_or_on_its_timer(
 
     def turn(index: int) -> bool:
         return index % len(voters) == rank
+
+    async def no_publish(*_args: object) -> bool:
+        return False
+
+    # The member publishes its attributes when it starts; the leader played here never
+    # commits that proposal, which would wait here throughout, and a proposal waiting
+    # here makes the follower apply at once: not the case this test is about.
+    monkeypatch.setattr(member_module, "publish_attributes", no_publish)
 
     async def scenario() -> None:
         member = Member(config)
