@@ -70,6 +70,7 @@ from dataclasses import replace
 from typing import Any
 
 from etcdspec.checker.budget import UNBOUNDED, Budget, BudgetClock, OutOfBudget
+from etcdspec.checker.compiled_search import compiled_entry_search
 from etcdspec.checker.entry_search import EntryProgress, entry_search
 from etcdspec.checker.gc_pause import paused_gc
 from etcdspec.checker.history import Operation
@@ -654,8 +655,14 @@ class _Search:
         model = self.model
         overridden = type(model).info_state_possible is not CheckModel.info_state_possible
         progress = self.progress
+        compiled = None
+        if not overridden:
+            compiled = compiled_entry_search(
+                model, self.items, self.clock.budget.seed, self.clock, progress,
+                SLICE_STEPS, _CHECK_EVERY,
+            )  # fmt: skip
         try:
-            outcome = yield from entry_search(
+            outcome = yield from compiled or entry_search(
                 self.items,
                 model.init(),
                 [model.stepper(p) for p in self.items],
@@ -673,7 +680,8 @@ class _Search:
             self.steps = progress.steps
             return self.unfinished(
                 f"{out.reason} after placing {progress.placed} of {len(self.items)} operations "
-                f"({self.steps} steps, {len(self.entry_memo)} configurations)",
+                f"({self.steps} steps, "
+                f"{max(len(self.entry_memo), progress.configurations)} configurations)",
                 time.monotonic() - start,
             )
         self.steps = progress.steps

@@ -19,6 +19,7 @@ import json
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
+from etcdspec.checker.compiled_search import READ, SET, TRANSFORM
 from etcdspec.checker.history import Operation
 from etcdspec.checker.models import (
     CheckModel,
@@ -69,6 +70,21 @@ class KvModel(CheckModel):
         if f == "put":
             return lambda state: hit
         return lambda state: [(state or "") + arg]
+
+    def flat_ops(
+        self, items: Sequence[PreparedOp]
+    ) -> tuple[list[int], list[Hashable], list[Hashable]] | None:
+        kind_of = {"get": READ, "put": SET, "append": TRANSFORM}
+        kinds: list[int] = []
+        a: list[Hashable] = []
+        for prepared in items:
+            _, f, arg = prepared.payload
+            kinds.append(kind_of[f])
+            a.append(arg)
+        return kinds, a, [None] * len(items)
+
+    def transform(self, arg: Any, state: Any) -> Any:
+        return (state or "") + arg
 
     def impossible(self, ops: Sequence[PreparedOp]) -> list[tuple[int, str]]:
         """Gets of a value no write invoked before the get returned can leave: it is

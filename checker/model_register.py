@@ -19,6 +19,7 @@ import json
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
+from etcdspec.checker.compiled_search import CAS, READ, SET
 from etcdspec.checker.history import Operation
 from etcdspec.checker.models import (
     CheckModel,
@@ -74,6 +75,24 @@ class RegisterModel(CheckModel):
         old, new = arg
         swapped = [new]
         return lambda state: swapped if state == old else ()
+
+    def flat_ops(
+        self, items: Sequence[PreparedOp]
+    ) -> tuple[list[int], list[Hashable], list[Hashable]] | None:
+        kinds: list[int] = []
+        a: list[Hashable] = []
+        b: list[Hashable] = []
+        for prepared in items:
+            _, f, arg = prepared.payload
+            if f == "cas":
+                kinds.append(CAS)
+                a.append(arg[0])
+                b.append(arg[1])
+            else:
+                kinds.append(READ if f == "read" else SET)
+                a.append(arg)
+                b.append(None)
+        return kinds, a, b
 
     def impossible(self, ops: Sequence[PreparedOp]) -> list[tuple[int, str]]:
         """Reads of a value no write or cas invoked before the read returned writes."""

@@ -86,6 +86,18 @@ class CheckModel:
     def step(self, state: Any, prepared: PreparedOp) -> list[Any]:
         raise TypeError(f"{type(self).__name__} must define step()")
 
+    def flat_ops(
+        self, items: Sequence[PreparedOp]
+    ) -> tuple[list[int], list[Hashable], list[Hashable]] | None:
+        """The operations as the compiled search core reads them (checker/
+        compiled_search.py): kinds (READ, SET, CAS, TRANSFORM) and the two arguments of
+        each; None (the default): this model has no flat form, the pure loop runs."""
+        return None
+
+    def transform(self, arg: Any, state: Any) -> Any:
+        """The next state of a TRANSFORM operation with argument `arg` (flat_ops)."""
+        raise TypeError(f"{type(self).__name__} has no TRANSFORM operations")
+
     def stepper(self, prepared: PreparedOp) -> Callable[[Any], Sequence[Any]]:
         """`step` for one operation, as a function of the state: what the search's hot
         loop calls. Models override it with a closure over the decoded payload (no
