@@ -67,6 +67,7 @@ import random
 import time
 from collections.abc import Generator, Hashable, Iterator, Mapping, Sequence
 from dataclasses import replace
+from functools import cached_property
 from typing import Any
 
 from etcdspec.checker.budget import UNBOUNDED, Budget, BudgetClock, OutOfBudget
@@ -248,16 +249,8 @@ class _Search:
         self.name = name
         self.clock = clock
         self.seen_elsewhere = seen_elsewhere
-        rng = random.Random(clock.budget.seed)
-        self.zob = [rng.getrandbits(128) for _ in items]
         self.placed = bytearray(len(items))
         self.is_ok = [p.op.type == "ok" for p in items]
-        self.call = [p.op.call for p in items]
-        rets = [p.op.ret or 0 for p in items]
-        self.ok_by_ret = sorted(
-            (i for i, p in enumerate(items) if p.op.ret is not None), key=rets.__getitem__
-        )
-        self.by_call = sorted(range(len(items)), key=self.call.__getitem__)
         self.memo: set[tuple[int, Hashable]] = set()
         # entry_search's memo: (ok operations' hash, state) -> info sets placed there
         self.entry_memo: dict[tuple[int, Hashable], list[int]] = {}
@@ -268,6 +261,28 @@ class _Search:
         self.hinted = model.revision(init) is not None
         if self.hinted:
             self._index_revisions()
+
+    # The search's tables, built when first used (the compiled core needs none of them
+    # unless it has a failure to describe).
+    @cached_property
+    def zob(self) -> list[int]:
+        rng = random.Random(self.clock.budget.seed)
+        return [rng.getrandbits(128) for _ in self.items]
+
+    @cached_property
+    def call(self) -> list[int]:
+        return [p.op.call for p in self.items]
+
+    @cached_property
+    def ok_by_ret(self) -> list[int]:
+        rets = [p.op.ret or 0 for p in self.items]
+        return sorted(
+            (i for i, p in enumerate(self.items) if p.op.ret is not None), key=rets.__getitem__
+        )
+
+    @cached_property
+    def by_call(self) -> list[int]:
+        return sorted(range(len(self.items)), key=self.call.__getitem__)
 
     # -- revision hints -------------------------------------------------------------
     def _index_revisions(self) -> None:
@@ -550,24 +565,44 @@ class _Search:
 
     def search(self) -> Generator[None, None, PartitionResult]:
         """The search, yielding after each SLICE_STEPS steps (a turn) and returning its
-        result; the PartitionResult's seconds are wall time from the first turn."""
+        result; the PartitionResult's seconds are wall time from the first turn.
+
+        The cuts' verdicts are the same whenever they are computed: an `impossible` read
+        refutes the partition at once (no steps, no prefix), an `overwritten` one after
+        the first turn. Both are sound, so a partition linearized in its first turn has
+        neither; models without revision hints (register, kv) therefore run the first
+        turn before sweeping for them, and skip the sweeps when it linearizes."""
         start = time.monotonic()
-        doomed = self.model.impossible(self.items)
-        if doomed:
-            return self._refuted_at_once(*doomed[0], time.monotonic() - start)
-        full = self.frame_search(start) if self.hinted else self.entry_search(start)
-        stale = self.model.overwritten(self.items)
-        if not stale:
-            return (yield from full)
-        # A read the model shows was overwritten refutes the partition; the search has
-        # its first turn to do so itself, with the deepest configuration for the report.
+        if self.hinted:
+            doomed = self.model.impossible(self.items)
+            if doomed:
+                return self._refuted_at_once(*doomed[0], time.monotonic() - start, steps=0)
+            full = self.frame_search(start)
+        else:
+            full = self.entry_search(start)
         try:
             next(full)
         except StopIteration as done:
             decided: PartitionResult = done.value
+            if self.hinted or decided.verdict is Verdict.TRUE:
+                return decided
+            doomed = self.model.impossible(self.items)
+            if doomed:
+                return self._refuted_at_once(*doomed[0], time.monotonic() - start, steps=0)
             return decided
-        full.close()
-        return self._refuted_at_once(*stale[0], time.monotonic() - start)
+        if not self.hinted:
+            doomed = self.model.impossible(self.items)
+            if doomed:
+                full.close()
+                return self._refuted_at_once(*doomed[0], time.monotonic() - start, steps=0)
+        stale = self.model.overwritten(self.items)
+        if stale:
+            # A read the model shows was overwritten refutes the partition; the search
+            # had its first turn to do so itself, with the deepest configuration.
+            full.close()
+            return self._refuted_at_once(*stale[0], time.monotonic() - start)
+        yield  # the end of the first turn
+        return (yield from full)
 
     def frame_search(self, start: float) -> Generator[None, None, PartitionResult]:
         """The search with a generator of candidates per frame: every model (the only one
@@ -726,10 +761,13 @@ class _Search:
             if is_ok[i] and not step(frame.state, items[i])
         ]
 
-    def _refuted_at_once(self, i: int, why: str, seconds: float) -> PartitionResult:
+    def _refuted_at_once(
+        self, i: int, why: str, seconds: float, steps: int | None = None
+    ) -> PartitionResult:
         """The partition refuted without a search (or with a search cut short): no state
-        the partition can reach gives op `i`'s response."""
-        self.steps = max(self.steps, self.progress.steps)
+        the partition can reach gives op `i`'s response. `steps`: the count to report
+        (default: the steps searched)."""
+        self.steps = max(self.steps, self.progress.steps) if steps is None else steps
         op = self.items[i].op
         failure = Failure(
             partition=self.name,
