@@ -124,14 +124,7 @@ def _check(
     allow_empty: bool,
 ) -> LinearizabilityResult:
     clock = BudgetClock(budget)
-    prepared: list[PreparedOp] = []
-    dropped = 0
-    for op in operations:
-        item = model.prepare(op)
-        if item is None:
-            dropped += 1
-        else:
-            prepared.append(item)
+    prepared, dropped = model.prepare_all(operations)
     next_id = max((op.id for op in operations), default=-1) + 1
     synthetic = model.synthetic_ops(prepared, next_id)
     prepared.extend(synthetic)

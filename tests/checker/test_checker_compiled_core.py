@@ -221,3 +221,54 @@ def test_a_bad_core_choice_says_what_to_choose(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv(compiled_search.CORE_ENV, "fast")
     with pytest.raises(ValueError, match="choose one of auto, pure, compiled"):
         compiled_search.core_choice()
+
+
+_ODD_VALUES = st.one_of(
+    st.none(),
+    st.integers(-2, 2),
+    st.booleans(),
+    st.text("ab", max_size=2),
+    st.lists(st.integers(0, 2), max_size=3),
+    st.dictionaries(st.sampled_from(["key", "value", "other"]), st.integers(0, 2), max_size=3),
+    st.fixed_dictionaries({"key": st.sampled_from(["a", 1]), "value": st.integers(0, 2)}),
+    st.fixed_dictionaries({"key": st.sampled_from(["a", 1]), "value": st.text("ab")}),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    model=st.sampled_from(["register", "kv"]),
+    shapes=st.lists(
+        st.tuples(
+            st.sampled_from(["ok", "info", "fail"]),
+            st.sampled_from(["read", "write", "cas", "get", "put", "append", "nope"]),
+            _ODD_VALUES,
+            _ODD_VALUES,
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+)
+def test_prepare_all_is_prepare_of_each(
+    model: str, shapes: list[tuple[str, str, Any, Any]]
+) -> None:
+    """The models' inline `prepare_all` gives what `prepare` gives, errors included."""
+    checked = get_model(model)
+    ops = [
+        Operation(i, i, f, request, kind, response, 2 * i, 2 * i + 1, 0, 0, 2 * i, 2 * i + 1)
+        for i, (kind, f, request, response) in enumerate(shapes)
+    ]
+
+    def one_by_one() -> tuple[list[Any], int]:
+        items = [checked.prepare(op) for op in ops]
+        return [p for p in items if p is not None], sum(1 for p in items if p is None)
+
+    try:
+        expected: Any = one_by_one()
+    except ValueError as error:
+        expected = str(error)
+    try:
+        got: Any = checked.prepare_all(ops)
+    except ValueError as error:
+        got = str(error)
+    assert got == expected
