@@ -100,17 +100,20 @@ def compiled_entry_search(
     if flat is None:
         return None
     kinds, a_values, b_values = flat
-    ids: dict[Any, int] = {}
+    init = model.init()
     try:
-        init = model.init()
-        a = [ids.setdefault(v, len(ids)) for v in a_values]
-        b = [ids.setdefault(v, len(ids)) for v in b_values]
-        init_id = ids.setdefault(init, len(ids))
+        # One key per value, the first object met (dict keys compare with ==).
+        values = list(dict.fromkeys([init, *a_values, *b_values]))
     except TypeError:  # an unhashable value: the pure loop compares it as it is
         return None
-    values = list(ids)  # ids are insertion indices
-    if any(v != v for v in values):  # NaN: not equal to itself, so not internable
+    if any([v != v for v in values]):  # NaN: not equal to itself, so not internable
         return None
+    ids = dict(zip(values, range(len(values)), strict=True))
+    a = list(map(ids.__getitem__, a_values))
+    b = list(map(ids.__getitem__, b_values))
+    init_id = 0
+
+    ops = [p[0] for p in items]
 
     def transform(arg: int, state: int) -> int:
         new = model.transform(values[arg], values[state])
@@ -124,9 +127,9 @@ def compiled_entry_search(
         bytes(kinds),
         a,
         b,
-        bytes(p.op.type == "ok" for p in items),
-        [p.op.call for p in items],
-        [p.op.ret for p in items],
+        bytes([op.type == "ok" for op in ops]),
+        [op.call for op in ops],
+        [op.ret for op in ops],
         init_id,
         seed & 0xFFFFFFFFFFFFFFFF,
         transform,

@@ -718,7 +718,7 @@ class _Search:
                 self.name,
                 Verdict.TRUE,
                 len(self.items),
-                tuple(self.items[i].op.id for i in outcome.order),
+                tuple([self.items[i].op.id for i in outcome.order]),
                 outcome.state,
                 None,
                 "",

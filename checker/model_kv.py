@@ -30,6 +30,8 @@ from etcdspec.checker.models import (
     reads_and_writes_before,
 )
 
+_FLAT_KIND = {"get": READ, "put": SET, "append": TRANSFORM}  # flat_ops' kinds
+
 
 class KvModel(CheckModel):
     name = "kv"
@@ -108,14 +110,13 @@ class KvModel(CheckModel):
     def flat_ops(
         self, items: Sequence[PreparedOp]
     ) -> tuple[list[int], list[Hashable], list[Hashable]] | None:
-        kind_of = {"get": READ, "put": SET, "append": TRANSFORM}
-        kinds: list[int] = []
-        a: list[Hashable] = []
-        for prepared in items:
-            _, f, arg = prepared.payload
-            kinds.append(kind_of[f])
-            a.append(arg)
-        return kinds, a, [None] * len(items)
+        payloads = [p[1] for p in items]
+        kind_of = _FLAT_KIND
+        return (
+            [kind_of[payload[1]] for payload in payloads],
+            [payload[2] for payload in payloads],
+            [None] * len(items),
+        )
 
     def transform(self, arg: Any, state: Any) -> Any:
         return (state or "") + arg

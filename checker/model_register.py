@@ -32,6 +32,7 @@ from etcdspec.checker.models import (
 
 _NO_KEY = ""
 _KEYED = frozenset({"key", "value"})  # the fields of a keyed value
+_FLAT_KIND = {"read": READ, "write": SET, "cas": CAS}  # flat_ops' kinds
 _MALFORMED = object()  # prepare_all: a keyed value prepare must reject
 
 
@@ -131,19 +132,10 @@ class RegisterModel(CheckModel):
     def flat_ops(
         self, items: Sequence[PreparedOp]
     ) -> tuple[list[int], list[Hashable], list[Hashable]] | None:
-        kinds: list[int] = []
-        a: list[Hashable] = []
-        b: list[Hashable] = []
-        for prepared in items:
-            _, f, arg = prepared.payload
-            if f == "cas":
-                kinds.append(CAS)
-                a.append(arg[0])
-                b.append(arg[1])
-            else:
-                kinds.append(READ if f == "read" else SET)
-                a.append(arg)
-                b.append(None)
+        payloads = [p[1] for p in items]
+        kinds = [_FLAT_KIND[payload[1]] for payload in payloads]
+        a = [arg[0] if f == "cas" else arg for _, f, arg in payloads]
+        b = [arg[1] if f == "cas" else None for _, f, arg in payloads]
         return kinds, a, b
 
     def impossible(self, ops: Sequence[PreparedOp]) -> list[tuple[int, str]]:
