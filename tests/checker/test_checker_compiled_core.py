@@ -235,7 +235,7 @@ _ODD_VALUES = st.one_of(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(
     model=st.sampled_from(["register", "kv"]),
     shapes=st.lists(
@@ -272,3 +272,20 @@ def test_prepare_all_is_prepare_of_each(
     except ValueError as error:
         got = str(error)
     assert got == expected
+
+
+def test_without_the_extension_the_pure_loop_checks_and_compiled_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ops = list(
+        build_history(
+            simulate_register(3, ops=200, processes=5, info_rate=0.1, fault="stale_read")
+        ).operations
+    )
+    monkeypatch.setenv(compiled_search.CORE_ENV, "compiled")
+    built = _whole(check_linearizable(get_model("register"), ops))
+    monkeypatch.setattr(compiled_search, "_wgl", None)
+    with pytest.raises(compiled_search.CoreUnavailable, match="not built"):
+        check_linearizable(get_model("register"), ops)
+    monkeypatch.setenv(compiled_search.CORE_ENV, "auto")
+    assert _whole(check_linearizable(get_model("register"), ops)) == built
