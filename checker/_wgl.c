@@ -651,8 +651,12 @@ static PyTypeObject SearchType = {
     .tp_getset = Search_getset,
 };
 
-static struct PyModuleDef wgl_module = {PyModuleDef_HEAD_INIT, "_wgl",
-                                        "The compiled search core (checker/_wgl.c).", -1, NULL};
+static struct PyModuleDef wgl_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "_wgl",
+    .m_doc = "The compiled search core (checker/_wgl.c).",
+    .m_size = -1,
+};
 
 PyMODINIT_FUNC PyInit__wgl(void) {
     if (PyType_Ready(&SearchType) < 0)

@@ -23,7 +23,9 @@ Contract:
 - Before a partition's search, the model may name ok operations no reachable state
   answers so (`CheckModel.impossible`: a read of a value no write invoked before it
   returned can leave); the first of them refutes the partition at once, with no
-  linearizable prefix to show. Reads the model shows were surely overwritten
+  linearizable prefix to show (register and kv: swept for only when the partition's
+  first turn does not linearize it; sound cuts, so the verdicts and reports are the
+  same). Reads the model shows were surely overwritten
   (`CheckModel.overwritten`: every write that could leave the value was followed by an
   ok write that returned before the read was invoked) refute it too, but only after the
   search's first turn, which may decide it with a full report.
@@ -32,7 +34,9 @@ Contract:
   configuration whose placed info operations include those of a configuration already
   searched with the same ok operations and state (it can do nothing more: info
   operations bound nobody and may stay unplaced); tests/checker/
-  test_checker_entry_search.py compares its verdicts with the generic loop's.
+  test_checker_entry_search.py compares its verdicts with the generic loop's. When
+  the C extension is built, checker/compiled_search.py runs that loop compiled, with
+  the same results (ETCDSPEC_CHECKER_CORE=pure: the Python loop).
 - Revision cuts (models with revision hints, i.e. etcd): an ok operation is a candidate
   only when the state's revision is one its response allows; revisions only grow, so
   a step that passes the last revision an unplaced ok operation allows is cut at once;
