@@ -198,6 +198,8 @@ class RegisterModel(CheckModel):
         return "a write always succeeds"
 
     def partitions(self, ops: Sequence[PreparedOp]) -> dict[str, list[PreparedOp]] | None:
+        if {prepared[1][0] for prepared in ops} == {_NO_KEY}:
+            return None  # a plain register: one partition (a set comprehension is cheap)
         parts: dict[str, list[PreparedOp]] = {}
         for prepared in ops:
             parts.setdefault(prepared.payload[0], []).append(prepared)
