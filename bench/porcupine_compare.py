@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from etcdspec.checker.budget import Budget
+from etcdspec.checker.compiled_search import CORE_ENV, compiled_available, core_choice
 from etcdspec.checker.history import (
     History,
     HistoryBuilder,
@@ -295,11 +296,23 @@ class Outcome:
         return self.verdict in ("true", "false")
 
 
-def check_ours(model: str, operations: Sequence[Operation], timeout_s: float) -> Outcome:
-    gc.collect()  # the previous history's garbage is not this one's cost
-    start, start_cpu = time.perf_counter(), time.process_time()
-    result = check_linearizable(get_model(model), operations, Budget(timeout_s=timeout_s))
-    seconds, cpu = time.perf_counter() - start, time.process_time() - start_cpu
+def check_ours(
+    model: str, operations: Sequence[Operation], timeout_s: float, core: str | None = None
+) -> Outcome:
+    """Our check of one history; `core`: ETCDSPEC_CHECKER_CORE for it (None: as set)."""
+    saved = os.environ.get(CORE_ENV)
+    if core is not None:
+        os.environ[CORE_ENV] = core
+    try:
+        gc.collect()  # the previous history's garbage is not this one's cost
+        start, start_cpu = time.perf_counter(), time.process_time()
+        result = check_linearizable(get_model(model), operations, Budget(timeout_s=timeout_s))
+        seconds, cpu = time.perf_counter() - start, time.process_time() - start_cpu
+    finally:
+        if saved is None:
+            os.environ.pop(CORE_ENV, None)
+        else:
+            os.environ[CORE_ENV] = saved
     verdict = result.verdict.value
     note = ""
     if verdict == "unknown":
@@ -406,10 +419,17 @@ class Row:
     planted: str | None
     ours: Outcome
     theirs: Outcome | None
+    pure: Outcome | None = None  # ours with the pure-Python search (--pure)
 
     @property
     def disagrees(self) -> bool:
-        return (
+        pure_differs = (
+            self.pure is not None
+            and self.pure.decided
+            and self.ours.decided
+            and self.pure.verdict != self.ours.verdict
+        )
+        return pure_differs or (
             self.theirs is not None
             and self.ours.decided
             and self.theirs.decided
@@ -423,6 +443,7 @@ class Row:
             "planted": self.planted,
             "ours": asdict(self.ours),
             "porcupine": asdict(self.theirs) if self.theirs is not None else None,
+            "ours_pure": asdict(self.pure) if self.pure is not None else None,
             "disagree": self.disagrees,
         }
 
@@ -434,9 +455,12 @@ def run_set(
     maxprocs: int,
     keep: Path | None,
     progress: Callable[[str], None],
+    with_pure: bool = False,
 ) -> list[Row]:
-    ours = {}
+    ours, pure = {}, {}
     for item in histories:
+        if with_pure:  # alternating with the default core, history by history
+            pure[item.name] = check_ours(item.model, item.history.operations, timeout_s, "pure")
         ours[item.name] = check_ours(item.model, item.history.operations, timeout_s)
         progress(f"{item.name}: ours {ours[item.name].verdict} {ours[item.name].seconds:.3f} s")
     theirs: dict[str, Outcome] = {}
@@ -454,6 +478,7 @@ def run_set(
             item.planted,
             ours[item.name],
             theirs.get(item.name, missing) if porcupine.binary is not None else None,
+            pure.get(item.name),
         )
         for item in histories
     ]
@@ -471,9 +496,13 @@ class Summary:
     ratio: float | None  # sum of ours / sum of porcupine's, over histories both decided
     cpu_ratio: float | None
     median_ratio: float | None  # median per-history ratio, over histories both decided
+    median_cpu_ratio: float | None  # the same by CPU time
     ours_decided: int
     theirs_decided: int | None
     disagreements: tuple[str, ...]
+    pure_cpu_s: float | None = None  # --pure: ours with the pure-Python search
+    pure_cpu_ratio: float | None = None
+    pure_median_cpu_ratio: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"set": self.name, **{k: v for k, v in asdict(self).items() if k != "name"}}
@@ -491,6 +520,20 @@ def summarize(name: str, rows: Sequence[Row]) -> Summary:
         for r in both
         if r.theirs is not None and (x := ratio(r.ours.seconds, r.theirs.seconds)) is not None
     ]
+
+    def cpu_ratios(pick: Callable[[Row], Outcome | None]) -> list[float]:
+        found = []
+        for r in both:
+            mine = pick(r)
+            if r.theirs is not None and mine is not None:
+                x = ratio(mine.cpu_seconds, r.theirs.cpu_seconds)
+                if x is not None:
+                    found.append(x)
+        return found
+
+    per_cpu = cpu_ratios(lambda r: r.ours)
+    per_pure = cpu_ratios(lambda r: r.pure)
+    pure_rows = [r for r in both if r.pure is not None and r.theirs is not None]
     return Summary(
         name=name,
         histories=len(rows),
@@ -512,6 +555,15 @@ def summarize(name: str, rows: Sequence[Row]) -> Summary:
         if both
         else None,
         median_ratio=statistics.median(per) if per else None,
+        median_cpu_ratio=statistics.median(per_cpu) if per_cpu else None,
+        pure_cpu_s=sum(r.pure.cpu_seconds for r in rows if r.pure) if rows[0].pure else None,
+        pure_cpu_ratio=ratio(
+            sum(r.pure.cpu_seconds for r in pure_rows if r.pure),
+            sum(r.theirs.cpu_seconds for r in pure_rows if r.theirs),
+        )
+        if pure_rows
+        else None,
+        pure_median_cpu_ratio=statistics.median(per_pure) if per_pure else None,
         ours_decided=sum(r.ours.decided for r in rows),
         theirs_decided=sum(r.theirs.decided for r in rows if r.theirs) if have else None,
         disagreements=tuple(r.name for r in rows if r.disagrees),
@@ -537,6 +589,19 @@ def table(summaries: Sequence[Summary]) -> str:
             f"{_num(s.median_ratio, '.2f')}x | {s.ours_decided}/{s.histories} | "
             f"{theirs_decided} | {len(s.disagreements) or 'none'} |"
         )
+    lines += [
+        "",
+        "| set | ours Σ CPU s | pure Σ CPU s | porcupine Σ CPU s | CPU ratio: ours | "
+        "pure | median CPU ratio: ours | pure |",
+        "|" + "---|" * 8,
+    ]
+    for s in summaries:
+        lines.append(
+            f"| {s.name} | {s.ours_cpu_s:.3f} | {_num(s.pure_cpu_s, '.3f')} | "
+            f"{_num(s.theirs_cpu_s, '.3f')} | {_num(s.cpu_ratio, '.2f')}x | "
+            f"{_num(s.pure_cpu_ratio, '.2f')}x | {_num(s.median_cpu_ratio, '.2f')}x | "
+            f"{_num(s.pure_median_cpu_ratio, '.2f')}x |"
+        )
     return "\n".join(lines)
 
 
@@ -548,6 +613,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--go-maxprocs", type=int, default=1, help="GOMAXPROCS for porcupine")
     parser.add_argument("--sets", help="comma-separated set names to run (default: all)")
     parser.add_argument("--keep", type=Path, help="write the exported histories here")
+    parser.add_argument(
+        "--pure", action="store_true", help="also check each history with the pure-Python search"
+    )
     options = parser.parse_args(argv)
     porcupine = find_porcupine()
     if porcupine.binary is None:
@@ -567,7 +635,8 @@ def main(argv: list[str] | None = None) -> int:
     load = os.getloadavg()
     print(
         f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; timeout {options.timeout:g} s "
-        f"per check; porcupine GOMAXPROCS={options.go_maxprocs}",
+        f"per check; porcupine GOMAXPROCS={options.go_maxprocs}; our search core: "
+        f"{core_choice()} (compiled {'built' if compiled_available() else 'NOT built'})",
         file=sys.stderr,
     )
     summaries = []
@@ -579,6 +648,7 @@ def main(argv: list[str] | None = None) -> int:
             options.go_maxprocs,
             options.keep,
             lambda text: print(text, file=sys.stderr, flush=True),
+            options.pure,
         )
         summary = summarize(name, rows)
         summaries.append(summary)
@@ -588,8 +658,9 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(summary.to_json()), flush=True)
         for row in rows:
             if row.disagrees and row.theirs is not None:
+                pure = f", ours pure {row.pure.verdict}" if row.pure is not None else ""
                 print(
-                    f"VERDICT DISAGREEMENT on {row.name}: ours {row.ours.verdict}, "
+                    f"VERDICT DISAGREEMENT on {row.name}: ours {row.ours.verdict}{pure}, "
                     f"porcupine {row.theirs.verdict} (planted: {row.planted})",
                     file=sys.stderr,
                 )

@@ -46,6 +46,7 @@ class EntryProgress:
 
     steps: int = 0
     placed: int = 0
+    configurations: int = 0  # memo keys (kept by the compiled core, whose memo is its own)
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,9 @@ Contract:
 - Before a partition's search, the model may name ok operations no reachable state
   answers so (`CheckModel.impossible`: a read of a value no write invoked before it
   returned can leave); the first of them refutes the partition at once, with no
-  linearizable prefix to show. Reads the model shows were surely overwritten
+  linearizable prefix to show (register and kv: swept for only when the partition's
+  first turn does not linearize it; sound cuts, so the verdicts and reports are the
+  same). Reads the model shows were surely overwritten
   (`CheckModel.overwritten`: every write that could leave the value was followed by an
   ok write that returned before the read was invoked) refute it too, but only after the
   search's first turn, which may decide it with a full report.
@@ -32,7 +34,9 @@ Contract:
   configuration whose placed info operations include those of a configuration already
   searched with the same ok operations and state (it can do nothing more: info
   operations bound nobody and may stay unplaced); tests/checker/
-  test_checker_entry_search.py compares its verdicts with the generic loop's.
+  test_checker_entry_search.py compares its verdicts with the generic loop's. When
+  the C extension is built, checker/compiled_search.py runs that loop compiled, with
+  the same results (ETCDSPEC_CHECKER_CORE=pure: the Python loop).
 - Revision cuts (models with revision hints, i.e. etcd): an ok operation is a candidate
   only when the state's revision is one its response allows; revisions only grow, so
   a step that passes the last revision an unplaced ok operation allows is cut at once;
@@ -67,9 +71,11 @@ import random
 import time
 from collections.abc import Generator, Hashable, Iterator, Mapping, Sequence
 from dataclasses import replace
+from functools import cached_property
 from typing import Any
 
 from etcdspec.checker.budget import UNBOUNDED, Budget, BudgetClock, OutOfBudget
+from etcdspec.checker.compiled_search import compiled_entry_search
 from etcdspec.checker.entry_search import EntryProgress, entry_search
 from etcdspec.checker.gc_pause import paused_gc
 from etcdspec.checker.history import Operation
@@ -122,14 +128,7 @@ def _check(
     allow_empty: bool,
 ) -> LinearizabilityResult:
     clock = BudgetClock(budget)
-    prepared: list[PreparedOp] = []
-    dropped = 0
-    for op in operations:
-        item = model.prepare(op)
-        if item is None:
-            dropped += 1
-        else:
-            prepared.append(item)
+    prepared, dropped = model.prepare_all(operations)
     next_id = max((op.id for op in operations), default=-1) + 1
     synthetic = model.synthetic_ops(prepared, next_id)
     prepared.extend(synthetic)
@@ -247,16 +246,8 @@ class _Search:
         self.name = name
         self.clock = clock
         self.seen_elsewhere = seen_elsewhere
-        rng = random.Random(clock.budget.seed)
-        self.zob = [rng.getrandbits(128) for _ in items]
         self.placed = bytearray(len(items))
         self.is_ok = [p.op.type == "ok" for p in items]
-        self.call = [p.op.call for p in items]
-        rets = [p.op.ret or 0 for p in items]
-        self.ok_by_ret = sorted(
-            (i for i, p in enumerate(items) if p.op.ret is not None), key=rets.__getitem__
-        )
-        self.by_call = sorted(range(len(items)), key=self.call.__getitem__)
         self.memo: set[tuple[int, Hashable]] = set()
         # entry_search's memo: (ok operations' hash, state) -> info sets placed there
         self.entry_memo: dict[tuple[int, Hashable], list[int]] = {}
@@ -267,6 +258,28 @@ class _Search:
         self.hinted = model.revision(init) is not None
         if self.hinted:
             self._index_revisions()
+
+    # The search's tables, built when first used (the compiled core needs none of them
+    # unless it has a failure to describe).
+    @cached_property
+    def zob(self) -> list[int]:
+        rng = random.Random(self.clock.budget.seed)
+        return [rng.getrandbits(128) for _ in self.items]
+
+    @cached_property
+    def call(self) -> list[int]:
+        return [p.op.call for p in self.items]
+
+    @cached_property
+    def ok_by_ret(self) -> list[int]:
+        rets = [p.op.ret or 0 for p in self.items]
+        return sorted(
+            (i for i, p in enumerate(self.items) if p.op.ret is not None), key=rets.__getitem__
+        )
+
+    @cached_property
+    def by_call(self) -> list[int]:
+        return sorted(range(len(self.items)), key=self.call.__getitem__)
 
     # -- revision hints -------------------------------------------------------------
     def _index_revisions(self) -> None:
@@ -549,24 +562,44 @@ class _Search:
 
     def search(self) -> Generator[None, None, PartitionResult]:
         """The search, yielding after each SLICE_STEPS steps (a turn) and returning its
-        result; the PartitionResult's seconds are wall time from the first turn."""
+        result; the PartitionResult's seconds are wall time from the first turn.
+
+        The cuts' verdicts are the same whenever they are computed: an `impossible` read
+        refutes the partition at once (no steps, no prefix), an `overwritten` one after
+        the first turn. Both are sound, so a partition linearized in its first turn has
+        neither; models without revision hints (register, kv) therefore run the first
+        turn before sweeping for them, and skip the sweeps when it linearizes."""
         start = time.monotonic()
-        doomed = self.model.impossible(self.items)
-        if doomed:
-            return self._refuted_at_once(*doomed[0], time.monotonic() - start)
-        full = self.frame_search(start) if self.hinted else self.entry_search(start)
-        stale = self.model.overwritten(self.items)
-        if not stale:
-            return (yield from full)
-        # A read the model shows was overwritten refutes the partition; the search has
-        # its first turn to do so itself, with the deepest configuration for the report.
+        if self.hinted:
+            doomed = self.model.impossible(self.items)
+            if doomed:
+                return self._refuted_at_once(*doomed[0], time.monotonic() - start, steps=0)
+            full = self.frame_search(start)
+        else:
+            full = self.entry_search(start)
         try:
             next(full)
         except StopIteration as done:
             decided: PartitionResult = done.value
+            if self.hinted or decided.verdict is Verdict.TRUE:
+                return decided
+            doomed = self.model.impossible(self.items)
+            if doomed:
+                return self._refuted_at_once(*doomed[0], time.monotonic() - start, steps=0)
             return decided
-        full.close()
-        return self._refuted_at_once(*stale[0], time.monotonic() - start)
+        if not self.hinted:
+            doomed = self.model.impossible(self.items)
+            if doomed:
+                full.close()
+                return self._refuted_at_once(*doomed[0], time.monotonic() - start, steps=0)
+        stale = self.model.overwritten(self.items)
+        if stale:
+            # A read the model shows was overwritten refutes the partition; the search
+            # had its first turn to do so itself, with the deepest configuration.
+            full.close()
+            return self._refuted_at_once(*stale[0], time.monotonic() - start)
+        yield  # the end of the first turn
+        return (yield from full)
 
     def frame_search(self, start: float) -> Generator[None, None, PartitionResult]:
         """The search with a generator of candidates per frame: every model (the only one
@@ -654,8 +687,14 @@ class _Search:
         model = self.model
         overridden = type(model).info_state_possible is not CheckModel.info_state_possible
         progress = self.progress
+        compiled = None
+        if not overridden:
+            compiled = compiled_entry_search(
+                model, self.items, self.clock.budget.seed, self.clock, progress,
+                SLICE_STEPS, _CHECK_EVERY,
+            )  # fmt: skip
         try:
-            outcome = yield from entry_search(
+            outcome = yield from compiled or entry_search(
                 self.items,
                 model.init(),
                 [model.stepper(p) for p in self.items],
@@ -673,7 +712,8 @@ class _Search:
             self.steps = progress.steps
             return self.unfinished(
                 f"{out.reason} after placing {progress.placed} of {len(self.items)} operations "
-                f"({self.steps} steps, {len(self.entry_memo)} configurations)",
+                f"({self.steps} steps, "
+                f"{max(len(self.entry_memo), progress.configurations)} configurations)",
                 time.monotonic() - start,
             )
         self.steps = progress.steps
@@ -682,7 +722,7 @@ class _Search:
                 self.name,
                 Verdict.TRUE,
                 len(self.items),
-                tuple(self.items[i].op.id for i in outcome.order),
+                tuple([self.items[i].op.id for i in outcome.order]),
                 outcome.state,
                 None,
                 "",
@@ -718,10 +758,13 @@ class _Search:
             if is_ok[i] and not step(frame.state, items[i])
         ]
 
-    def _refuted_at_once(self, i: int, why: str, seconds: float) -> PartitionResult:
+    def _refuted_at_once(
+        self, i: int, why: str, seconds: float, steps: int | None = None
+    ) -> PartitionResult:
         """The partition refuted without a search (or with a search cut short): no state
-        the partition can reach gives op `i`'s response."""
-        self.steps = max(self.steps, self.progress.steps)
+        the partition can reach gives op `i`'s response. `steps`: the count to report
+        (default: the steps searched)."""
+        self.steps = max(self.steps, self.progress.steps) if steps is None else steps
         op = self.items[i].op
         failure = Failure(
             partition=self.name,

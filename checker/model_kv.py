@@ -19,14 +19,18 @@ import json
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
+from etcdspec.checker.compiled_search import READ, SET, TRANSFORM
 from etcdspec.checker.history import Operation
 from etcdspec.checker.models import (
+    PREPARED_DEFAULTS,
     CheckModel,
     ModelInputError,
     PreparedOp,
     overwritten_reads,
     reads_and_writes_before,
 )
+
+_FLAT_KIND = {"get": READ, "put": SET, "append": TRANSFORM}  # flat_ops' kinds
 
 
 class KvModel(CheckModel):
@@ -53,6 +57,39 @@ class KvModel(CheckModel):
             return PreparedOp(op, (key, "get", _text(op, response["value"], allow_null=True)))
         return PreparedOp(op, (key, op.f, _text(op, request.get("value"), allow_null=False)))
 
+    def prepare_all(self, operations: Sequence[Operation]) -> tuple[list[PreparedOp], int]:
+        """`prepare` inline for well-formed operations; the rest go through it."""
+        out: list[PreparedOp] = []
+        dropped = 0
+        new, tail = tuple.__new__, PREPARED_DEFAULTS
+        for op in operations:
+            kind, f, request = op.type, op.f, op.request
+            if kind == "fail":
+                dropped += 1
+                continue
+            if type(request) is dict and type(key := request.get("key")) is str:
+                if f == "get":
+                    if kind == "info":
+                        dropped += 1
+                        continue
+                    response = op.response
+                    if type(response) is dict and "value" in response:
+                        value = response["value"]
+                        if value is None or type(value) is str:
+                            out.append(new(PreparedOp, (op, (key, f, value), *tail)))
+                            continue
+                elif f == "put" or f == "append":
+                    value = request.get("value")
+                    if type(value) is str:
+                        out.append(new(PreparedOp, (op, (key, f, value), *tail)))
+                        continue
+            item = self.prepare(op)
+            if item is None:
+                dropped += 1
+            else:
+                out.append(item)
+        return out, dropped
+
     def step(self, state: Any, prepared: PreparedOp) -> list[Any]:
         _, f, arg = prepared.payload
         if f == "get":
@@ -69,6 +106,20 @@ class KvModel(CheckModel):
         if f == "put":
             return lambda state: hit
         return lambda state: [(state or "") + arg]
+
+    def flat_ops(
+        self, items: Sequence[PreparedOp]
+    ) -> tuple[list[int], list[Hashable], list[Hashable]] | None:
+        payloads = [p[1] for p in items]
+        kind_of = _FLAT_KIND
+        return (
+            [kind_of[payload[1]] for payload in payloads],
+            [payload[2] for payload in payloads],
+            [None] * len(items),
+        )
+
+    def transform(self, arg: Any, state: Any) -> Any:
+        return (state or "") + arg
 
     def impossible(self, ops: Sequence[PreparedOp]) -> list[tuple[int, str]]:
         """Gets of a value no write invoked before the get returned can leave: it is

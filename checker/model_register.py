@@ -19,8 +19,10 @@ import json
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
+from etcdspec.checker.compiled_search import CAS, READ, SET
 from etcdspec.checker.history import Operation
 from etcdspec.checker.models import (
+    PREPARED_DEFAULTS,
     CheckModel,
     ModelInputError,
     PreparedOp,
@@ -29,6 +31,9 @@ from etcdspec.checker.models import (
 )
 
 _NO_KEY = ""
+_KEYED = frozenset({"key", "value"})  # the fields of a keyed value
+_FLAT_KIND = {"read": READ, "write": SET, "cas": CAS}  # flat_ops' kinds
+_MALFORMED = object()  # prepare_all: a keyed value prepare must reject
 
 
 class RegisterModel(CheckModel):
@@ -54,6 +59,55 @@ class RegisterModel(CheckModel):
             raise ModelInputError(op, "cas needs the value [old, new]")
         return PreparedOp(op, (key, "cas", (_scalar(op, request[0]), _scalar(op, request[1]))))
 
+    def prepare_all(self, operations: Sequence[Operation]) -> tuple[list[PreparedOp], int]:
+        """`prepare` inline for well-formed operations; the rest go through it."""
+        out: list[PreparedOp] = []
+        dropped = 0
+        new, tail, keyed = tuple.__new__, PREPARED_DEFAULTS, _KEYED
+        for op in operations:
+            kind, f, request = op.type, op.f, op.request
+            if kind == "fail":
+                dropped += 1
+                continue
+            key = _NO_KEY
+            if isinstance(request, dict):
+                if "key" not in request or not request.keys() <= keyed:
+                    request = _MALFORMED
+                else:
+                    key, request = str(request["key"]), request.get("value")
+            if f == "read":
+                if kind == "info" and request is not _MALFORMED:
+                    dropped += 1
+                    continue
+                value = op.response
+                if isinstance(value, dict):
+                    if "key" in value and value.keys() <= keyed:
+                        value = value.get("value")
+                    else:
+                        value = _MALFORMED
+                if (
+                    request is not _MALFORMED
+                    and value is not _MALFORMED
+                    and not isinstance(value, (dict, list))
+                ):
+                    out.append(new(PreparedOp, (op, (key, f, value), *tail)))
+                    continue
+            elif f == "write":
+                if request is not _MALFORMED and not isinstance(request, (dict, list)):
+                    out.append(new(PreparedOp, (op, (key, f, request), *tail)))
+                    continue
+            elif f == "cas" and type(request) is list and len(request) == 2:
+                old, new_value = request
+                if not isinstance(old, (dict, list)) and not isinstance(new_value, (dict, list)):
+                    out.append(new(PreparedOp, (op, (key, f, (old, new_value)), *tail)))
+                    continue
+            item = self.prepare(op)
+            if item is None:
+                dropped += 1
+            else:
+                out.append(item)
+        return out, dropped
+
     def step(self, state: Any, prepared: PreparedOp) -> list[Any]:
         _, f, arg = prepared.payload
         if f == "read":
@@ -74,6 +128,15 @@ class RegisterModel(CheckModel):
         old, new = arg
         swapped = [new]
         return lambda state: swapped if state == old else ()
+
+    def flat_ops(
+        self, items: Sequence[PreparedOp]
+    ) -> tuple[list[int], list[Hashable], list[Hashable]] | None:
+        payloads = [p[1] for p in items]
+        kinds = [_FLAT_KIND[payload[1]] for payload in payloads]
+        a = [arg[0] if f == "cas" else arg for _, f, arg in payloads]
+        b = [arg[1] if f == "cas" else None for _, f, arg in payloads]
+        return kinds, a, b
 
     def impossible(self, ops: Sequence[PreparedOp]) -> list[tuple[int, str]]:
         """Reads of a value no write or cas invoked before the read returned writes."""
@@ -135,6 +198,8 @@ class RegisterModel(CheckModel):
         return "a write always succeeds"
 
     def partitions(self, ops: Sequence[PreparedOp]) -> dict[str, list[PreparedOp]] | None:
+        if {prepared[1][0] for prepared in ops} == {_NO_KEY}:
+            return None  # a plain register: one partition (a set comprehension is cheap)
         parts: dict[str, list[PreparedOp]] = {}
         for prepared in ops:
             parts.setdefault(prepared.payload[0], []).append(prepared)

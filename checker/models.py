@@ -71,6 +71,11 @@ class PreparedOp(NamedTuple):
         return self.op.describe()
 
 
+# A PreparedOp's fields after (op, payload), at their defaults: `prepare_all` loops build
+# one as tuple.__new__(PreparedOp, (op, payload, *PREPARED_DEFAULTS)), a C call.
+PREPARED_DEFAULTS = tuple(PreparedOp._field_defaults[name] for name in PreparedOp._fields[2:])
+
+
 class CheckModel:
     """Base class of the checker's models; subclasses override what they support."""
 
@@ -83,8 +88,34 @@ class CheckModel:
         """Decode an operation; None drops it (it cannot affect the verdict)."""
         raise TypeError(f"{type(self).__name__} must define prepare()")
 
+    def prepare_all(self, operations: Sequence[Operation]) -> tuple[list[PreparedOp], int]:
+        """`prepare` of every operation: the prepared ones in order and how many were
+        dropped. Models override it with a loop that decodes the common shapes inline
+        (and calls `prepare` for the rest, so its errors are the same)."""
+        prepared = []
+        dropped = 0
+        for op in operations:
+            item = self.prepare(op)
+            if item is None:
+                dropped += 1
+            else:
+                prepared.append(item)
+        return prepared, dropped
+
     def step(self, state: Any, prepared: PreparedOp) -> list[Any]:
         raise TypeError(f"{type(self).__name__} must define step()")
+
+    def flat_ops(
+        self, items: Sequence[PreparedOp]
+    ) -> tuple[list[int], list[Hashable], list[Hashable]] | None:
+        """The operations as the compiled search core reads them (checker/
+        compiled_search.py): kinds (READ, SET, CAS, TRANSFORM) and the two arguments of
+        each; None (the default): this model has no flat form, the pure loop runs."""
+        return None
+
+    def transform(self, arg: Any, state: Any) -> Any:
+        """The next state of a TRANSFORM operation with argument `arg` (flat_ops)."""
+        raise TypeError(f"{type(self).__name__} has no TRANSFORM operations")
 
     def stepper(self, prepared: PreparedOp) -> Callable[[Any], Sequence[Any]]:
         """`step` for one operation, as a function of the state: what the search's hot

@@ -1,0 +1,678 @@
+/* The linearizability search's hot loop, compiled: checker/entry_search.py's loop over
+ * flat int arrays, for models whose every operation has at most one next state (register,
+ * kv). checker/compiled_search.py builds the arrays and is the only caller; its docstring
+ * is the contract. In short:
+ *
+ * - Operations are indexed 0..n-1; kind[i] is READ (next state: the state itself, only
+ *   when it equals a[i]), SET (a[i]), CAS (b[i], only when the state equals a[i]) or
+ *   TRANSFORM (transform(a[i], state), asked of a Python callable once per pair and
+ *   cached). States and arguments are interned value ids (>= 0).
+ * - The search is entry_search's exactly: call and return entries in one doubly linked
+ *   list, candidates in list order, the memo keyed by (Zobrist hash of the ok operations
+ *   placed, state) holding the bitsets of info operations placed (a configuration is
+ *   pruned when one of them is a subset of its own), an info operation that leaves the
+ *   state unchanged is not placed, and the deepest configuration is kept for the report.
+ * - Search.run(limit) goes on until `steps` reaches `limit` (checked before each entry,
+ *   as entry_search yields) or the search ends; it returns 0 (paused), 1 (every ok
+ *   operation placed) or 2 (refuted).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { K_READ = 0, K_SET = 1, K_CAS = 2, K_TRANSFORM = 3 };
+enum { RUNNING = 0, LINEARIZED = 1, REFUTED = 2 };
+
+typedef struct {
+    PyObject_HEAD
+    Py_ssize_t n;
+    int32_t *kind, *a, *b;
+    uint8_t *is_ok, *returns;
+    uint64_t *z0, *z1;
+    int32_t *info_bit; /* the info operation's bit, -1 for an ok operation */
+    Py_ssize_t words;  /* 64-bit words per info bitset */
+    int32_t *nxt, *prv; /* 2n+1 nodes (2i: call of op i, 2i+1: its return, 2n: head) */
+    int32_t head;
+    Py_ssize_t must_place, placed_returns;
+    int32_t *st_op, *st_state; /* the stack: op placed, state before it */
+    Py_ssize_t depth;
+    int32_t state;
+    uint64_t cz0, cz1;
+    uint64_t *bits, *scratch;
+    int32_t entry;
+    int32_t *deep_path;
+    Py_ssize_t deep_len, best_depth;
+    int32_t deep_state, deep_before;
+    int best_pending;
+    long long steps;
+    int status;
+    /* the memo: open addressing over (z0, z1, state) -> first record */
+    uint64_t *m_z0, *m_z1;
+    int32_t *m_state, *m_head;
+    size_t m_cap, m_used;
+    int32_t *r_next; /* records: next record, and `words` words of bits each */
+    uint64_t *r_bits;
+    size_t r_cap, r_used;
+    /* the TRANSFORM cache: (a, state) -> next state */
+    int32_t *t_a, *t_s, *t_out;
+    size_t t_cap, t_used;
+    PyObject *transform;
+} Search;
+
+static uint64_t splitmix(uint64_t *x) {
+    uint64_t z = (*x += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+static inline size_t mix3(uint64_t a, uint64_t b, uint64_t c) {
+    uint64_t h = a ^ (b * 0x9E3779B97F4A7C15ULL) ^ (c * 0xC2B2AE3D27D4EB4FULL);
+    h ^= h >> 29;
+    h *= 0xBF58476D1CE4E5B9ULL;
+    h ^= h >> 32;
+    return (size_t)h;
+}
+
+/* -- the memo ----------------------------------------------------------------------- */
+
+static int memo_grow(Search *S) {
+    size_t cap = S->m_cap ? S->m_cap * 2 : 1024;
+    uint64_t *z0 = PyMem_Calloc(cap, sizeof(uint64_t));
+    uint64_t *z1 = PyMem_Calloc(cap, sizeof(uint64_t));
+    int32_t *st = PyMem_Calloc(cap, sizeof(int32_t));
+    int32_t *hd = PyMem_Malloc(cap * sizeof(int32_t));
+    if (!z0 || !z1 || !st || !hd) {
+        PyMem_Free(z0);
+        PyMem_Free(z1);
+        PyMem_Free(st);
+        PyMem_Free(hd);
+        PyErr_NoMemory();
+        return -1;
+    }
+    memset(hd, 0xff, cap * sizeof(int32_t));
+    for (size_t k = 0; k < S->m_cap; k++) {
+        if (S->m_head[k] < 0)
+            continue;
+        size_t h = mix3(S->m_z0[k], S->m_z1[k], (uint64_t)S->m_state[k]) & (cap - 1);
+        while (hd[h] >= 0)
+            h = (h + 1) & (cap - 1);
+        z0[h] = S->m_z0[k];
+        z1[h] = S->m_z1[k];
+        st[h] = S->m_state[k];
+        hd[h] = S->m_head[k];
+    }
+    PyMem_Free(S->m_z0);
+    PyMem_Free(S->m_z1);
+    PyMem_Free(S->m_state);
+    PyMem_Free(S->m_head);
+    S->m_z0 = z0;
+    S->m_z1 = z1;
+    S->m_state = st;
+    S->m_head = hd;
+    S->m_cap = cap;
+    return 0;
+}
+
+static int32_t record_new(Search *S, int32_t next, const uint64_t *bits) {
+    if (S->r_used == S->r_cap) {
+        size_t cap = S->r_cap ? S->r_cap * 2 : 1024;
+        int32_t *rn = PyMem_Realloc(S->r_next, cap * sizeof(int32_t));
+        if (!rn) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        S->r_next = rn;
+        if (S->words) {
+            uint64_t *rb = PyMem_Realloc(S->r_bits, cap * S->words * sizeof(uint64_t));
+            if (!rb) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            S->r_bits = rb;
+        }
+        S->r_cap = cap;
+    }
+    int32_t r = (int32_t)S->r_used++;
+    S->r_next[r] = next;
+    if (S->words)
+        memcpy(S->r_bits + (size_t)r * S->words, bits, S->words * sizeof(uint64_t));
+    return r;
+}
+
+/* 1: the configuration is new (recorded), 0: pruned, -1: error. */
+static int memo_visit(Search *S, uint64_t z0, uint64_t z1, int32_t state, const uint64_t *bits) {
+    if ((S->m_used + 1) * 2 > S->m_cap && memo_grow(S) < 0)
+        return -1;
+    size_t mask = S->m_cap - 1;
+    size_t h = mix3(z0, z1, (uint64_t)state) & mask;
+    while (S->m_head[h] >= 0) {
+        if (S->m_z0[h] == z0 && S->m_z1[h] == z1 && S->m_state[h] == state) {
+            Py_ssize_t w = S->words;
+            for (int32_t r = S->m_head[h]; r >= 0; r = S->r_next[r]) {
+                const uint64_t *earlier = S->r_bits + (size_t)r * w;
+                Py_ssize_t k = 0;
+                while (k < w && (earlier[k] & bits[k]) == earlier[k])
+                    k++;
+                if (k == w)
+                    return 0; /* an earlier search had a subset of these placed */
+            }
+            int32_t r = record_new(S, S->m_head[h], bits);
+            if (r < 0)
+                return -1;
+            S->m_head[h] = r;
+            return 1;
+        }
+        h = (h + 1) & mask;
+    }
+    int32_t r = record_new(S, -1, bits);
+    if (r < 0)
+        return -1;
+    S->m_z0[h] = z0;
+    S->m_z1[h] = z1;
+    S->m_state[h] = state;
+    S->m_head[h] = r;
+    S->m_used++;
+    return 1;
+}
+
+/* -- the model ---------------------------------------------------------------------- */
+
+static int transform_grow(Search *S) {
+    size_t cap = S->t_cap ? S->t_cap * 2 : 256;
+    int32_t *ta = PyMem_Malloc(cap * sizeof(int32_t));
+    int32_t *ts = PyMem_Malloc(cap * sizeof(int32_t));
+    int32_t *to = PyMem_Malloc(cap * sizeof(int32_t));
+    if (!ta || !ts || !to) {
+        PyMem_Free(ta);
+        PyMem_Free(ts);
+        PyMem_Free(to);
+        PyErr_NoMemory();
+        return -1;
+    }
+    memset(ta, 0xff, cap * sizeof(int32_t));
+    for (size_t k = 0; k < S->t_cap; k++) {
+        if (S->t_a[k] < 0)
+            continue;
+        size_t h = mix3((uint64_t)S->t_a[k], (uint64_t)S->t_s[k], 0) & (cap - 1);
+        while (ta[h] >= 0)
+            h = (h + 1) & (cap - 1);
+        ta[h] = S->t_a[k];
+        ts[h] = S->t_s[k];
+        to[h] = S->t_out[k];
+    }
+    PyMem_Free(S->t_a);
+    PyMem_Free(S->t_s);
+    PyMem_Free(S->t_out);
+    S->t_a = ta;
+    S->t_s = ts;
+    S->t_out = to;
+    S->t_cap = cap;
+    return 0;
+}
+
+/* The next state of op i from `state`: an id, -1 for none, -2 on error. */
+static int32_t next_state(Search *S, Py_ssize_t i, int32_t state) {
+    switch (S->kind[i]) {
+    case K_READ:
+        return state == S->a[i] ? state : -1;
+    case K_SET:
+        return S->a[i];
+    case K_CAS:
+        return state == S->a[i] ? S->b[i] : -1;
+    default:
+        break;
+    }
+    int32_t arg = S->a[i];
+    if ((S->t_used + 1) * 2 > S->t_cap && transform_grow(S) < 0)
+        return -2;
+    size_t mask = S->t_cap - 1;
+    size_t h = mix3((uint64_t)arg, (uint64_t)state, 0) & mask;
+    while (S->t_a[h] >= 0) {
+        if (S->t_a[h] == arg && S->t_s[h] == state)
+            return S->t_out[h];
+        h = (h + 1) & mask;
+    }
+    if (S->transform == NULL || S->transform == Py_None) {
+        PyErr_SetString(PyExc_ValueError, "a TRANSFORM operation needs a transform callable");
+        return -2;
+    }
+    PyObject *out = PyObject_CallFunction(S->transform, "ii", (int)arg, (int)state);
+    if (out == NULL)
+        return -2;
+    long value = PyLong_AsLong(out);
+    Py_DECREF(out);
+    if (value == -1 && PyErr_Occurred())
+        return -2;
+    if (value < 0 || value > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "transform must return a state id >= 0");
+        return -2;
+    }
+    S->t_a[h] = arg;
+    S->t_s[h] = state;
+    S->t_out[h] = (int32_t)value;
+    S->t_used++;
+    return (int32_t)value;
+}
+
+/* -- the list ----------------------------------------------------------------------- */
+
+static inline void lift(Search *S, int32_t node) {
+    int32_t a = S->prv[node], b = S->nxt[node];
+    S->nxt[a] = b;
+    if (b >= 0)
+        S->prv[b] = a;
+}
+
+static inline void unlift(Search *S, int32_t node) {
+    S->nxt[S->prv[node]] = node;
+    if (S->nxt[node] >= 0)
+        S->prv[S->nxt[node]] = node;
+}
+
+typedef struct {
+    long long pos;
+    int typ; /* a return (0) before a call (1) at the same position */
+    int32_t node;
+} EntryKey;
+
+static int entry_cmp(const void *x, const void *y) {
+    const EntryKey *p = x, *q = y;
+    if (p->pos != q->pos)
+        return p->pos < q->pos ? -1 : 1;
+    if (p->typ != q->typ)
+        return p->typ < q->typ ? -1 : 1;
+    return p->node < q->node ? -1 : (p->node > q->node);
+}
+
+/* -- the search --------------------------------------------------------------------- */
+
+static void record_deepest(Search *S) {
+    memcpy(S->deep_path, S->st_op, S->depth * sizeof(int32_t));
+    S->deep_len = S->depth;
+    S->deep_state = S->state;
+    S->deep_before = S->depth ? S->st_state[S->depth - 1] : -1;
+}
+
+static PyObject *Search_run(Search *S, PyObject *arg) {
+    long long limit = PyLong_AsLongLong(arg);
+    if (limit == -1 && PyErr_Occurred())
+        return NULL;
+    if (S->status != RUNNING)
+        return PyLong_FromLong(S->status);
+    int32_t *nxt = S->nxt, *prv = S->prv;
+    (void)prv;
+    Py_ssize_t words = S->words;
+    int32_t entry = S->entry;
+    for (;;) {
+        if (S->steps >= limit) {
+            S->entry = entry;
+            return PyLong_FromLong(RUNNING);
+        }
+        if (entry >= 0 && !(entry & 1)) { /* a call entry: try placing its operation */
+            Py_ssize_t i = entry >> 1;
+            S->steps++;
+            int32_t next = next_state(S, i, S->state);
+            if (next == -2) {
+                S->entry = entry;
+                S->steps--;
+                return NULL;
+            }
+            if (next < 0) {
+                entry = nxt[entry];
+                continue;
+            }
+            int ok = S->is_ok[i];
+            uint64_t zi0 = S->cz0, zi1 = S->cz1;
+            uint64_t *bi = S->bits;
+            if (ok) {
+                zi0 ^= S->z0[i];
+                zi1 ^= S->z1[i];
+            } else {
+                if (next == S->state) {
+                    entry = nxt[entry];
+                    continue;
+                }
+                memcpy(S->scratch, S->bits, words * sizeof(uint64_t));
+                int32_t bit = S->info_bit[i];
+                S->scratch[bit >> 6] |= (uint64_t)1 << (bit & 63);
+                bi = S->scratch;
+            }
+            int fresh = memo_visit(S, zi0, zi1, next, bi);
+            if (fresh < 0) {
+                S->entry = entry;
+                return NULL;
+            }
+            if (!fresh) {
+                entry = nxt[entry];
+                continue;
+            }
+            lift(S, entry);
+            if (S->returns[i]) {
+                lift(S, entry + 1);
+                S->placed_returns++;
+            }
+            S->st_op[S->depth] = (int32_t)i;
+            S->st_state[S->depth] = S->state;
+            S->depth++;
+            S->state = next;
+            S->cz0 = zi0;
+            S->cz1 = zi1;
+            if (!ok) {
+                int32_t bit = S->info_bit[i];
+                S->bits[bit >> 6] |= (uint64_t)1 << (bit & 63);
+            }
+            if (S->depth > S->best_depth)
+                S->best_pending = 1;
+            if (S->placed_returns == S->must_place) {
+                S->status = LINEARIZED;
+                S->entry = -1;
+                return PyLong_FromLong(LINEARIZED);
+            }
+            entry = nxt[S->head];
+            continue;
+        }
+        /* A return entry (or the list's end): no candidate left here. */
+        if (S->best_pending && S->depth >= S->best_depth) {
+            record_deepest(S);
+            S->best_depth = S->depth;
+            S->best_pending = 0;
+        }
+        if (S->depth == 0) {
+            S->status = REFUTED;
+            S->entry = -1;
+            return PyLong_FromLong(REFUTED);
+        }
+        S->depth--;
+        Py_ssize_t i = S->st_op[S->depth];
+        S->state = S->st_state[S->depth];
+        if (S->is_ok[i]) {
+            S->cz0 ^= S->z0[i];
+            S->cz1 ^= S->z1[i];
+        } else {
+            int32_t bit = S->info_bit[i];
+            S->bits[bit >> 6] &= ~((uint64_t)1 << (bit & 63));
+        }
+        int32_t node = (int32_t)(2 * i);
+        if (S->returns[i]) {
+            unlift(S, node + 1);
+            S->placed_returns--;
+        }
+        unlift(S, node);
+        entry = nxt[node];
+    }
+}
+
+static int read_ints(PyObject *seq, Py_ssize_t n, const char *what, int32_t *out) {
+    PyObject *fast = PySequence_Fast(seq, what);
+    if (!fast)
+        return -1;
+    if (PySequence_Fast_GET_SIZE(fast) != n) {
+        PyErr_Format(PyExc_ValueError, "%s: %zd items, expected %zd", what,
+                     PySequence_Fast_GET_SIZE(fast), n);
+        Py_DECREF(fast);
+        return -1;
+    }
+    PyObject **items = PySequence_Fast_ITEMS(fast);
+    for (Py_ssize_t k = 0; k < n; k++) {
+        long v = PyLong_AsLong(items[k]);
+        if (v == -1 && PyErr_Occurred()) {
+            Py_DECREF(fast);
+            return -1;
+        }
+        if (v < INT32_MIN || v > INT32_MAX) {
+            PyErr_Format(PyExc_OverflowError, "%s[%zd] = %ld does not fit 32 bits", what, k, v);
+            Py_DECREF(fast);
+            return -1;
+        }
+        out[k] = (int32_t)v;
+    }
+    Py_DECREF(fast);
+    return 0;
+}
+
+static int read_positions(PyObject *seq, Py_ssize_t n, const char *what, long long *out) {
+    PyObject *fast = PySequence_Fast(seq, what);
+    if (!fast)
+        return -1;
+    if (PySequence_Fast_GET_SIZE(fast) != n) {
+        PyErr_Format(PyExc_ValueError, "%s: %zd items, expected %zd", what,
+                     PySequence_Fast_GET_SIZE(fast), n);
+        Py_DECREF(fast);
+        return -1;
+    }
+    PyObject **items = PySequence_Fast_ITEMS(fast);
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (items[k] == Py_None) {
+            out[k] = -1;
+            continue;
+        }
+        long long v = PyLong_AsLongLong(items[k]);
+        if (v == -1 && PyErr_Occurred()) {
+            Py_DECREF(fast);
+            return -1;
+        }
+        out[k] = v;
+    }
+    Py_DECREF(fast);
+    return 0;
+}
+
+static void Search_dealloc(Search *S) {
+    void *blocks[] = {S->kind,   S->a,       S->b,      S->is_ok,  S->returns, S->z0,
+                      S->z1,     S->info_bit, S->nxt,   S->prv,    S->st_op,   S->st_state,
+                      S->bits,   S->scratch, S->deep_path, S->m_z0, S->m_z1,   S->m_state,
+                      S->m_head, S->r_next,  S->r_bits, S->t_a,    S->t_s,     S->t_out};
+    for (size_t k = 0; k < sizeof(blocks) / sizeof(blocks[0]); k++)
+        PyMem_Free(blocks[k]);
+    Py_XDECREF(S->transform);
+    Py_TYPE(S)->tp_free((PyObject *)S);
+}
+
+/* Search(kinds: bytes, a: list[int], b: list[int], is_ok: bytes, calls: list[int],
+ *        rets: list[int | None], init: int, seed: int, transform: callable | None) */
+static int Search_init(Search *S, PyObject *args, PyObject *kwds) {
+    static char *names[] = {"kinds", "a", "b", "is_ok", "calls", "rets", "init", "seed",
+                            "transform", NULL};
+    Py_buffer kinds, is_ok;
+    PyObject *a, *b, *calls, *rets, *transform;
+    int init;
+    unsigned long long seed;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "y*OOy*OOiKO", names, &kinds, &a, &b, &is_ok,
+                                     &calls, &rets, &init, &seed, &transform))
+        return -1;
+    int rc = -1;
+    long long *call_pos = NULL, *ret_pos = NULL;
+    EntryKey *keys = NULL;
+    Py_ssize_t n = kinds.len;
+    if (S->kind != NULL) {
+        PyErr_SetString(PyExc_TypeError, "Search is initialised once");
+        goto done;
+    }
+    if (is_ok.len != n) {
+        PyErr_SetString(PyExc_ValueError, "kinds and is_ok differ in length");
+        goto done;
+    }
+    if (n >= INT32_MAX / 2 - 1) {
+        PyErr_SetString(PyExc_OverflowError, "too many operations for one partition");
+        goto done;
+    }
+    S->n = n;
+    size_t m = (size_t)n + 1;
+    S->kind = PyMem_Calloc(m, sizeof(int32_t));
+    S->a = PyMem_Calloc(m, sizeof(int32_t));
+    S->b = PyMem_Calloc(m, sizeof(int32_t));
+    S->is_ok = PyMem_Calloc(m, 1);
+    S->returns = PyMem_Calloc(m, 1);
+    S->z0 = PyMem_Calloc(m, sizeof(uint64_t));
+    S->z1 = PyMem_Calloc(m, sizeof(uint64_t));
+    S->info_bit = PyMem_Calloc(m, sizeof(int32_t));
+    S->nxt = PyMem_Calloc(2 * m, sizeof(int32_t));
+    S->prv = PyMem_Calloc(2 * m, sizeof(int32_t));
+    S->st_op = PyMem_Calloc(m, sizeof(int32_t));
+    S->st_state = PyMem_Calloc(m, sizeof(int32_t));
+    S->deep_path = PyMem_Calloc(m, sizeof(int32_t));
+    call_pos = PyMem_Calloc(m, sizeof(long long));
+    ret_pos = PyMem_Calloc(m, sizeof(long long));
+    keys = PyMem_Calloc(2 * m, sizeof(EntryKey));
+    if (!S->kind || !S->a || !S->b || !S->is_ok || !S->returns || !S->z0 || !S->z1 ||
+        !S->info_bit || !S->nxt || !S->prv || !S->st_op || !S->st_state || !S->deep_path ||
+        !call_pos || !ret_pos || !keys) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (read_ints(a, n, "a", S->a) < 0 || read_ints(b, n, "b", S->b) < 0 ||
+        read_positions(calls, n, "calls", call_pos) < 0 ||
+        read_positions(rets, n, "rets", ret_pos) < 0)
+        goto done;
+    const uint8_t *kb = kinds.buf, *ob = is_ok.buf;
+    Py_ssize_t infos = 0, nkeys = 0;
+    uint64_t rng = seed;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (kb[i] > K_TRANSFORM) {
+            PyErr_Format(PyExc_ValueError, "kinds[%zd] = %d is not 0-3", i, (int)kb[i]);
+            goto done;
+        }
+        S->kind[i] = kb[i];
+        S->is_ok[i] = ob[i] ? 1 : 0;
+        S->returns[i] = ret_pos[i] >= 0;
+        S->info_bit[i] = S->is_ok[i] ? -1 : (int32_t)infos++;
+        S->z0[i] = splitmix(&rng);
+        S->z1[i] = splitmix(&rng);
+        if (call_pos[i] < 0) {
+            PyErr_Format(PyExc_ValueError, "calls[%zd] is missing", i);
+            goto done;
+        }
+        keys[nkeys++] = (EntryKey){call_pos[i], 1, (int32_t)(2 * i)};
+        if (S->returns[i]) {
+            keys[nkeys++] = (EntryKey){ret_pos[i], 0, (int32_t)(2 * i + 1)};
+            S->must_place++;
+        }
+    }
+    qsort(keys, (size_t)nkeys, sizeof(EntryKey), entry_cmp);
+    S->head = (int32_t)(2 * n);
+    for (Py_ssize_t k = 0; k < 2 * n + 1; k++)
+        S->nxt[k] = S->prv[k] = -1;
+    int32_t last = S->head;
+    for (Py_ssize_t k = 0; k < nkeys; k++) {
+        S->nxt[last] = keys[k].node;
+        S->prv[keys[k].node] = last;
+        last = keys[k].node;
+    }
+    S->words = (infos + 63) / 64;
+    S->bits = PyMem_Calloc((size_t)S->words + 1, sizeof(uint64_t));
+    S->scratch = PyMem_Calloc((size_t)S->words + 1, sizeof(uint64_t));
+    if (!S->bits || !S->scratch) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    S->state = init;
+    S->deep_state = init;
+    S->deep_before = -1;
+    S->best_depth = -1;
+    S->best_pending = 1;
+    S->entry = S->nxt[S->head];
+    S->status = S->must_place == 0 ? LINEARIZED : RUNNING;
+    Py_INCREF(transform);
+    S->transform = transform;
+    rc = 0;
+done:
+    PyMem_Free(call_pos);
+    PyMem_Free(ret_pos);
+    PyMem_Free(keys);
+    PyBuffer_Release(&kinds);
+    PyBuffer_Release(&is_ok);
+    return rc;
+}
+
+static PyObject *path_tuple(const int32_t *path, Py_ssize_t len) {
+    PyObject *t = PyTuple_New(len);
+    if (!t)
+        return NULL;
+    for (Py_ssize_t k = 0; k < len; k++) {
+        PyObject *v = PyLong_FromLong(path[k]);
+        if (!v) {
+            Py_DECREF(t);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(t, k, v);
+    }
+    return t;
+}
+
+/* (order, state, state before the last op placed or -1): the linearization found, or
+ * the deepest configuration reached when refuted. */
+static PyObject *Search_outcome(Search *S, PyObject *Py_UNUSED(ignored)) {
+    if (S->status == LINEARIZED) {
+        PyObject *order = path_tuple(S->st_op, S->depth);
+        if (!order)
+            return NULL;
+        int before = S->depth ? S->st_state[S->depth - 1] : -1;
+        return Py_BuildValue("(Nii)", order, (int)S->state, before);
+    }
+    if (S->status == REFUTED) {
+        PyObject *order = path_tuple(S->deep_path, S->deep_len);
+        if (!order)
+            return NULL;
+        return Py_BuildValue("(Nii)", order, (int)S->deep_state, (int)S->deep_before);
+    }
+    PyErr_SetString(PyExc_RuntimeError, "the search has not ended");
+    return NULL;
+}
+
+static PyObject *Search_get_steps(Search *S, void *c) { return PyLong_FromLongLong(S->steps); }
+static PyObject *Search_get_depth(Search *S, void *c) { return PyLong_FromSsize_t(S->depth); }
+static PyObject *Search_get_memo(Search *S, void *c) { return PyLong_FromSize_t(S->m_used); }
+
+static PyGetSetDef Search_getset[] = {
+    {"steps", (getter)Search_get_steps, NULL, "candidates tried so far", NULL},
+    {"depth", (getter)Search_get_depth, NULL, "operations placed now", NULL},
+    {"configurations", (getter)Search_get_memo, NULL, "memo keys", NULL},
+    {NULL}};
+
+static PyMethodDef Search_methods[] = {
+    {"run", (PyCFunction)Search_run, METH_O,
+     "run(limit) -> 0 paused (steps >= limit), 1 linearized, 2 refuted"},
+    {"outcome", (PyCFunction)Search_outcome, METH_NOARGS,
+     "(order, state id, state id before the last op placed or -1)"},
+    {NULL}};
+
+static PyTypeObject SearchType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "etcdspec.checker._wgl.Search",
+    .tp_basicsize = sizeof(Search),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "One partition's search over flat arrays (checker/compiled_search.py).",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Search_init,
+    .tp_dealloc = (destructor)Search_dealloc,
+    .tp_methods = Search_methods,
+    .tp_getset = Search_getset,
+};
+
+static struct PyModuleDef wgl_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "_wgl",
+    .m_doc = "The compiled search core (checker/_wgl.c).",
+    .m_size = -1,
+};
+
+PyMODINIT_FUNC PyInit__wgl(void) {
+    if (PyType_Ready(&SearchType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&wgl_module);
+    if (!m)
+        return NULL;
+    Py_INCREF(&SearchType);
+    if (PyModule_AddObject(m, "Search", (PyObject *)&SearchType) < 0) {
+        Py_DECREF(&SearchType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    PyModule_AddIntConstant(m, "READ", K_READ);
+    PyModule_AddIntConstant(m, "SET", K_SET);
+    PyModule_AddIntConstant(m, "CAS", K_CAS);
+    PyModule_AddIntConstant(m, "TRANSFORM", K_TRANSFORM);
+    return m;
+}
