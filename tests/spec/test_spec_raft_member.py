@@ -78,6 +78,8 @@ def initial_state(inst: Instance) -> dict[str, Any]:
         "voting_quorum": dict.fromkeys(terms, inst.universes["quorum"][0]),
         "term_leader": dict.fromkeys(terms, nodes[0]),
         "elected_last": empty,
+        "elected_index": dict.fromkeys(terms, 0),
+        "elected_term": dict.fromkeys(terms, 0),
         "leader_log": empty,
         "committed_at": empty,
     }
