@@ -17,6 +17,7 @@ import pytest
 
 from etcdspec.spec import ast
 from etcdspec.spec.evaluator import Instance, enabled, holds, initial, step, violated_properties
+from etcdspec.spec.hints import Route
 from etcdspec.spec.loader import SPEC_NAMES, LoadedSpec, load_spec, resolve
 from etcdspec.spec.parser import parse_spec
 from etcdspec.spec.printer import print_spec
@@ -77,6 +78,8 @@ def initial_state(inst: Instance) -> dict[str, Any]:
         "voting_quorum": dict.fromkeys(terms, inst.universes["quorum"][0]),
         "term_leader": dict.fromkeys(terms, nodes[0]),
         "elected_last": empty,
+        "elected_index": dict.fromkeys(terms, 0),
+        "elected_term": dict.fromkeys(terms, 0),
         "leader_log": empty,
         "committed_at": empty,
     }
@@ -285,6 +288,25 @@ def test_the_winner_lemma_is_preserved_by_a_new_vote() -> None:
         isolated=True,
     )
     assert report.verdict is Verdict.TRUE, [r.label() for r in report.results]
+
+
+@pytest.mark.parametrize("prop", ["stale_configs_blocked", "choosable_later_leaders"])
+def test_a_new_entry_keeps_the_configuration_lemmas(prop: str) -> None:
+    # Formerly unknown: a leader's new entry (propose) can neither make a stale
+    # configuration's quorum able to win nor be chosen behind a later term's back; the
+    # case analysis the spec's header gives, with raft_member.hints' cores, each query
+    # in a context of its own (the verdict must not depend on what was asked before).
+    report = prove(
+        load_spec("raft_member"),
+        only=[prop],
+        actions=["propose"],
+        jobs=1,
+        witnesses=False,
+        isolated=True,
+    )
+    assert report.verdict is Verdict.TRUE, [r.label() for r in report.results]
+    routes = [r.route for r in report.results if r.kind is CheckKind.PRESERVE]
+    assert routes == [Route.HINT]
 
 
 def test_the_prover_refutes_a_configuration_change_before_a_term_commit() -> None:
