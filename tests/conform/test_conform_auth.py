@@ -8,9 +8,13 @@ from __future__ import annotations
 import json
 import sys
 from collections import Counter
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
+from side_by_side import Outcome, run_side_by_side
 
 from etcdspec.conform.run import ConformOptions, ConformResult, run_conform
 from etcdspec.verdict import Verdict
@@ -66,7 +70,36 @@ def _assert_not_vacuous(counts: Counter[tuple[str, str, str]]) -> None:
     assert denied >= 20 and allowed >= 10 and no_token >= 1 and changes >= 2, counts
 
 
-@pytest.mark.timeout(120)
+def _planted_runs(tmp_path: Path) -> list[ConformResult]:
+    """The planted runs, seed after seed, until one finds the bug (or the seeds run out)."""
+    results = []
+    for seed in (3, 4):
+        results.append(
+            run_conform(_options(tmp_path / f"seed{seed}", "reference", seed, planted=True))
+        )
+        if results[-1].verdict is Verdict.FALSE:
+            break
+    return results
+
+
+Runs = dict[tuple[str, bool], Outcome[Any]]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
+    """The auth runs on each target, plain and over TLS, and the planted runs, made side
+    by side (each its own cluster and report folder), keyed by (target, secure), the
+    planted ones by ("planted", False)."""
+    jobs: dict[tuple[str, bool], Callable[[], Any]] = {}
+    for target in ["reference"] + (["etcd"] if ETCD_351.exists() else []):
+        for secure in (False, True):
+            folder = tmp_path_factory.mktemp(f"{target}-{secure}")
+            jobs[(target, secure)] = partial(run_conform, _options(folder, target, secure=secure))
+    jobs[("planted", False)] = partial(_planted_runs, tmp_path_factory.mktemp("planted"))
+    return run_side_by_side(jobs)
+
+
+@pytest.mark.timeout(400)
 @pytest.mark.parametrize("secure", [False, True], ids=["plain", "tls"])
 @pytest.mark.parametrize(
     "target",
@@ -78,8 +111,8 @@ def _assert_not_vacuous(counts: Counter[tuple[str, str, str]]) -> None:
         ),
     ],
 )
-def test_auth_run_holds_and_is_not_vacuous(tmp_path: Path, target: str, secure: bool) -> None:
-    result = run_conform(_options(tmp_path, target, secure=secure))
+def test_auth_run_holds_and_is_not_vacuous(runs: Runs, target: str, secure: bool) -> None:
+    result = runs[(target, secure)].value()
     assert result.verdict is Verdict.TRUE, result.describe()
     assert (result.run_dir / "cluster" / "tls").is_dir() is secure  # the certificates made
     _assert_not_vacuous(_outcomes(result))
@@ -89,11 +122,10 @@ def test_auth_run_holds_and_is_not_vacuous(tmp_path: Path, target: str, secure: 
     assert '"token"' not in text  # ...and no token
 
 
-@pytest.mark.timeout(200)
-def test_auth_run_finds_the_planted_read_check_bug(tmp_path: Path) -> None:
+@pytest.mark.timeout(400)
+def test_auth_run_finds_the_planted_read_check_bug(runs: Runs) -> None:
     tried = []
-    for seed in (3, 4):
-        result = run_conform(_options(tmp_path / f"seed{seed}", "reference", seed, planted=True))
+    for result in runs[("planted", False)].value():
         lin = result.check.results[0] if result.check is not None else None
         tried.append(result.verdict.describe())
         if result.verdict is Verdict.FALSE:

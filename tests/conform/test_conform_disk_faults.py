@@ -6,9 +6,12 @@ run's DiskFaults check reports as a violation."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import pytest
+from side_by_side import Outcome, run_side_by_side
 
 from etcdspec.checker.results import CheckResult
 from etcdspec.conform.disk_faults import (
@@ -107,24 +110,45 @@ def _options(tmp_path: Path, target: str, failpoints: tuple[str, ...] = ()) -> C
     )
 
 
+def _run(tmp_path: Path, target: str, failpoints: tuple[str, ...] = ()) -> ConformResult:
+    return run_conform(_options(tmp_path, target, failpoints))
+
+
+Runs = dict[str, Outcome[ConformResult]]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
+    """The WAL-damage runs (ours, ours skipping the checksum, etcd), made side by side (each
+    its own cluster and report folder)."""
+    jobs: dict[str, Callable[[], ConformResult]] = {
+        "ours": partial(_run, tmp_path_factory.mktemp("ours"), "reference"),
+        "skip_crc": partial(
+            _run, tmp_path_factory.mktemp("skip_crc"), "reference", ("wal_skip_payload_crc",)
+        ),
+        "etcd": partial(_run, tmp_path_factory.mktemp("etcd"), "etcd"),
+    }
+    return run_side_by_side(jobs)
+
+
 @pytest.mark.slow
-def test_our_members_refuse_a_wal_damaged_in_the_middle(tmp_path: Path) -> None:
-    result = run_conform(_options(tmp_path, "reference"))
+def test_our_members_refuse_a_wal_damaged_in_the_middle(runs: Runs) -> None:
+    result = runs["ours"].value()
     assert disk(result) is not None and disk(result).verdict is Verdict.TRUE, result.describe()
     assert result.verdict is Verdict.TRUE, result.describe()
     assert any("corrupt WAL record at offset" in fault for fault in result.faults)
 
 
 @pytest.mark.slow
-def test_a_member_skipping_the_wal_checksum_is_caught(tmp_path: Path) -> None:
-    result = run_conform(_options(tmp_path, "reference", ("wal_skip_payload_crc",)))
+def test_a_member_skipping_the_wal_checksum_is_caught(runs: Runs) -> None:
+    result = runs["skip_crc"].value()
     assert disk(result) is not None and disk(result).verdict is Verdict.FALSE, result.describe()
     assert result.verdict is Verdict.FALSE
 
 
 @pytest.mark.slow
 @pytest.mark.etcd
-def test_real_etcd_refuses_a_wal_damaged_in_the_middle(tmp_path: Path) -> None:
-    result = run_conform(_options(tmp_path, "etcd"))
+def test_real_etcd_refuses_a_wal_damaged_in_the_middle(runs: Runs) -> None:
+    result = runs["etcd"].value()
     assert disk(result) is not None and disk(result).verdict is Verdict.TRUE, result.describe()
     assert any("crc mismatch" in fault for fault in result.faults), result.faults

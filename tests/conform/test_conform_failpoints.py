@@ -38,10 +38,14 @@ tests/conform/test_trace_failpoints.py: DurableRestart and ReadyContract, determ
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
+from side_by_side import Outcome, run_side_by_side
 
 from etcdspec.cli.main import run
 from etcdspec.conform.run import ConformOptions, ConformResult, run_conform
@@ -104,12 +108,40 @@ def _failed_checks(result: ConformResult) -> set[str]:
     return {c.name for c in [*checks, result.hashkv] if c.verdict is Verdict.FALSE}
 
 
-@pytest.mark.timeout(200)
-@pytest.mark.parametrize("finding", FINDINGS, ids=lambda f: f.failpoint)
-def test_conformance_run_finds_the_planted_bug(tmp_path: Path, finding: Finding) -> None:
-    tried = []
+def _planted_runs(finding: Finding, report_dir: Path) -> list[ConformResult]:
+    """The planted runs, seed after seed, until one finds the bug (or the seeds run out)."""
+    results = []
     for seed in finding.seeds:
-        result = run_conform(finding.options(tmp_path / f"seed{seed}", seed, planted=True))
+        result = run_conform(finding.options(report_dir / f"seed{seed}", seed, planted=True))
+        results.append(result)
+        if set(finding.failing_checks) & _failed_checks(result):
+            break
+    return results
+
+
+Runs = dict[tuple[str, bool], Outcome[Any]]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
+    """Every finding's planted runs and its clean run, made side by side (each its own
+    cluster and report folder), keyed by (failpoint, planted)."""
+    jobs: dict[tuple[str, bool], Callable[[], Any]] = {}
+    for finding in FINDINGS:
+        planted = tmp_path_factory.mktemp(f"{finding.failpoint}-planted")
+        clean = tmp_path_factory.mktemp(f"{finding.failpoint}-clean")
+        jobs[(finding.failpoint, True)] = partial(_planted_runs, finding, planted)
+        jobs[(finding.failpoint, False)] = partial(
+            run_conform, finding.options(clean, finding.seeds[0], planted=False)
+        )
+    return run_side_by_side(jobs)
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("finding", FINDINGS, ids=lambda f: f.failpoint)
+def test_conformance_run_finds_the_planted_bug(runs: Runs, finding: Finding) -> None:
+    tried = []
+    for seed, result in zip(finding.seeds, runs[(finding.failpoint, True)].value(), strict=False):
         tried.append(f"seed {seed}: {result.verdict.describe()} {sorted(_failed_checks(result))}")
         if set(finding.failing_checks) & _failed_checks(result):
             assert result.verdict is Verdict.FALSE, result.describe()
@@ -118,10 +150,10 @@ def test_conformance_run_finds_the_planted_bug(tmp_path: Path, finding: Finding)
     pytest.fail(f"{finding.describe()} not found within seeds {finding.seeds}: {tried}")
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(600)
 @pytest.mark.parametrize("finding", FINDINGS, ids=lambda f: f.failpoint)
-def test_clean_server_passes_the_same_run(tmp_path: Path, finding: Finding) -> None:
-    result = run_conform(finding.options(tmp_path, finding.seeds[0], planted=False))
+def test_clean_server_passes_the_same_run(runs: Runs, finding: Finding) -> None:
+    result = runs[(finding.failpoint, False)].value()
     assert result.verdict is Verdict.TRUE, result.describe()
 
 

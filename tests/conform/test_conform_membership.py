@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
+from side_by_side import Outcome, run_side_by_side
 
 from etcdspec.checker.history import read_history
 from etcdspec.cli.main import run
@@ -76,10 +80,31 @@ def _writes_during(result: ConformResult, fault: dict[str, object]) -> int:
     )
 
 
-@pytest.mark.timeout(240)
+Runs = dict[str, Outcome[Any]]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
+    """The membership run on each target and the command line's run on etcd, made side
+    by side (each its own cluster and report folder), keyed by target ("cli")."""
+    jobs: dict[str, Callable[[], Any]] = {
+        "reference": partial(
+            _membership_run, tmp_path_factory.mktemp("reference"), "reference", None
+        )
+    }
+    if ETCD_351.exists():
+        jobs["etcd"] = partial(
+            _membership_run, tmp_path_factory.mktemp("etcd"), "etcd", str(ETCD_351)
+        )
+        cli = tmp_path_factory.mktemp("cli")
+        jobs["cli"] = lambda: (cli, _command_line_run(cli))
+    return run_side_by_side(jobs)
+
+
+@pytest.mark.timeout(400)
 @needs_etcd
-def test_replace_member_and_learner_hold_on_etcd(tmp_path: Path) -> None:
-    result = _membership_run(tmp_path, "etcd", str(ETCD_351))
+def test_replace_member_and_learner_hold_on_etcd(runs: Runs) -> None:
+    result = runs["etcd"].value()
     assert result.verdict is Verdict.TRUE, result.describe()
     membership = result.more_check("Membership")
     assert membership is not None and membership.verdict is Verdict.TRUE, result.describe()
@@ -102,12 +127,12 @@ def test_replace_member_and_learner_hold_on_etcd(tmp_path: Path) -> None:
     assert any(check["name"] == "Membership" for check in document["checks"])
 
 
-@pytest.mark.timeout(180)
-def test_a_target_without_member_changes_is_unknown_not_a_pass(tmp_path: Path) -> None:
+@pytest.mark.timeout(400)
+def test_a_target_without_member_changes_is_unknown_not_a_pass(runs: Runs) -> None:
     """Our server before it serves the Cluster changes: every membership fault is refused
     (UNIMPLEMENTED), so the run cannot say the changes are safe: unknown, exit 3. Once it
     serves them, the same run must hold."""
-    result = _membership_run(tmp_path, "reference", None)
+    result = runs["reference"].value()
     membership = result.more_check("Membership")
     assert membership is not None
     refused = [f for f in result.faults if "target does not serve Member" in f]
@@ -120,10 +145,8 @@ def test_a_target_without_member_changes_is_unknown_not_a_pass(tmp_path: Path) -
         assert result.verdict is Verdict.TRUE, result.describe()
 
 
-@pytest.mark.timeout(180)
-@needs_etcd
-def test_the_command_line_runs_the_membership_faults(tmp_path: Path) -> None:
-    code = run(
+def _command_line_run(report: Path) -> int:
+    return run(
         [
             "conform",
             "--target",
@@ -137,9 +160,15 @@ def test_the_command_line_runs_the_membership_faults(tmp_path: Path) -> None:
             "--fault-interval",
             "2",
             "--report",
-            str(tmp_path),
+            str(report),
         ]
     )
+
+
+@pytest.mark.timeout(400)
+@needs_etcd
+def test_the_command_line_runs_the_membership_faults(runs: Runs) -> None:
+    tmp_path, code = runs["cli"].value()
     assert code == ExitCode.HOLDS
     document = json.loads((tmp_path / "latest" / "result.json").read_text())
     assert document["conform"]["faults_requested"] == ["replace-member", "learner"]

@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
+from side_by_side import Outcome, run_side_by_side
 
 from etcdspec.checker.history import read_history
 from etcdspec.cli.main import run
@@ -39,7 +42,40 @@ def _short(tmp_path: Path, target: str, etcd_bin: str | None = None) -> ConformO
     )
 
 
-@pytest.mark.timeout(150)
+TARGETS = ["reference"] + (["etcd"] if ETCD_351.exists() else [])
+Runs = dict[tuple[str, str], Outcome[tuple[Path, Any]]]
+
+
+def _job(report_root: Path, make: Callable[[Path], Any]) -> Callable[[], tuple[Path, Any]]:
+    return lambda: (report_root, make(report_root))
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
+    """This file's long runs, made side by side (each its own cluster and report
+    folder): the short and the locks run on each target, and the verify stage's quick
+    run; keyed by (name, target), each with the folder it reported into."""
+    jobs: dict[tuple[str, str], Callable[[], tuple[Path, Any]]] = {}
+    for target in TARGETS:
+        etcd_bin = str(ETCD_351) if target == "etcd" else None
+        jobs[("short", target)] = _job(
+            tmp_path_factory.mktemp(f"short-{target}"),
+            lambda root, t=target, e=etcd_bin: run_conform(_short(root, t, e)),
+        )
+        jobs[("locks", target)] = _job(
+            tmp_path_factory.mktemp(f"locks-{target}"),
+            lambda root, t=target, e=etcd_bin: run_conform(
+                replace(_short(root, t, e), workload="locks", duration_s=12.0)
+            ),
+        )
+    jobs[("stage", "reference")] = _job(
+        tmp_path_factory.mktemp("stage"),
+        lambda root: run_stage(StageOptions(report_dir=root, seed=3, quick=True)),
+    )
+    return run_side_by_side(jobs)
+
+
+@pytest.mark.timeout(400)
 @pytest.mark.parametrize(
     "target",
     [
@@ -50,9 +86,8 @@ def _short(tmp_path: Path, target: str, etcd_bin: str | None = None) -> ConformO
         ),
     ],
 )
-def test_short_run_with_kill_and_partition_holds(tmp_path: Path, target: str) -> None:
-    etcd_bin = str(ETCD_351) if target == "etcd" else None
-    result = run_conform(_short(tmp_path, target, etcd_bin))
+def test_short_run_with_kill_and_partition_holds(runs: Runs, target: str) -> None:
+    tmp_path, result = runs[("short", target)].value()
     assert result.verdict is Verdict.TRUE, result.describe()
     assert result.hashkv.verdict is Verdict.TRUE
     kinds = {line.split()[2] for line in result.faults}
@@ -74,7 +109,7 @@ def test_short_run_with_kill_and_partition_holds(tmp_path: Path, target: str) ->
     assert (result.run_dir / "cluster" / "m1.log").exists()
 
 
-@pytest.mark.timeout(150)
+@pytest.mark.timeout(400)
 @pytest.mark.parametrize(
     "target",
     [
@@ -85,12 +120,8 @@ def test_short_run_with_kill_and_partition_holds(tmp_path: Path, target: str) ->
         ),
     ],
 )
-def test_locks_run_with_kill_and_partition_keeps_mutual_exclusion(
-    tmp_path: Path, target: str
-) -> None:
-    etcd_bin = str(ETCD_351) if target == "etcd" else None
-    options = replace(_short(tmp_path, target, etcd_bin), workload="locks", duration_s=12.0)
-    result = run_conform(options)
+def test_locks_run_with_kill_and_partition_keeps_mutual_exclusion(runs: Runs, target: str) -> None:
+    _, result = runs[("locks", target)].value()
     assert result.verdict is Verdict.TRUE, result.describe()
     assert result.check is not None
     assert [r.name for r in result.check.results] == ["MutualExclusion"]
@@ -128,9 +159,9 @@ def test_bad_arguments_are_usage_errors(tmp_path: Path, args: list[str], code: i
     assert run(["conform", "--report", str(tmp_path), *args]) == code
 
 
-@pytest.mark.timeout(150)
-def test_verify_stage_quick_run_holds(tmp_path: Path) -> None:
-    result = run_stage(StageOptions(report_dir=tmp_path, seed=3, quick=True))
+@pytest.mark.timeout(400)
+def test_verify_stage_quick_run_holds(runs: Runs) -> None:
+    _, result = runs[("stage", "reference")].value()
     assert result.verdict is Verdict.TRUE, result.details
     assert result.name == "conform" and result.details["faults"]
     assert "secured (TLS, auth)" in result.summary and result.details["secured_faults"]

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
+from side_by_side import Outcome, run_side_by_side
 
 from etcdspec.cli.main import run
 from etcdspec.conform.run import ConformOptions, run_conform
@@ -27,19 +30,8 @@ from tests.support import etcd_procs
 ETCD_BIN = etcd_procs.ETCD_BIN
 
 
-@pytest.mark.timeout(150)
-@pytest.mark.parametrize(
-    "target",
-    [
-        "reference",
-        pytest.param(
-            "etcd",
-            marks=pytest.mark.skipif(ETCD_BIN is None, reason="etcd not installed"),
-        ),
-    ],
-)
-def test_secured_local_run_with_kill_holds(tmp_path: Path, target: str) -> None:
-    options = ConformOptions(
+def _secured_options(tmp_path: Path, target: str) -> ConformOptions:
+    return ConformOptions(
         report_dir=tmp_path / "reports",
         target=target,
         etcd_bin=ETCD_BIN if target == "etcd" else None,
@@ -50,7 +42,34 @@ def test_secured_local_run_with_kill_holds(tmp_path: Path, target: str) -> None:
         seed=5,
         secure=True,
     )
-    result = run_conform(options)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome[Any]]:
+    """The secured run on each target, made side by side (each its own cluster, TLS
+    files and report folder), keyed by target."""
+    targets = ["reference"] + (["etcd"] if ETCD_BIN is not None else [])
+    return run_side_by_side(
+        {
+            target: partial(run_conform, _secured_options(tmp_path_factory.mktemp(target), target))
+            for target in targets
+        }
+    )
+
+
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize(
+    "target",
+    [
+        "reference",
+        pytest.param(
+            "etcd",
+            marks=pytest.mark.skipif(ETCD_BIN is None, reason="etcd not installed"),
+        ),
+    ],
+)
+def test_secured_local_run_with_kill_holds(runs: dict[str, Outcome[Any]], target: str) -> None:
+    result = runs[target].value()
     assert result.verdict is Verdict.TRUE, result.describe()
     assert result.counts["ok"] > 80, result.counts
     assert any(" kill " in line for line in result.faults), result.faults

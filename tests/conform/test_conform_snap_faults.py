@@ -9,9 +9,12 @@ the damaged file without a word, which the run's DiskFaults check reports as a v
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import pytest
+from side_by_side import Outcome, run_side_by_side
 
 from etcdspec.conform.disk_faults import (
     DiskFaultError,
@@ -21,7 +24,7 @@ from etcdspec.conform.disk_faults import (
     saved_snapshots,
     snapshot_files,
 )
-from etcdspec.conform.run import ConformOptions, run_conform
+from etcdspec.conform.run import ConformOptions, ConformResult, run_conform
 from etcdspec.verdict import Verdict
 
 
@@ -110,9 +113,30 @@ def _options(tmp_path: Path, target: str, failpoints: tuple[str, ...] = ()) -> C
     )
 
 
+def _run(tmp_path: Path, target: str, failpoints: tuple[str, ...] = ()) -> ConformResult:
+    return run_conform(_options(tmp_path, target, failpoints))
+
+
+Runs = dict[str, Outcome[ConformResult]]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
+    """The snapshot-damage runs (ours, ours skipping the checksum, etcd), made side by side
+    (each its own cluster and report folder)."""
+    jobs: dict[str, Callable[[], ConformResult]] = {
+        "ours": partial(_run, tmp_path_factory.mktemp("ours"), "reference"),
+        "skip_crc": partial(
+            _run, tmp_path_factory.mktemp("skip_crc"), "reference", ("snap_skip_crc",)
+        ),
+        "etcd": partial(_run, tmp_path_factory.mktemp("etcd"), "etcd"),
+    }
+    return run_side_by_side(jobs)
+
+
 @pytest.mark.slow
-def test_our_members_recover_from_a_damaged_snapshot_naming_it(tmp_path: Path) -> None:
-    result = run_conform(_options(tmp_path, "reference"))
+def test_our_members_recover_from_a_damaged_snapshot_naming_it(runs: Runs) -> None:
+    result = runs["ours"].value()
     disk = result.more_check("DiskFaults")
     assert disk is not None and disk.verdict is Verdict.TRUE, result.describe()
     assert result.verdict is Verdict.TRUE, result.describe()
@@ -120,8 +144,8 @@ def test_our_members_recover_from_a_damaged_snapshot_naming_it(tmp_path: Path) -
 
 
 @pytest.mark.slow
-def test_a_member_skipping_the_snapshot_checksum_is_caught(tmp_path: Path) -> None:
-    result = run_conform(_options(tmp_path, "reference", ("snap_skip_crc",)))
+def test_a_member_skipping_the_snapshot_checksum_is_caught(runs: Runs) -> None:
+    result = runs["skip_crc"].value()
     disk = result.more_check("DiskFaults")
     assert disk is not None and disk.verdict is Verdict.FALSE, result.describe()
     assert result.verdict is Verdict.FALSE
@@ -129,8 +153,8 @@ def test_a_member_skipping_the_snapshot_checksum_is_caught(tmp_path: Path) -> No
 
 @pytest.mark.slow
 @pytest.mark.etcd
-def test_real_etcd_recovers_from_a_damaged_snapshot_naming_it(tmp_path: Path) -> None:
-    result = run_conform(_options(tmp_path, "etcd"))
+def test_real_etcd_recovers_from_a_damaged_snapshot_naming_it(runs: Runs) -> None:
+    result = runs["etcd"].value()
     disk = result.more_check("DiskFaults")
     assert disk is not None and disk.verdict is Verdict.TRUE, result.describe()
     assert any("broken snap file" in fault for fault in result.faults), result.faults

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
+from side_by_side import Outcome, run_side_by_side
 from trace_cluster import leader_name, put
 
 from etcdspec.checker.diagram_trace import diagram_from_traces
@@ -40,19 +42,34 @@ SNAPSHOT_COUNTS = {"log": 10_000, "snapshot": 5}
 WRITES_BEFORE = WRITES + 2
 
 
+Recordings = dict[str, Outcome[tuple[list[Path], str]]]
+
+
+@pytest.fixture(scope="module")
+def recordings(tmp_path_factory: pytest.TempPathFactory) -> Recordings:
+    """Both recordings ("log", "snapshot"), made side by side (each its own cluster)."""
+    return run_side_by_side(
+        {
+            name: partial(_record, tmp_path_factory.mktemp(f"traced-membership-{name}"), count)
+            for name, count in SNAPSHOT_COUNTS.items()
+        }
+    )
+
+
 @pytest.fixture(scope="module", params=sorted(SNAPSHOT_COUNTS))
-def recorded(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> tuple[list[Path], str]:
+def recorded(request: pytest.FixtureRequest, recordings: Recordings) -> tuple[list[Path], str]:
     """The four members' traces, and the name of the removed (first) leader."""
-    directory = tmp_path_factory.mktemp(f"traced-membership-{request.param}")
+    return recordings[request.param].value()
+
+
+def _record(directory: Path, snapshot_count: int) -> tuple[list[Path], str]:
     plan = launcher.plan_cluster(
         directory,
         3,
         heartbeat_ms=50,
         election_ms=500,
         trace=True,
-        snapshot_count=SNAPSHOT_COUNTS[request.param],
+        snapshot_count=snapshot_count,
     )
     program = launcher.ours_program()
     members: list[launcher.RunningMember] = []

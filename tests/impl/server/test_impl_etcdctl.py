@@ -253,15 +253,18 @@ BINARIES = [b for b in (etcd_procs.ETCDCTL_35, etcd_procs.ETCDCTL_34) if b is no
 def transcripts(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[dict[tuple[str, str], list[str]]]:
+    """A fresh cluster for each (kind, etcdctl): the script counts on revisions from 1.
+    The four are started together, so that their start-ups overlap."""
     results: dict[tuple[str, str], list[str]] = {}
-    for kind in ("etcd", "ours"):
-        for binary in BINARIES:
-            directory = tmp_path_factory.mktemp(f"{kind}-{Path(binary).parent.name}")
-            with etcd_procs.cluster(kind, directory, 3) as cluster:
-                steps = run_script(cluster.endpoints, binary, directory)
-                steps.append("$ watch\n" + watch_transcript(cluster.endpoints, binary))
-                steps.append("$ elect\n" + elect_transcript(cluster.endpoints, binary))
-                results[(kind, binary)] = steps
+    runs = [(kind, binary) for kind in ("etcd", "ours") for binary in BINARIES]
+    directories = [tmp_path_factory.mktemp(f"{kind}-{Path(b).parent.name}") for kind, b in runs]
+    kinds = [(kind, directory) for (kind, _), directory in zip(runs, directories, strict=True)]
+    with etcd_procs.clusters(kinds, 3) as started:
+        for (kind, binary), directory, cluster in zip(runs, directories, started, strict=True):
+            steps = run_script(cluster.endpoints, binary, directory)
+            steps.append("$ watch\n" + watch_transcript(cluster.endpoints, binary))
+            steps.append("$ elect\n" + elect_transcript(cluster.endpoints, binary))
+            results[(kind, binary)] = steps
     yield results
 
 
