@@ -90,13 +90,15 @@ _MASKS: list[tuple[re.Pattern[str], str]] = [
     # Ids and leases as hex; etcd's ids are random, so some have only 12 or 13 digits
     # (a lock key L/<lease> of 13 digits once went unmasked). Decimal runs of 10 or more
     # digits are masked below anyway.
-    (re.compile(r"\b[0-9a-f]{12,16}\b"), "ID"),
     (
         re.compile(
             r'"(cluster_id|member_id|leader|ID|raft_term|raftTerm|raftIndex|raftAppliedIndex|dbSize|dbSizeInUse)":\d+'
         ),
         r'"\1":N',
     ),
+    # after the decimal fields: an id whose decimal has 12-16 digits (an id under 10**16)
+    # also reads as hex, and was masked "ID" on one side where the other's gave "N".
+    (re.compile(r"\b[0-9a-f]{12,16}\b"), "ID"),
     (re.compile(r"\b\d{10,}\b"), "ID"),
     (re.compile(r'"lease":\d+'), '"lease":ID'),
     (re.compile(r"lease [0-9a-f]+ (granted|keepalived|revoked)"), r"lease ID \1"),

@@ -44,9 +44,11 @@ _MASKS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"http://127\.0\.0\.1:\d+"), "URL"),
     # Ids as hex; etcd's ids are random, so some have only 12 or 13 digits. Decimal runs
     # of 10 or more digits are masked below anyway.
-    (re.compile(r"\b[0-9a-f]{12,16}\b"), "ID"),
     (re.compile(r'"(cluster_id|member_id|ID|raft_term)":\d+'), r'"\1":N'),
     (re.compile(r'"(ClusterID|MemberID|ID|RaftTerm)" : \d+'), r'"\1" : N'),
+    # after the decimal fields: an id whose decimal has 12-16 digits (an id under 10**16)
+    # also reads as hex, and was masked "ID" on one side where the other's gave "N".
+    (re.compile(r"\b[0-9a-f]{12,16}\b"), "ID"),
     (re.compile(r"\b\d{10,}\b"), "ID"),
     # etcdctl prints ids with %16x: a shorter id (either server's) is padded with spaces,
     # the member's and the cluster's ("Member  ID added to cluster   ID").
