@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import errno
 import os
 import secrets
 import shutil
@@ -73,6 +74,7 @@ SNAPSHOT_COUNT = 10_000
 SNAPSHOT_FAULT_COUNT = 100  # corrupt-snap: a snapshot every 100 entries
 FUSE_FAULTS = frozenset({"power-cut", "fsync-eio"})  # a member's data dir on faultfs
 MEMBER_FAULTS = frozenset({"replace-member", "learner"})  # the cluster's members change
+_PROXY_BIND_ATTEMPTS = 4  # a proxy's port taken since it was planned: planned again
 
 
 class TargetError(RuntimeError):
@@ -321,10 +323,7 @@ class LocalCluster(Target):
         ports = launcher.free_ports(self.size)
         self.network = Network()
         for member, port in zip(self.plan.members, ports, strict=True):
-            self.proxy_ports[member.name] = port
-            proxy = PeerProxy(member.name, port, member.peer_port, self.network)
-            await proxy.start()
-            self.proxies[member.name] = proxy
+            self.proxies[member.name] = await self._start_proxy(member, port)
         self.endpoints = self.plan.endpoints
         if self.use_faultfs:
             await asyncio.to_thread(self._mount_all)
@@ -391,6 +390,27 @@ class LocalCluster(Target):
             member_id = await _own_member_id(member.client_url, deadline_s=15.0)
             self.network.names[member_id] = member.name
             self.ids[member.name] = member_id
+
+    async def _start_proxy(self, member: launcher.MemberPlan, port: int) -> PeerProxy:
+        """`member`'s peer proxy on `port`, or on a port planned again when something took
+        `port` between planning and binding (a planned port is only known free when it
+        was planned). Safe only before any member is told the proxy's port."""
+        assert self.network is not None
+        for _ in range(_PROXY_BIND_ATTEMPTS - 1):
+            proxy = PeerProxy(member.name, port, member.peer_port, self.network)
+            try:
+                await proxy.start()
+            except OSError as error:
+                if error.errno != errno.EADDRINUSE:
+                    raise
+                port = launcher.free_ports(1)[0]
+                continue
+            self.proxy_ports[member.name] = port
+            return proxy
+        proxy = PeerProxy(member.name, port, member.peer_port, self.network)
+        await proxy.start()  # the last attempt's error is the caller's
+        self.proxy_ports[member.name] = port
+        return proxy
 
     def plan_member(self) -> launcher.MemberPlan:
         """A fresh member (not yet in the cluster): the next unused name mN, free ports,

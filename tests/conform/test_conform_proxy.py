@@ -5,12 +5,15 @@ connections only when their destination is isolated. Plain sockets on 127.0.0.1.
 from __future__ import annotations
 
 import asyncio
+import socket
 import struct
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import pytest
 
 from etcdspec.conform.proxy import Network, PeerProxy, identify
+from etcdspec.impl.tools import launcher
 from etcdspec.impl.tools.launcher import free_ports
 
 HELLO_A = struct.pack(">4sBQ", b"ETSP", 1, 0xA1)
@@ -130,3 +133,40 @@ def test_isolating_the_source_cuts_it_everywhere() -> None:
         assert await _exchange(port, HTTP_ANON) == HTTP_ANON + b"ping"
 
     _with_proxy(body)
+
+
+def test_a_proxy_port_taken_since_it_was_planned_is_planned_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between planning a port (bound, then released) and the proxy's bind, another
+    process may take it (CI: a side-by-side run's member). The cluster's start plans that
+    proxy's port again, as no member has been told it yet."""
+    from etcdspec.conform import targets
+
+    held = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    held.bind(("127.0.0.1", 0))
+    held.listen()
+    taken = held.getsockname()[1]
+    replanned: list[int] = []
+
+    def plan_again(count: int) -> list[int]:
+        replanned.extend(free_ports(count))
+        return replanned[-count:]
+
+    monkeypatch.setattr(targets.launcher, "free_ports", plan_again)
+    cluster = targets.LocalCluster("ours", ["true"], tmp_path)
+    cluster.network = Network()
+    member = launcher.MemberPlan("m1", 1, 2, 3, str(tmp_path / "m1.data"))
+
+    async def start() -> None:
+        proxy = await cluster._start_proxy(member, taken)
+        try:
+            assert proxy.listen_port == replanned[0] != taken
+            assert cluster.proxy_ports["m1"] == replanned[0]
+        finally:
+            await proxy.close()
+
+    try:
+        asyncio.run(start())
+    finally:
+        held.close()
