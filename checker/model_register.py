@@ -19,7 +19,7 @@ import json
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
-from etcdspec.checker.compiled_search import CAS, READ, SET
+from etcdspec.checker.compiled_search import CAS, READ, SET, compiled_prepare
 from etcdspec.checker.history import Operation
 from etcdspec.checker.models import (
     PREPARED_DEFAULTS,
@@ -38,6 +38,7 @@ _MALFORMED = object()  # prepare_all: a keyed value prepare must reject
 
 class RegisterModel(CheckModel):
     name = "register"
+    flat_code = 1  # the C extension's code for this model (compiled_search)
 
     def init(self) -> Hashable:
         return None
@@ -60,6 +61,12 @@ class RegisterModel(CheckModel):
         return PreparedOp(op, (key, "cas", (_scalar(op, request[0]), _scalar(op, request[1]))))
 
     def prepare_all(self, operations: Sequence[Operation]) -> tuple[list[PreparedOp], int]:
+        """`prepare` of every operation: in C when the compiled core is built
+        (compiled_search.compiled_prepare), else `prepare_all_pure`; the same items."""
+        compiled = compiled_prepare(self, 1, operations, _NO_KEY)
+        return compiled if compiled is not None else self.prepare_all_pure(operations)
+
+    def prepare_all_pure(self, operations: Sequence[Operation]) -> tuple[list[PreparedOp], int]:
         """`prepare` inline for well-formed operations; the rest go through it."""
         out: list[PreparedOp] = []
         dropped = 0
