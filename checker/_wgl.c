@@ -213,6 +213,92 @@ static int transform_grow(Search *S) {
     return 0;
 }
 
+/* Appender(values, ids, fallback): the kv model's TRANSFORM, append, in C: the id of
+ * (values[state] or "") + values[arg], interned in `ids`/`values` as the Python path
+ * interns it. Any value not an exact str (or None for the state) goes to
+ * `fallback(arg, state)`, the Python transform. The Search calls it directly. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *values, *ids, *fallback;
+} Appender;
+
+static void Appender_dealloc(Appender *A) {
+    Py_XDECREF(A->values);
+    Py_XDECREF(A->ids);
+    Py_XDECREF(A->fallback);
+    Py_TYPE(A)->tp_free((PyObject *)A);
+}
+
+static int Appender_init(Appender *A, PyObject *args, PyObject *kwds) {
+    PyObject *values, *ids, *fallback;
+    if (!PyArg_ParseTuple(args, "O!O!O", &PyList_Type, &values, &PyDict_Type, &ids, &fallback))
+        return -1;
+    Py_INCREF(values);
+    Py_INCREF(ids);
+    Py_INCREF(fallback);
+    Py_XSETREF(A->values, values);
+    Py_XSETREF(A->ids, ids);
+    Py_XSETREF(A->fallback, fallback);
+    return 0;
+}
+
+/* The next state's id, or -1 with an exception set. */
+static long appender_apply(Appender *A, long arg, long state) {
+    Py_ssize_t n = PyList_GET_SIZE(A->values);
+    if (arg >= 0 && arg < n && state >= 0 && state < n) {
+        PyObject *tail = PyList_GET_ITEM(A->values, arg);
+        PyObject *head = PyList_GET_ITEM(A->values, state);
+        if (PyUnicode_CheckExact(tail) && (head == Py_None || PyUnicode_CheckExact(head))) {
+            PyObject *joined = head == Py_None ? Py_NewRef(tail) : PyUnicode_Concat(head, tail);
+            if (!joined)
+                return -1;
+            PyObject *found = PyDict_GetItemWithError(A->ids, joined);
+            long id;
+            if (found) {
+                id = PyLong_AsLong(found);
+            } else if (PyErr_Occurred()) {
+                id = -1;
+            } else {
+                id = (long)n;
+                PyObject *key = PyLong_FromLong(id);
+                if (!key || PyDict_SetItem(A->ids, joined, key) < 0 ||
+                    PyList_Append(A->values, joined) < 0)
+                    id = -1;
+                Py_XDECREF(key);
+            }
+            Py_DECREF(joined);
+            return id;
+        }
+    }
+    PyObject *out = PyObject_CallFunction(A->fallback, "ll", arg, state);
+    if (!out)
+        return -1;
+    long id = PyLong_AsLong(out);
+    Py_DECREF(out);
+    return id;
+}
+
+static PyObject *Appender_call(Appender *A, PyObject *args, PyObject *kwds) {
+    long arg, state;
+    if (!PyArg_ParseTuple(args, "ll", &arg, &state))
+        return NULL;
+    long id = appender_apply(A, arg, state);
+    if (id == -1 && PyErr_Occurred())
+        return NULL;
+    return PyLong_FromLong(id);
+}
+
+static PyTypeObject AppenderType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "etcdspec.checker._wgl.Appender",
+    .tp_basicsize = sizeof(Appender),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The kv model's append as a Search transform, in C.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Appender_init,
+    .tp_dealloc = (destructor)Appender_dealloc,
+    .tp_call = (ternaryfunc)Appender_call,
+};
+
 /* The next state of op i from `state`: an id, -1 for none, -2 on error. */
 static int32_t next_state(Search *S, Py_ssize_t i, int32_t state) {
     switch (S->kind[i]) {
@@ -239,11 +325,16 @@ static int32_t next_state(Search *S, Py_ssize_t i, int32_t state) {
         PyErr_SetString(PyExc_ValueError, "a TRANSFORM operation needs a transform callable");
         return -2;
     }
-    PyObject *out = PyObject_CallFunction(S->transform, "ii", (int)arg, (int)state);
-    if (out == NULL)
-        return -2;
-    long value = PyLong_AsLong(out);
-    Py_DECREF(out);
+    long value;
+    if (Py_IS_TYPE(S->transform, &AppenderType)) {
+        value = appender_apply((Appender *)S->transform, (long)arg, (long)state);
+    } else {
+        PyObject *out = PyObject_CallFunction(S->transform, "ii", (int)arg, (int)state);
+        if (out == NULL)
+            return -2;
+        value = PyLong_AsLong(out);
+        Py_DECREF(out);
+    }
     if (value == -1 && PyErr_Occurred())
         return -2;
     if (value < 0 || value > INT32_MAX) {
@@ -669,14 +760,14 @@ static PyTypeObject SearchType = {
 enum { CODE_REGISTER = 1, CODE_KV = 2 };
 
 static PyObject *S_type, *S_f, *S_request, *S_response, *S_call, *S_ret;
-static PyObject *S_key, *S_value, *S_ok, *S_fail, *S_info;
+static PyObject *S_id, *S_key, *S_value, *S_ok, *S_fail, *S_info;
 static PyObject *S_read, *S_write, *S_cas, *S_get, *S_put, *S_append;
 
 static int intern_names(void) {
     struct {
         PyObject **slot;
         const char *text;
-    } names[] = {{&S_type, "type"},   {&S_f, "f"},         {&S_request, "request"},
+    } names[] = {{&S_id, "id"},       {&S_type, "type"},   {&S_f, "f"},         {&S_request, "request"},
                  {&S_response, "response"}, {&S_call, "call"}, {&S_ret, "ret"},
                  {&S_key, "key"},     {&S_value, "value"}, {&S_ok, "ok"},
                  {&S_fail, "fail"},   {&S_info, "info"},   {&S_read, "read"},
@@ -1092,11 +1183,134 @@ done:
     return result;
 }
 
+/* group(items) -> {payload[0]: [item, ...]}: the register and kv models' partitions, in
+ * first-seen key order, as a dict's setdefault loop builds them. */
+static PyObject *wgl_group(PyObject *self, PyObject *items) {
+    PyObject *fast = PySequence_Fast(items, "group: items must be a sequence");
+    if (!fast)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    PyObject **its = PySequence_Fast_ITEMS(fast);
+    PyObject *parts = PyDict_New(), *last_key = NULL, *last_list = NULL;
+    if (!parts)
+        goto fail;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = its[i];
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) < 2 ||
+            !PyTuple_Check(PyTuple_GET_ITEM(item, 1)) ||
+            PyTuple_GET_SIZE(PyTuple_GET_ITEM(item, 1)) < 1) {
+            PyErr_SetString(PyExc_TypeError, "group: items must be (op, (key, ...), ...)");
+            goto fail;
+        }
+        PyObject *key = PyTuple_GET_ITEM(PyTuple_GET_ITEM(item, 1), 0);
+        PyObject *list;
+        if (key == last_key) { /* runs of one key: no lookup */
+            list = last_list;
+        } else {
+            list = PyDict_GetItemWithError(parts, key);
+            if (!list) {
+                if (PyErr_Occurred())
+                    goto fail;
+                list = PyList_New(0);
+                if (!list)
+                    goto fail;
+                int bad = PyDict_SetItem(parts, key, list);
+                Py_DECREF(list); /* the dict holds it */
+                if (bad < 0)
+                    goto fail;
+            }
+            last_key = key;
+            last_list = list;
+        }
+        if (PyList_Append(list, item) < 0)
+            goto fail;
+    }
+    Py_DECREF(fast);
+    return parts;
+fail:
+    Py_XDECREF(parts);
+    Py_DECREF(fast);
+    return NULL;
+}
+
+/* infos(items) -> how many items' operations are not "ok" (a partition's difficulty). */
+static PyObject *wgl_infos(PyObject *self, PyObject *items) {
+    PyObject *fast = PySequence_Fast(items, "infos: items must be a sequence");
+    if (!fast)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast), infos = 0;
+    PyObject **its = PySequence_Fast_ITEMS(fast);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = its[i];
+        PyObject *op = PyTuple_Check(item) && PyTuple_GET_SIZE(item) > 0
+                           ? PyTuple_GET_ITEM(item, 0)
+                           : NULL;
+        PyObject *kind = op ? PyObject_GetAttr(op, S_type) : NULL;
+        if (!kind) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "infos: items must be (op, ...)");
+            Py_DECREF(fast);
+            return NULL;
+        }
+        int ok = PyObject_RichCompareBool(kind, S_ok, Py_EQ);
+        Py_DECREF(kind);
+        if (ok < 0) {
+            Py_DECREF(fast);
+            return NULL;
+        }
+        infos += !ok;
+    }
+    Py_DECREF(fast);
+    return PyLong_FromSsize_t(infos);
+}
+
+/* op_ids(items, order) -> tuple of items[i].op.id for i in order (a linearization). */
+static PyObject *wgl_op_ids(PyObject *self, PyObject *args) {
+    PyObject *items, *order;
+    if (!PyArg_ParseTuple(args, "O!O", &PyList_Type, &items, &order))
+        return NULL;
+    PyObject *fast = PySequence_Fast(order, "op_ids: order must be a sequence");
+    if (!fast)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    PyObject **idx = PySequence_Fast_ITEMS(fast);
+    PyObject *out = PyTuple_New(n);
+    if (!out)
+        goto fail;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        Py_ssize_t i = PyLong_AsSsize_t(idx[k]);
+        if (i == -1 && PyErr_Occurred())
+            goto fail;
+        if (i < 0 || i >= PyList_GET_SIZE(items)) {
+            PyErr_Format(PyExc_IndexError, "op_ids: %zd is not an item", i);
+            goto fail;
+        }
+        PyObject *item = PyList_GET_ITEM(items, i);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) < 1) {
+            PyErr_SetString(PyExc_TypeError, "op_ids: items must be (op, ...)");
+            goto fail;
+        }
+        PyObject *id = PyObject_GetAttr(PyTuple_GET_ITEM(item, 0), S_id);
+        if (!id)
+            goto fail;
+        PyTuple_SET_ITEM(out, k, id);
+    }
+    Py_DECREF(fast);
+    return out;
+fail:
+    Py_XDECREF(out);
+    Py_DECREF(fast);
+    return NULL;
+}
+
 static PyMethodDef wgl_functions[] = {
     {"prepare", wgl_prepare, METH_VARARGS,
      "prepare(code, operations, prepared_type, tail, no_key, fallback) -> (list, dropped)"},
     {"flatten", wgl_flatten, METH_VARARGS,
      "flatten(code, items, init) -> (kinds, a, b, is_ok, calls, rets, values, ids) or None"},
+    {"group", wgl_group, METH_O, "group(items) -> {payload[0]: [item, ...]}"},
+    {"infos", wgl_infos, METH_O, "infos(items) -> how many operations are not ok"},
+    {"op_ids", wgl_op_ids, METH_VARARGS, "op_ids(items, order) -> (items[i].op.id, ...)"},
     {NULL}};
 
 static struct PyModuleDef wgl_module = {
@@ -1108,7 +1322,7 @@ static struct PyModuleDef wgl_module = {
 };
 
 PyMODINIT_FUNC PyInit__wgl(void) {
-    if (PyType_Ready(&SearchType) < 0 || intern_names() < 0)
+    if (PyType_Ready(&SearchType) < 0 || PyType_Ready(&AppenderType) < 0 || intern_names() < 0)
         return NULL;
     PyObject *m = PyModule_Create(&wgl_module);
     if (!m)
@@ -1116,6 +1330,12 @@ PyMODINIT_FUNC PyInit__wgl(void) {
     Py_INCREF(&SearchType);
     if (PyModule_AddObject(m, "Search", (PyObject *)&SearchType) < 0) {
         Py_DECREF(&SearchType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&AppenderType);
+    if (PyModule_AddObject(m, "Appender", (PyObject *)&AppenderType) < 0) {
+        Py_DECREF(&AppenderType);
         Py_DECREF(m);
         return NULL;
     }

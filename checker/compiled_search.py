@@ -27,7 +27,11 @@ Contract:
   shapes decoded in C, every other operation through the model's `prepare`, so the same
   items and the same errors), and `compiled_entry_search` builds the flat arrays and the
   interning in one C pass (`_wgl.flatten`), falling back to `flat_ops` and the Python
-  interning when that pass declines (an unknown kind, an unhashable value, NaN).
+  interning when that pass declines (an unknown kind, an unhashable value, NaN). kv's
+  TRANSFORM is append, `(state or "") + arg`: `_wgl.Appender` does it in C for str
+  values and asks `model.transform` for anything else; `compiled_partitions` groups
+  the items by key in C, `compiled_infos` counts a partition's info operations (its
+  difficulty) and `compiled_op_ids` turns a linearization into operation ids.
 - ETCDSPEC_CHECKER_CORE: "auto" (default: compiled when built), "pure", or "compiled"
   (the extension is required: its absence is an error saying how to build it).
 """
@@ -53,6 +57,7 @@ CORE_ENV = "ETCDSPEC_CHECKER_CORE"
 _CHOICES = ("auto", "pure", "compiled")
 _LINEARIZED, _REFUTED = 1, 2
 TURN_FACTOR = 16
+REGISTER, KV = 1, 2  # the models' `flat_code`s: how the C extension decodes them
 
 
 class CoreUnavailable(RuntimeError):
@@ -101,6 +106,25 @@ def compiled_prepare(
         code, operations, PreparedOp, PREPARED_DEFAULTS, no_key, model.prepare
     )
     return prepared
+
+
+def compiled_partitions(items: Sequence[PreparedOp]) -> dict[Any, list[PreparedOp]] | None:
+    """The items grouped by their payload's first field (the key), in first-seen key
+    order, in C; None when the pure path must run."""
+    if not _use_compiled():
+        return None
+    parts: dict[Any, list[PreparedOp]] = _wgl.group(items)
+    return parts
+
+
+def compiled_infos(items: Sequence[PreparedOp]) -> int | None:
+    """How many of the items' operations are not ok, counted in C; None: the pure path."""
+    return _wgl.infos(items) if _use_compiled() else None
+
+
+def compiled_op_ids(items: list[PreparedOp], order: Sequence[int]) -> tuple[int, ...] | None:
+    """The operation ids of `order` (a linearization), in C; None: the pure path."""
+    return _wgl.op_ids(items, order) if _use_compiled() else None
 
 
 def _flat_arrays(
@@ -162,6 +186,8 @@ def compiled_entry_search(
             values.append(new)
         return found
 
+    # kv's TRANSFORM (append) runs in C for str values, through `transform` otherwise.
+    step = _wgl.Appender(values, ids, transform) if flat is not None and code == KV else transform
     search = _wgl.Search(
         kinds,
         a,
@@ -171,7 +197,7 @@ def compiled_entry_search(
         rets,
         init_id,
         seed & 0xFFFFFFFFFFFFFFFF,
-        transform,
+        step,
     )
     return _drive(
         model,

@@ -19,7 +19,16 @@ import json
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
-from etcdspec.checker.compiled_search import READ, SET, TRANSFORM, compiled_prepare
+from etcdspec.checker.compiled_search import (
+    KV as KV_CODE,
+)
+from etcdspec.checker.compiled_search import (
+    READ,
+    SET,
+    TRANSFORM,
+    compiled_partitions,
+    compiled_prepare,
+)
 from etcdspec.checker.history import Operation
 from etcdspec.checker.models import (
     PREPARED_DEFAULTS,
@@ -35,7 +44,7 @@ _FLAT_KIND = {"get": READ, "put": SET, "append": TRANSFORM}  # flat_ops' kinds
 
 class KvModel(CheckModel):
     name = "kv"
-    flat_code = 2  # the C extension's code for this model (compiled_search)
+    flat_code = KV_CODE  # how the C extension decodes it (compiled_search)
 
     def init(self) -> Hashable:
         return None
@@ -61,7 +70,7 @@ class KvModel(CheckModel):
     def prepare_all(self, operations: Sequence[Operation]) -> tuple[list[PreparedOp], int]:
         """`prepare` of every operation: in C when the compiled core is built
         (compiled_search.compiled_prepare), else `prepare_all_pure`; the same items."""
-        compiled = compiled_prepare(self, 2, operations)
+        compiled = compiled_prepare(self, self.flat_code, operations)
         return compiled if compiled is not None else self.prepare_all_pure(operations)
 
     def prepare_all_pure(self, operations: Sequence[Operation]) -> tuple[list[PreparedOp], int]:
@@ -202,6 +211,9 @@ class KvModel(CheckModel):
         return f"get {key} returned {json.dumps(arg)} but the key holds {json.dumps(state)}"
 
     def partitions(self, ops: Sequence[PreparedOp]) -> dict[str, list[PreparedOp]] | None:
+        grouped = compiled_partitions(ops)
+        if grouped is not None:
+            return grouped
         parts: dict[str, list[PreparedOp]] = {}
         for prepared in ops:
             parts.setdefault(prepared.payload[0], []).append(prepared)
