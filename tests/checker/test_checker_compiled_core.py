@@ -7,7 +7,10 @@ value; kv has appends, the core's TRANSFORM), and each is checked whole with
 ETCDSPEC_CHECKER_CORE=pure and =compiled; every partition is also searched with no cut
 (`_Search.entry_search`, the cuts' refutations hide the search's own report). Results are
 compared whole but for the seconds. The files in tests/checker/data and generated
-Jepsen-size histories are compared the same way."""
+Jepsen-size histories are compared the same way. The compiled path also decodes, interns
+and partitions in C (`_wgl.prepare`, `_wgl.flatten`, `_wgl.group`, kv's `_wgl.Appender`):
+the C decode is compared item by item, types included, with the Python loop on odd
+shapes, and a kv history with str-subclass values takes the Appender's Python path."""
 
 from __future__ import annotations
 
@@ -406,3 +409,28 @@ def test_the_c_decode_drops_and_keys_as_the_python_loop() -> None:
         assert got == _decoded(lambda m=model, o=ops: m.prepare_all_pure(o))
         assert got[1] == dropped
         assert len(got[0]) == len(ops) - dropped
+
+
+def test_kv_appends_of_str_subclass_values_take_the_python_transform(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`prepare` accepts a str subclass (the C decode sends it there); the Appender then
+    asks the model's transform, and both cores agree, a refutation included."""
+
+    def op(i: int, kind: str, f: str, request: Any, response: Any) -> Operation:
+        return Operation(i, i, f, request, kind, response, 2 * i, 2 * i + 1, 0, 0, 2 * i, 2 * i + 1)
+
+    ops = [
+        op(0, "ok", "append", {"key": "k", "value": _Text(",1")}, None),
+        op(1, "ok", "append", {"key": "k", "value": ",2"}, None),
+        op(2, "ok", "get", {"key": "k"}, {"key": "k", "value": ",1,2"}),
+        op(3, "ok", "append", {"key": "j", "value": _Text(",1")}, None),
+        op(4, "ok", "get", {"key": "j"}, {"key": "j", "value": ",2"}),
+    ]
+    pure, compiled = _check_both(monkeypatch, "kv", ops)
+    assert pure == compiled
+    assert pure["verdict"] is Verdict.FALSE
+    _search_both(monkeypatch, "kv", ops)
+    pure, compiled = _check_both(monkeypatch, "kv", ops[:3])
+    assert pure == compiled
+    assert pure["verdict"] is Verdict.TRUE
