@@ -846,8 +846,10 @@ static int register_one(PyObject *op, PyObject *kind, PyObject *f, PyObject *no_
         if (!keyed_shape(request))
             goto out;
         PyObject *raw = PyDict_GetItemWithError(request, S_key);
-        if (!raw)
+        if (!raw) {
+            rc = PyErr_Occurred() ? -1 : 2;
             goto out;
+        }
         if (!PyUnicode_CheckExact(raw)) /* str(k) of anything else: the fallback */
             goto out;
         Py_DECREF(key);
