@@ -213,6 +213,92 @@ static int transform_grow(Search *S) {
     return 0;
 }
 
+/* Appender(values, ids, fallback): the kv model's TRANSFORM, append, in C: the id of
+ * (values[state] or "") + values[arg], interned in `ids`/`values` as the Python path
+ * interns it. Any value not an exact str (or None for the state) goes to
+ * `fallback(arg, state)`, the Python transform. The Search calls it directly. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *values, *ids, *fallback;
+} Appender;
+
+static void Appender_dealloc(Appender *A) {
+    Py_XDECREF(A->values);
+    Py_XDECREF(A->ids);
+    Py_XDECREF(A->fallback);
+    Py_TYPE(A)->tp_free((PyObject *)A);
+}
+
+static int Appender_init(Appender *A, PyObject *args, PyObject *kwds) {
+    PyObject *values, *ids, *fallback;
+    if (!PyArg_ParseTuple(args, "O!O!O", &PyList_Type, &values, &PyDict_Type, &ids, &fallback))
+        return -1;
+    Py_INCREF(values);
+    Py_INCREF(ids);
+    Py_INCREF(fallback);
+    Py_XSETREF(A->values, values);
+    Py_XSETREF(A->ids, ids);
+    Py_XSETREF(A->fallback, fallback);
+    return 0;
+}
+
+/* The next state's id, or -1 with an exception set. */
+static long appender_apply(Appender *A, long arg, long state) {
+    Py_ssize_t n = PyList_GET_SIZE(A->values);
+    if (arg >= 0 && arg < n && state >= 0 && state < n) {
+        PyObject *tail = PyList_GET_ITEM(A->values, arg);
+        PyObject *head = PyList_GET_ITEM(A->values, state);
+        if (PyUnicode_CheckExact(tail) && (head == Py_None || PyUnicode_CheckExact(head))) {
+            PyObject *joined = head == Py_None ? Py_NewRef(tail) : PyUnicode_Concat(head, tail);
+            if (!joined)
+                return -1;
+            PyObject *found = PyDict_GetItemWithError(A->ids, joined);
+            long id;
+            if (found) {
+                id = PyLong_AsLong(found);
+            } else if (PyErr_Occurred()) {
+                id = -1;
+            } else {
+                id = (long)n;
+                PyObject *key = PyLong_FromLong(id);
+                if (!key || PyDict_SetItem(A->ids, joined, key) < 0 ||
+                    PyList_Append(A->values, joined) < 0)
+                    id = -1;
+                Py_XDECREF(key);
+            }
+            Py_DECREF(joined);
+            return id;
+        }
+    }
+    PyObject *out = PyObject_CallFunction(A->fallback, "ll", arg, state);
+    if (!out)
+        return -1;
+    long id = PyLong_AsLong(out);
+    Py_DECREF(out);
+    return id;
+}
+
+static PyObject *Appender_call(Appender *A, PyObject *args, PyObject *kwds) {
+    long arg, state;
+    if (!PyArg_ParseTuple(args, "ll", &arg, &state))
+        return NULL;
+    long id = appender_apply(A, arg, state);
+    if (id == -1 && PyErr_Occurred())
+        return NULL;
+    return PyLong_FromLong(id);
+}
+
+static PyTypeObject AppenderType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "etcdspec.checker._wgl.Appender",
+    .tp_basicsize = sizeof(Appender),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The kv model's append as a Search transform, in C.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Appender_init,
+    .tp_dealloc = (destructor)Appender_dealloc,
+    .tp_call = (ternaryfunc)Appender_call,
+};
+
 /* The next state of op i from `state`: an id, -1 for none, -2 on error. */
 static int32_t next_state(Search *S, Py_ssize_t i, int32_t state) {
     switch (S->kind[i]) {
@@ -239,11 +325,16 @@ static int32_t next_state(Search *S, Py_ssize_t i, int32_t state) {
         PyErr_SetString(PyExc_ValueError, "a TRANSFORM operation needs a transform callable");
         return -2;
     }
-    PyObject *out = PyObject_CallFunction(S->transform, "ii", (int)arg, (int)state);
-    if (out == NULL)
-        return -2;
-    long value = PyLong_AsLong(out);
-    Py_DECREF(out);
+    long value;
+    if (Py_IS_TYPE(S->transform, &AppenderType)) {
+        value = appender_apply((Appender *)S->transform, (long)arg, (long)state);
+    } else {
+        PyObject *out = PyObject_CallFunction(S->transform, "ii", (int)arg, (int)state);
+        if (out == NULL)
+            return -2;
+        value = PyLong_AsLong(out);
+        Py_DECREF(out);
+    }
     if (value == -1 && PyErr_Occurred())
         return -2;
     if (value < 0 || value > INT32_MAX) {
@@ -651,15 +742,589 @@ static PyTypeObject SearchType = {
     .tp_getset = Search_getset,
 };
 
+/* ---- The per-operation work before the search (checker/compiled_search.py) ----------
+ *
+ * prepare(code, operations, prepared_type, tail, no_key, fallback) -> (list, dropped):
+ * the register (code 1) or kv (code 2) model's `prepare_all` in one C pass. It decodes
+ * only the common shapes, with exact types (str, dict, list), exactly as the Python loop
+ * decodes them inline; every other operation goes to `fallback(op)` (the model's
+ * `prepare`), whose None drops it and whose error is the error. So the result is the
+ * Python loop's, item for item.
+ *
+ * flatten(code, items, init) -> (kinds, a, b, is_ok, calls, rets, values, ids) or None:
+ * `flat_ops` plus the interning and the Search's arrays in one pass. Values are interned
+ * in the dict `ids` in the Python path's order (init, every a, every b; the first object
+ * met is the key), so ids are equal exactly when == says so. None (the Python path then
+ * decides as before) for a kind it does not know, an unhashable value or NaN. */
+
+enum { CODE_REGISTER = 1, CODE_KV = 2 };
+
+static PyObject *S_type, *S_f, *S_request, *S_response, *S_call, *S_ret;
+static PyObject *S_id, *S_key, *S_value, *S_ok, *S_fail, *S_info;
+static PyObject *S_read, *S_write, *S_cas, *S_get, *S_put, *S_append;
+
+static int intern_names(void) {
+    struct {
+        PyObject **slot;
+        const char *text;
+    } names[] = {{&S_id, "id"},       {&S_type, "type"},   {&S_f, "f"},         {&S_request, "request"},
+                 {&S_response, "response"}, {&S_call, "call"}, {&S_ret, "ret"},
+                 {&S_key, "key"},     {&S_value, "value"}, {&S_ok, "ok"},
+                 {&S_fail, "fail"},   {&S_info, "info"},   {&S_read, "read"},
+                 {&S_write, "write"}, {&S_cas, "cas"},     {&S_get, "get"},
+                 {&S_put, "put"},     {&S_append, "append"}};
+    for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
+        *names[k].slot = PyUnicode_InternFromString(names[k].text);
+        if (!*names[k].slot)
+            return -1;
+    }
+    return 0;
+}
+
+/* 1 when `obj` is an exact str equal to `name` (an interned str), else 0. */
+static inline int is_name(PyObject *obj, PyObject *name) {
+    if (obj == name)
+        return 1;
+    return PyUnicode_CheckExact(obj) && PyUnicode_Compare(obj, name) == 0;
+}
+
+/* 1 when an exact dict has "key" and no field but "key" and "value" (all exact str). */
+static int keyed_shape(PyObject *d) {
+    if (!PyDict_CheckExact(d))
+        return 0;
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    int has_key = 0;
+    while (PyDict_Next(d, &pos, &k, &v)) {
+        if (is_name(k, S_key))
+            has_key = 1;
+        else if (!is_name(k, S_value))
+            return 0;
+    }
+    return has_key;
+}
+
+static inline int dict_or_list(PyObject *v) { return PyDict_Check(v) || PyList_Check(v); }
+
+/* A new PreparedOp (a tuple subclass): (op, payload, *tail); steals payload. */
+static PyObject *new_prepared(PyTypeObject *type, PyObject *op, PyObject *payload,
+                              PyObject *tail) {
+    if (!payload)
+        return NULL;
+    Py_ssize_t extra = PyTuple_GET_SIZE(tail);
+    PyObject *t = type->tp_alloc(type, 2 + extra);
+    if (!t) {
+        Py_DECREF(payload);
+        return NULL;
+    }
+    Py_INCREF(op);
+    PyTuple_SET_ITEM(t, 0, op);
+    PyTuple_SET_ITEM(t, 1, payload);
+    for (Py_ssize_t k = 0; k < extra; k++) {
+        PyObject *item = PyTuple_GET_ITEM(tail, k);
+        Py_INCREF(item);
+        PyTuple_SET_ITEM(t, 2 + k, item);
+    }
+    return t;
+}
+
+/* One register operation: 1 decoded into *out (new ref), 0 dropped, 2 not a common
+ * shape (the fallback decides), -1 error. */
+static int register_one(PyObject *op, PyObject *kind, PyObject *f, PyObject *no_key,
+                        PyObject **payload) {
+    if (!PyUnicode_CheckExact(kind) || !PyUnicode_CheckExact(f))
+        return 2;
+    if (is_name(kind, S_fail))
+        return 0;
+    PyObject *request = PyObject_GetAttr(op, S_request);
+    if (!request)
+        return -1;
+    PyObject *key = no_key, *arg = request; /* borrowed within this call */
+    int rc = 2;
+    Py_INCREF(key);
+    if (PyDict_Check(request)) {
+        if (!keyed_shape(request))
+            goto out;
+        PyObject *raw = PyDict_GetItemWithError(request, S_key);
+        if (!raw) {
+            rc = PyErr_Occurred() ? -1 : 2;
+            goto out;
+        }
+        if (!PyUnicode_CheckExact(raw)) /* str(k) of anything else: the fallback */
+            goto out;
+        Py_DECREF(key);
+        Py_INCREF(raw);
+        key = raw;
+        arg = PyDict_GetItemWithError(request, S_value);
+        if (!arg) {
+            if (PyErr_Occurred()) {
+                rc = -1;
+                goto out;
+            }
+            arg = Py_None;
+        }
+    }
+    if (is_name(f, S_read)) {
+        if (is_name(kind, S_info)) {
+            rc = 0;
+            goto out;
+        }
+        PyObject *value = PyObject_GetAttr(op, S_response);
+        if (!value) {
+            rc = -1;
+            goto out;
+        }
+        PyObject *got = value;
+        if (PyDict_Check(value)) {
+            if (!keyed_shape(value)) {
+                Py_DECREF(value);
+                goto out;
+            }
+            got = PyDict_GetItemWithError(value, S_value);
+            if (!got) {
+                if (PyErr_Occurred()) {
+                    Py_DECREF(value);
+                    rc = -1;
+                    goto out;
+                }
+                got = Py_None;
+            }
+        }
+        if (!dict_or_list(got)) {
+            *payload = PyTuple_Pack(3, key, f, got);
+            rc = *payload ? 1 : -1;
+        }
+        Py_DECREF(value);
+    } else if (is_name(f, S_write)) {
+        if (!dict_or_list(arg)) {
+            *payload = PyTuple_Pack(3, key, f, arg);
+            rc = *payload ? 1 : -1;
+        }
+    } else if (is_name(f, S_cas)) {
+        if (PyList_CheckExact(arg) && PyList_GET_SIZE(arg) == 2 &&
+            !dict_or_list(PyList_GET_ITEM(arg, 0)) && !dict_or_list(PyList_GET_ITEM(arg, 1))) {
+            PyObject *pair = PyTuple_Pack(2, PyList_GET_ITEM(arg, 0), PyList_GET_ITEM(arg, 1));
+            if (!pair) {
+                rc = -1;
+                goto out;
+            }
+            *payload = PyTuple_Pack(3, key, f, pair);
+            Py_DECREF(pair);
+            rc = *payload ? 1 : -1;
+        }
+    }
+out:
+    Py_DECREF(key);
+    Py_DECREF(request);
+    return rc;
+}
+
+/* One kv operation, as register_one. */
+static int kv_one(PyObject *op, PyObject *kind, PyObject *f, PyObject **payload) {
+    if (!PyUnicode_CheckExact(kind) || !PyUnicode_CheckExact(f))
+        return 2;
+    if (is_name(kind, S_fail))
+        return 0;
+    PyObject *request = PyObject_GetAttr(op, S_request);
+    if (!request)
+        return -1;
+    int rc = 2;
+    if (!PyDict_CheckExact(request))
+        goto out;
+    PyObject *key = PyDict_GetItemWithError(request, S_key);
+    if (!key) {
+        rc = PyErr_Occurred() ? -1 : 2;
+        goto out;
+    }
+    if (!PyUnicode_CheckExact(key))
+        goto out;
+    if (is_name(f, S_get)) {
+        if (is_name(kind, S_info)) {
+            rc = 0;
+            goto out;
+        }
+        PyObject *response = PyObject_GetAttr(op, S_response);
+        if (!response) {
+            rc = -1;
+            goto out;
+        }
+        if (PyDict_CheckExact(response)) {
+            PyObject *value = PyDict_GetItemWithError(response, S_value);
+            if (!value && PyErr_Occurred())
+                rc = -1;
+            else if (value && (value == Py_None || PyUnicode_CheckExact(value))) {
+                *payload = PyTuple_Pack(3, key, f, value);
+                rc = *payload ? 1 : -1;
+            }
+        }
+        Py_DECREF(response);
+    } else if (is_name(f, S_put) || is_name(f, S_append)) {
+        PyObject *value = PyDict_GetItemWithError(request, S_value);
+        if (!value && PyErr_Occurred())
+            rc = -1;
+        else if (value && PyUnicode_CheckExact(value)) {
+            *payload = PyTuple_Pack(3, key, f, value);
+            rc = *payload ? 1 : -1;
+        }
+    }
+out:
+    Py_DECREF(request);
+    return rc;
+}
+
+static PyObject *wgl_prepare(PyObject *self, PyObject *args) {
+    int code;
+    PyObject *operations, *tail, *no_key, *fallback;
+    PyTypeObject *type;
+    if (!PyArg_ParseTuple(args, "iOO!O!UO", &code, &operations, &PyType_Type, &type,
+                          &PyTuple_Type, &tail, &no_key, &fallback))
+        return NULL;
+    if (code != CODE_REGISTER && code != CODE_KV) {
+        PyErr_Format(PyExc_ValueError, "prepare: model code %d is not 1 or 2", code);
+        return NULL;
+    }
+    if (!PyType_IsSubtype(type, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "prepare: the prepared type must be a tuple type");
+        return NULL;
+    }
+    PyObject *fast = PySequence_Fast(operations, "prepare: operations must be a sequence");
+    if (!fast)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast), dropped = 0;
+    PyObject **ops = PySequence_Fast_ITEMS(fast);
+    PyObject *out = PyList_New(0);
+    if (!out)
+        goto fail;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *op = ops[i], *payload = NULL, *item = NULL;
+        PyObject *kind = PyObject_GetAttr(op, S_type);
+        if (!kind)
+            goto fail;
+        PyObject *f = PyObject_GetAttr(op, S_f);
+        if (!f) {
+            Py_DECREF(kind);
+            goto fail;
+        }
+        int rc = code == CODE_REGISTER ? register_one(op, kind, f, no_key, &payload)
+                                       : kv_one(op, kind, f, &payload);
+        Py_DECREF(kind);
+        Py_DECREF(f);
+        if (rc < 0)
+            goto fail;
+        if (rc == 0) {
+            dropped++;
+            continue;
+        }
+        if (rc == 1) {
+            item = new_prepared(type, op, payload, tail);
+        } else {
+            item = PyObject_CallOneArg(fallback, op);
+            if (item == Py_None) {
+                Py_DECREF(item);
+                dropped++;
+                continue;
+            }
+        }
+        if (!item)
+            goto fail;
+        int bad = PyList_Append(out, item);
+        Py_DECREF(item);
+        if (bad < 0)
+            goto fail;
+    }
+    Py_DECREF(fast);
+    return Py_BuildValue("(Nn)", out, dropped);
+fail:
+    Py_XDECREF(out);
+    Py_DECREF(fast);
+    return NULL;
+}
+
+/* The id of `value` in `ids` (appending it to `values` when new): >= 0, -1 on error, -2
+ * when it cannot be interned (unhashable or not equal to itself: NaN). */
+static long intern_value(PyObject *ids, PyObject *values, PyObject *value) {
+    PyObject *found = PyDict_GetItemWithError(ids, value);
+    if (found)
+        return PyLong_AsLong(found);
+    if (PyErr_Occurred()) {
+        if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+            PyErr_Clear();
+            return -2;
+        }
+        return -1;
+    }
+    PyObject *ne = PyObject_RichCompare(value, value, Py_NE);
+    if (!ne)
+        return -1;
+    int differs = PyObject_IsTrue(ne);
+    Py_DECREF(ne);
+    if (differs < 0)
+        return -1;
+    if (differs)
+        return -2;
+    Py_ssize_t id = PyList_GET_SIZE(values);
+    PyObject *key = PyLong_FromSsize_t(id);
+    if (!key)
+        return -1;
+    int bad = PyDict_SetItem(ids, value, key) < 0 || PyList_Append(values, value) < 0;
+    Py_DECREF(key);
+    return bad ? -1 : (long)id;
+}
+
+static PyObject *wgl_flatten(PyObject *self, PyObject *args) {
+    int code;
+    PyObject *items, *init;
+    if (!PyArg_ParseTuple(args, "iOO", &code, &items, &init))
+        return NULL;
+    if (code != CODE_REGISTER && code != CODE_KV) {
+        PyErr_Format(PyExc_ValueError, "flatten: model code %d is not 1 or 2", code);
+        return NULL;
+    }
+    PyObject *fast = PySequence_Fast(items, "flatten: items must be a sequence");
+    if (!fast)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    PyObject **its = PySequence_Fast_ITEMS(fast);
+    PyObject *kinds = PyBytes_FromStringAndSize(NULL, n);
+    PyObject *is_ok = PyBytes_FromStringAndSize(NULL, n);
+    PyObject *a = PyList_New(n), *b = PyList_New(n), *calls = PyList_New(n);
+    PyObject *rets = PyList_New(n), *values = PyList_New(0), *ids = PyDict_New();
+    PyObject **bv = PyMem_Calloc((size_t)n + 1, sizeof(PyObject *)); /* borrowed b values */
+    PyObject *result = NULL;
+    if (!kinds || !is_ok || !a || !b || !calls || !rets || !values || !ids || !bv)
+        goto done;
+    char *kb = PyBytes_AS_STRING(kinds), *ob = PyBytes_AS_STRING(is_ok);
+    long id = intern_value(ids, values, init);
+    if (id == -1)
+        goto done;
+    if (id == -2)
+        goto none;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = its[i];
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) < 2)
+            goto none;
+        PyObject *op = PyTuple_GET_ITEM(item, 0), *payload = PyTuple_GET_ITEM(item, 1);
+        if (!PyTuple_CheckExact(payload) || PyTuple_GET_SIZE(payload) != 3)
+            goto none;
+        PyObject *f = PyTuple_GET_ITEM(payload, 1), *arg = PyTuple_GET_ITEM(payload, 2);
+        PyObject *first = arg, *second = Py_None;
+        if (code == CODE_REGISTER) {
+            if (is_name(f, S_read))
+                kb[i] = K_READ;
+            else if (is_name(f, S_write))
+                kb[i] = K_SET;
+            else if (is_name(f, S_cas) && PyTuple_CheckExact(arg) && PyTuple_GET_SIZE(arg) == 2) {
+                kb[i] = K_CAS;
+                first = PyTuple_GET_ITEM(arg, 0);
+                second = PyTuple_GET_ITEM(arg, 1);
+            } else
+                goto none;
+        } else {
+            if (is_name(f, S_get))
+                kb[i] = K_READ;
+            else if (is_name(f, S_put))
+                kb[i] = K_SET;
+            else if (is_name(f, S_append))
+                kb[i] = K_TRANSFORM;
+            else
+                goto none;
+        }
+        bv[i] = second;
+        id = intern_value(ids, values, first);
+        if (id == -1)
+            goto done;
+        if (id == -2)
+            goto none;
+        PyObject *num = PyLong_FromLong(id);
+        if (!num)
+            goto done;
+        PyList_SET_ITEM(a, i, num);
+        PyObject *kind = PyObject_GetAttr(op, S_type);
+        if (!kind)
+            goto done;
+        int ok = PyObject_RichCompareBool(kind, S_ok, Py_EQ);
+        Py_DECREF(kind);
+        if (ok < 0)
+            goto done;
+        ob[i] = (char)ok;
+        PyObject *call = PyObject_GetAttr(op, S_call);
+        if (!call)
+            goto done;
+        PyList_SET_ITEM(calls, i, call);
+        PyObject *ret = PyObject_GetAttr(op, S_ret);
+        if (!ret)
+            goto done;
+        PyList_SET_ITEM(rets, i, ret);
+    }
+    for (Py_ssize_t i = 0; i < n; i++) { /* b after every a: the Python path's order */
+        id = intern_value(ids, values, bv[i]);
+        if (id == -1)
+            goto done;
+        if (id == -2)
+            goto none;
+        PyObject *num = PyLong_FromLong(id);
+        if (!num)
+            goto done;
+        PyList_SET_ITEM(b, i, num);
+    }
+    result = PyTuple_Pack(8, kinds, a, b, is_ok, calls, rets, values, ids);
+    goto done;
+none:
+    result = Py_NewRef(Py_None);
+done:
+    PyMem_Free(bv);
+    Py_DECREF(fast);
+    Py_XDECREF(kinds);
+    Py_XDECREF(is_ok);
+    Py_XDECREF(a);
+    Py_XDECREF(b);
+    Py_XDECREF(calls);
+    Py_XDECREF(rets);
+    Py_XDECREF(values);
+    Py_XDECREF(ids);
+    return result;
+}
+
+/* group(items) -> {payload[0]: [item, ...]}: the register and kv models' partitions, in
+ * first-seen key order, as a dict's setdefault loop builds them. */
+static PyObject *wgl_group(PyObject *self, PyObject *items) {
+    PyObject *fast = PySequence_Fast(items, "group: items must be a sequence");
+    if (!fast)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    PyObject **its = PySequence_Fast_ITEMS(fast);
+    PyObject *parts = PyDict_New(), *last_key = NULL, *last_list = NULL;
+    if (!parts)
+        goto fail;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = its[i];
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) < 2 ||
+            !PyTuple_Check(PyTuple_GET_ITEM(item, 1)) ||
+            PyTuple_GET_SIZE(PyTuple_GET_ITEM(item, 1)) < 1) {
+            PyErr_SetString(PyExc_TypeError, "group: items must be (op, (key, ...), ...)");
+            goto fail;
+        }
+        PyObject *key = PyTuple_GET_ITEM(PyTuple_GET_ITEM(item, 1), 0);
+        PyObject *list;
+        if (key == last_key) { /* runs of one key: no lookup */
+            list = last_list;
+        } else {
+            list = PyDict_GetItemWithError(parts, key);
+            if (!list) {
+                if (PyErr_Occurred())
+                    goto fail;
+                list = PyList_New(0);
+                if (!list)
+                    goto fail;
+                int bad = PyDict_SetItem(parts, key, list);
+                Py_DECREF(list); /* the dict holds it */
+                if (bad < 0)
+                    goto fail;
+            }
+            last_key = key;
+            last_list = list;
+        }
+        if (PyList_Append(list, item) < 0)
+            goto fail;
+    }
+    Py_DECREF(fast);
+    return parts;
+fail:
+    Py_XDECREF(parts);
+    Py_DECREF(fast);
+    return NULL;
+}
+
+/* infos(items) -> how many items' operations are not "ok" (a partition's difficulty). */
+static PyObject *wgl_infos(PyObject *self, PyObject *items) {
+    PyObject *fast = PySequence_Fast(items, "infos: items must be a sequence");
+    if (!fast)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast), infos = 0;
+    PyObject **its = PySequence_Fast_ITEMS(fast);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = its[i];
+        PyObject *op = PyTuple_Check(item) && PyTuple_GET_SIZE(item) > 0
+                           ? PyTuple_GET_ITEM(item, 0)
+                           : NULL;
+        PyObject *kind = op ? PyObject_GetAttr(op, S_type) : NULL;
+        if (!kind) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "infos: items must be (op, ...)");
+            Py_DECREF(fast);
+            return NULL;
+        }
+        int ok = PyObject_RichCompareBool(kind, S_ok, Py_EQ);
+        Py_DECREF(kind);
+        if (ok < 0) {
+            Py_DECREF(fast);
+            return NULL;
+        }
+        infos += !ok;
+    }
+    Py_DECREF(fast);
+    return PyLong_FromSsize_t(infos);
+}
+
+/* op_ids(items, order) -> tuple of items[i].op.id for i in order (a linearization). */
+static PyObject *wgl_op_ids(PyObject *self, PyObject *args) {
+    PyObject *items, *order;
+    if (!PyArg_ParseTuple(args, "O!O", &PyList_Type, &items, &order))
+        return NULL;
+    PyObject *fast = PySequence_Fast(order, "op_ids: order must be a sequence");
+    if (!fast)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    PyObject **idx = PySequence_Fast_ITEMS(fast);
+    PyObject *out = PyTuple_New(n);
+    if (!out)
+        goto fail;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        Py_ssize_t i = PyLong_AsSsize_t(idx[k]);
+        if (i == -1 && PyErr_Occurred())
+            goto fail;
+        if (i < 0 || i >= PyList_GET_SIZE(items)) {
+            PyErr_Format(PyExc_IndexError, "op_ids: %zd is not an item", i);
+            goto fail;
+        }
+        PyObject *item = PyList_GET_ITEM(items, i);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) < 1) {
+            PyErr_SetString(PyExc_TypeError, "op_ids: items must be (op, ...)");
+            goto fail;
+        }
+        PyObject *id = PyObject_GetAttr(PyTuple_GET_ITEM(item, 0), S_id);
+        if (!id)
+            goto fail;
+        PyTuple_SET_ITEM(out, k, id);
+    }
+    Py_DECREF(fast);
+    return out;
+fail:
+    Py_XDECREF(out);
+    Py_DECREF(fast);
+    return NULL;
+}
+
+static PyMethodDef wgl_functions[] = {
+    {"prepare", wgl_prepare, METH_VARARGS,
+     "prepare(code, operations, prepared_type, tail, no_key, fallback) -> (list, dropped)"},
+    {"flatten", wgl_flatten, METH_VARARGS,
+     "flatten(code, items, init) -> (kinds, a, b, is_ok, calls, rets, values, ids) or None"},
+    {"group", wgl_group, METH_O, "group(items) -> {payload[0]: [item, ...]}"},
+    {"infos", wgl_infos, METH_O, "infos(items) -> how many operations are not ok"},
+    {"op_ids", wgl_op_ids, METH_VARARGS, "op_ids(items, order) -> (items[i].op.id, ...)"},
+    {NULL}};
+
 static struct PyModuleDef wgl_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "_wgl",
     .m_doc = "The compiled search core (checker/_wgl.c).",
     .m_size = -1,
+    .m_methods = wgl_functions,
 };
 
 PyMODINIT_FUNC PyInit__wgl(void) {
-    if (PyType_Ready(&SearchType) < 0)
+    if (PyType_Ready(&SearchType) < 0 || PyType_Ready(&AppenderType) < 0 || intern_names() < 0)
         return NULL;
     PyObject *m = PyModule_Create(&wgl_module);
     if (!m)
@@ -667,6 +1332,12 @@ PyMODINIT_FUNC PyInit__wgl(void) {
     Py_INCREF(&SearchType);
     if (PyModule_AddObject(m, "Search", (PyObject *)&SearchType) < 0) {
         Py_DECREF(&SearchType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&AppenderType);
+    if (PyModule_AddObject(m, "Appender", (PyObject *)&AppenderType) < 0) {
+        Py_DECREF(&AppenderType);
         Py_DECREF(m);
         return NULL;
     }

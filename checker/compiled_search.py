@@ -22,6 +22,16 @@ Contract:
 - Its turns and budget checks are TURN_FACTOR times the pure loop's in steps (a
   compiled step costs 20-50x less), so about as long in time; the steps, verdicts and
   results do not depend on where the turns end.
+- The per-operation work before the search is compiled too, for the models that name a
+  `flat_code` (register 1, kv 2): `compiled_prepare` is their `prepare_all` (the common
+  shapes decoded in C, every other operation through the model's `prepare`, so the same
+  items and the same errors), and `compiled_entry_search` builds the flat arrays and the
+  interning in one C pass (`_wgl.flatten`), falling back to `flat_ops` and the Python
+  interning when that pass declines (an unknown kind, an unhashable value, NaN). kv's
+  TRANSFORM is append, `(state or "") + arg`: `_wgl.Appender` does it in C for str
+  values and asks `model.transform` for anything else; `compiled_partitions` groups
+  the items by key in C, `compiled_infos` counts a partition's info operations (its
+  difficulty) and `compiled_op_ids` turns a linearization into operation ids.
 - ETCDSPEC_CHECKER_CORE: "auto" (default: compiled when built), "pure", or "compiled"
   (the extension is required: its absence is an error saying how to build it).
 """
@@ -34,7 +44,8 @@ from typing import Any
 
 from etcdspec.checker.budget import BudgetClock
 from etcdspec.checker.entry_search import EntryOutcome, EntryProgress
-from etcdspec.checker.models import CheckModel, PreparedOp
+from etcdspec.checker.history import Operation
+from etcdspec.checker.models import PREPARED_DEFAULTS, CheckModel, PreparedOp
 
 try:
     from etcdspec.checker import _wgl  # type: ignore[attr-defined]
@@ -46,6 +57,7 @@ CORE_ENV = "ETCDSPEC_CHECKER_CORE"
 _CHOICES = ("auto", "pure", "compiled")
 _LINEARIZED, _REFUTED = 1, 2
 TURN_FACTOR = 16
+REGISTER, KV = 1, 2  # the models' `flat_code`s: how the C extension decodes them
 
 
 class CoreUnavailable(RuntimeError):
@@ -83,19 +95,43 @@ def _use_compiled() -> bool:
     return True
 
 
-def compiled_entry_search(
-    model: CheckModel,
-    items: Sequence[PreparedOp],
-    seed: int,
-    clock: BudgetClock,
-    progress: EntryProgress,
-    slice_steps: int,
-    check_every: int,
-) -> Generator[None, None, EntryOutcome] | None:
-    """The compiled search of one partition, or None when the pure loop must run (see the
-    module docstring)."""
+def compiled_prepare(
+    model: CheckModel, code: int, operations: Sequence[Operation], no_key: str = ""
+) -> tuple[list[PreparedOp], int] | None:
+    """`prepare_all` of the register (code 1) or kv (code 2) model in C, or None when the
+    pure path must run (ETCDSPEC_CHECKER_CORE=pure, or the extension is absent)."""
     if not _use_compiled():
         return None
+    prepared: tuple[list[PreparedOp], int] = _wgl.prepare(
+        code, operations, PreparedOp, PREPARED_DEFAULTS, no_key, model.prepare
+    )
+    return prepared
+
+
+def compiled_partitions(items: Sequence[PreparedOp]) -> dict[Any, list[PreparedOp]] | None:
+    """The items grouped by their payload's first field (the key), in first-seen key
+    order, in C; None when the pure path must run."""
+    if not _use_compiled():
+        return None
+    parts: dict[Any, list[PreparedOp]] = _wgl.group(items)
+    return parts
+
+
+def compiled_infos(items: Sequence[PreparedOp]) -> int | None:
+    """How many of the items' operations are not ok, counted in C; None: the pure path."""
+    return _wgl.infos(items) if _use_compiled() else None
+
+
+def compiled_op_ids(items: list[PreparedOp], order: Sequence[int]) -> tuple[int, ...] | None:
+    """The operation ids of `order` (a linearization), in C; None: the pure path."""
+    return _wgl.op_ids(items, order) if _use_compiled() else None
+
+
+def _flat_arrays(
+    model: CheckModel, items: Sequence[PreparedOp]
+) -> tuple[bytes, list[int], list[int], list[Any], dict[Any, int]] | None:
+    """(kinds, a ids, b ids, values, ids) of a partition in Python, or None: no flat
+    form, or a value that cannot be interned (see the module docstring)."""
     flat = model.flat_ops(items)
     if flat is None:
         return None
@@ -111,9 +147,36 @@ def compiled_entry_search(
     ids = dict(zip(values, range(len(values)), strict=True))
     a = list(map(ids.__getitem__, a_values))
     b = list(map(ids.__getitem__, b_values))
-    init_id = 0
+    return bytes(kinds), a, b, values, ids
 
-    ops = [p[0] for p in items]
+
+def compiled_entry_search(
+    model: CheckModel,
+    items: Sequence[PreparedOp],
+    seed: int,
+    clock: BudgetClock,
+    progress: EntryProgress,
+    slice_steps: int,
+    check_every: int,
+) -> Generator[None, None, EntryOutcome] | None:
+    """The compiled search of one partition, or None when the pure loop must run (see the
+    module docstring)."""
+    if not _use_compiled():
+        return None
+    code = getattr(model, "flat_code", None)
+    init = model.init()
+    flat = None if code is None else _wgl.flatten(code, items, init)
+    if flat is not None:
+        kinds, a, b, is_ok, calls, rets, values, ids = flat
+    else:
+        arrays = _flat_arrays(model, items)
+        if arrays is None:
+            return None
+        kinds, a, b, values, ids = arrays
+        ops = [p[0] for p in items]
+        is_ok = bytes([op.type == "ok" for op in ops])
+        calls, rets = [op.call for op in ops], [op.ret for op in ops]
+    init_id = 0
 
     def transform(arg: int, state: int) -> int:
         new = model.transform(values[arg], values[state])
@@ -123,16 +186,18 @@ def compiled_entry_search(
             values.append(new)
         return found
 
+    # kv's TRANSFORM (append) runs in C for str values, through `transform` otherwise.
+    step = _wgl.Appender(values, ids, transform) if flat is not None and code == KV else transform
     search = _wgl.Search(
-        bytes(kinds),
+        kinds,
         a,
         b,
-        bytes([op.type == "ok" for op in ops]),
-        [op.call for op in ops],
-        [op.ret for op in ops],
+        is_ok,
+        calls,
+        rets,
         init_id,
         seed & 0xFFFFFFFFFFFFFFFF,
-        transform,
+        step,
     )
     return _drive(
         model,

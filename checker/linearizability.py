@@ -75,7 +75,11 @@ from functools import cached_property
 from typing import Any
 
 from etcdspec.checker.budget import UNBOUNDED, Budget, BudgetClock, OutOfBudget
-from etcdspec.checker.compiled_search import compiled_entry_search
+from etcdspec.checker.compiled_search import (
+    compiled_entry_search,
+    compiled_infos,
+    compiled_op_ids,
+)
 from etcdspec.checker.entry_search import EntryProgress, entry_search
 from etcdspec.checker.gc_pause import paused_gc
 from etcdspec.checker.history import Operation
@@ -129,9 +133,11 @@ def _check(
 ) -> LinearizabilityResult:
     clock = BudgetClock(budget)
     prepared, dropped = model.prepare_all(operations)
-    next_id = max((op.id for op in operations), default=-1) + 1
-    synthetic = model.synthetic_ops(prepared, next_id)
-    prepared.extend(synthetic)
+    synthetic: list[PreparedOp] = []
+    if type(model).synthetic_ops is not CheckModel.synthetic_ops:  # a pass only when asked
+        next_id = max((op.id for op in operations), default=-1) + 1
+        synthetic = model.synthetic_ops(prepared, next_id)
+        prepared.extend(synthetic)
     if not prepared and not allow_empty:
         return LinearizabilityResult(
             verdict=Verdict.UNKNOWN,
@@ -170,7 +176,10 @@ def _check(
 def _difficulty(search: _Search) -> tuple[int, int]:
     """What a partition's search is expected to cost, for the order of the first turns:
     info operations fork the search, so fewer of them (then fewer operations) first."""
-    return (len(search.is_ok) - sum(search.is_ok), len(search.items))
+    infos = compiled_infos(search.items)
+    if infos is None:
+        infos = len(search.is_ok) - sum(search.is_ok)
+    return (infos, len(search.items))
 
 
 def _search_partitions(searches: list[_Search]) -> tuple[list[PartitionResult], str]:
@@ -183,7 +192,11 @@ def _search_partitions(searches: list[_Search]) -> tuple[list[PartitionResult], 
     still running end unknown, saying so). Running out of budget ends them all."""
     results: dict[int, PartitionResult] = {}
     spent = [0.0] * len(searches)  # seconds of each partition's own turns
-    order = sorted(range(len(searches)), key=lambda i: _difficulty(searches[i]))
+    order = (
+        sorted(range(len(searches)), key=lambda i: _difficulty(searches[i]))
+        if len(searches) > 1
+        else list(range(len(searches)))
+    )
     # A finished search is dropped at once: its memo is the bulk of its memory.
     running = {i: (searches[i], searches[i].search()) for i in order}
     searches = []
@@ -247,7 +260,6 @@ class _Search:
         self.clock = clock
         self.seen_elsewhere = seen_elsewhere
         self.placed = bytearray(len(items))
-        self.is_ok = [p.op.type == "ok" for p in items]
         self.memo: set[tuple[int, Hashable]] = set()
         # entry_search's memo: (ok operations' hash, state) -> info sets placed there
         self.entry_memo: dict[tuple[int, Hashable], list[int]] = {}
@@ -261,6 +273,10 @@ class _Search:
 
     # The search's tables, built when first used (the compiled core needs none of them
     # unless it has a failure to describe).
+    @cached_property
+    def is_ok(self) -> list[bool]:
+        return [p.op.type == "ok" for p in self.items]
+
     @cached_property
     def zob(self) -> list[int]:
         rng = random.Random(self.clock.budget.seed)
@@ -722,7 +738,8 @@ class _Search:
                 self.name,
                 Verdict.TRUE,
                 len(self.items),
-                tuple([self.items[i].op.id for i in outcome.order]),
+                compiled_op_ids(self.items, outcome.order)
+                or tuple([self.items[i].op.id for i in outcome.order]),
                 outcome.state,
                 None,
                 "",

@@ -19,7 +19,16 @@ import json
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
-from etcdspec.checker.compiled_search import READ, SET, TRANSFORM
+from etcdspec.checker.compiled_search import (
+    KV as KV_CODE,
+)
+from etcdspec.checker.compiled_search import (
+    READ,
+    SET,
+    TRANSFORM,
+    compiled_partitions,
+    compiled_prepare,
+)
 from etcdspec.checker.history import Operation
 from etcdspec.checker.models import (
     PREPARED_DEFAULTS,
@@ -35,6 +44,7 @@ _FLAT_KIND = {"get": READ, "put": SET, "append": TRANSFORM}  # flat_ops' kinds
 
 class KvModel(CheckModel):
     name = "kv"
+    flat_code = KV_CODE  # how the C extension decodes it (compiled_search)
 
     def init(self) -> Hashable:
         return None
@@ -58,6 +68,12 @@ class KvModel(CheckModel):
         return PreparedOp(op, (key, op.f, _text(op, request.get("value"), allow_null=False)))
 
     def prepare_all(self, operations: Sequence[Operation]) -> tuple[list[PreparedOp], int]:
+        """`prepare` of every operation: in C when the compiled core is built
+        (compiled_search.compiled_prepare), else `prepare_all_pure`; the same items."""
+        compiled = compiled_prepare(self, self.flat_code, operations)
+        return compiled if compiled is not None else self.prepare_all_pure(operations)
+
+    def prepare_all_pure(self, operations: Sequence[Operation]) -> tuple[list[PreparedOp], int]:
         """`prepare` inline for well-formed operations; the rest go through it."""
         out: list[PreparedOp] = []
         dropped = 0
@@ -195,6 +211,9 @@ class KvModel(CheckModel):
         return f"get {key} returned {json.dumps(arg)} but the key holds {json.dumps(state)}"
 
     def partitions(self, ops: Sequence[PreparedOp]) -> dict[str, list[PreparedOp]] | None:
+        grouped = compiled_partitions(ops)
+        if grouped is not None:
+            return grouped
         parts: dict[str, list[PreparedOp]] = {}
         for prepared in ops:
             parts.setdefault(prepared.payload[0], []).append(prepared)

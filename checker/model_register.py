@@ -19,7 +19,16 @@ import json
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
-from etcdspec.checker.compiled_search import CAS, READ, SET
+from etcdspec.checker.compiled_search import (
+    CAS,
+    READ,
+    SET,
+    compiled_partitions,
+    compiled_prepare,
+)
+from etcdspec.checker.compiled_search import (
+    REGISTER as REGISTER_CODE,
+)
 from etcdspec.checker.history import Operation
 from etcdspec.checker.models import (
     PREPARED_DEFAULTS,
@@ -38,6 +47,7 @@ _MALFORMED = object()  # prepare_all: a keyed value prepare must reject
 
 class RegisterModel(CheckModel):
     name = "register"
+    flat_code = REGISTER_CODE  # how the C extension decodes it (compiled_search)
 
     def init(self) -> Hashable:
         return None
@@ -60,6 +70,12 @@ class RegisterModel(CheckModel):
         return PreparedOp(op, (key, "cas", (_scalar(op, request[0]), _scalar(op, request[1]))))
 
     def prepare_all(self, operations: Sequence[Operation]) -> tuple[list[PreparedOp], int]:
+        """`prepare` of every operation: in C when the compiled core is built
+        (compiled_search.compiled_prepare), else `prepare_all_pure`; the same items."""
+        compiled = compiled_prepare(self, self.flat_code, operations, _NO_KEY)
+        return compiled if compiled is not None else self.prepare_all_pure(operations)
+
+    def prepare_all_pure(self, operations: Sequence[Operation]) -> tuple[list[PreparedOp], int]:
         """`prepare` inline for well-formed operations; the rest go through it."""
         out: list[PreparedOp] = []
         dropped = 0
@@ -198,6 +214,9 @@ class RegisterModel(CheckModel):
         return "a write always succeeds"
 
     def partitions(self, ops: Sequence[PreparedOp]) -> dict[str, list[PreparedOp]] | None:
+        grouped = compiled_partitions(ops)
+        if grouped is not None:
+            return None if list(grouped) == [_NO_KEY] else grouped
         if {prepared[1][0] for prepared in ops} == {_NO_KEY}:
             return None  # a plain register: one partition (a set comprehension is cheap)
         parts: dict[str, list[PreparedOp]] = {}

@@ -7,7 +7,10 @@ value; kv has appends, the core's TRANSFORM), and each is checked whole with
 ETCDSPEC_CHECKER_CORE=pure and =compiled; every partition is also searched with no cut
 (`_Search.entry_search`, the cuts' refutations hide the search's own report). Results are
 compared whole but for the seconds. The files in tests/checker/data and generated
-Jepsen-size histories are compared the same way."""
+Jepsen-size histories are compared the same way. The compiled path also decodes, interns
+and partitions in C (`_wgl.prepare`, `_wgl.flatten`, `_wgl.group`, kv's `_wgl.Appender`):
+the C decode is compared item by item, types included, with the Python loop on odd
+shapes, and a kv history with str-subclass values takes the Appender's Python path."""
 
 from __future__ import annotations
 
@@ -289,3 +292,145 @@ def test_without_the_extension_the_pure_loop_checks_and_compiled_is_refused(
         check_linearizable(get_model("register"), ops)
     monkeypatch.setenv(compiled_search.CORE_ENV, "auto")
     assert _whole(check_linearizable(get_model("register"), ops)) == built
+
+
+# The C decode (`_wgl.prepare`) against the Python loop (`prepare_all_pure`), and the C
+# flat arrays (`_wgl.flatten`) against `flat_ops` with the Python interning, on odd
+# shapes: None, bools, floats (NaN too), nested lists, missing fields, non-str keys,
+# unicode, a set (unhashable), a str subclass.
+class _Text(str):
+    pass
+
+
+_SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-2, 2),
+    st.sampled_from([1.0, -0.0, 0.5, float("nan"), float("inf"), 2**70]),
+    st.text("aé✓\x00", max_size=3),
+    st.sampled_from([_Text("a"), frozenset({1}), "ключ"]),
+)
+_SHAPES = st.recursive(
+    _SCALARS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.dictionaries(st.sampled_from(["key", "value", "other", 1]), inner, max_size=3),
+        st.fixed_dictionaries({"key": st.sampled_from(["a", "ü", 1, None])}),
+        st.fixed_dictionaries({"key": st.sampled_from(["a", "ü", _Text("a")]), "value": inner}),
+    ),
+    max_leaves=4,
+)
+
+
+def _exactly(value: Any) -> Any:
+    """A value with the type of every part (1, 1.0 and True differ; NaN equals NaN)."""
+    if isinstance(value, (tuple, list)):
+        return (type(value).__name__, [_exactly(v) for v in value])
+    return (type(value).__name__, repr(value))
+
+
+def _decoded(run: Any) -> Any:
+    try:
+        items, dropped = run()
+    except Exception as error:  # any error: both paths must raise the same
+        return ("error", type(error).__name__, str(error))
+    return [(id(p.op), _exactly(tuple(p)[1:])) for p in items], dropped
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    model=st.sampled_from(["register", "kv"]),
+    shapes=st.lists(
+        st.tuples(
+            st.sampled_from(["ok", "info", "fail", _Text("ok")]),
+            st.sampled_from(["read", "write", "cas", "get", "put", "append", "nope"]),
+            _SHAPES,
+            _SHAPES,
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+)
+def test_the_c_decode_is_the_python_loop_exactly(
+    monkeypatch: pytest.MonkeyPatch, model: str, shapes: list[tuple[str, str, Any, Any]]
+) -> None:
+    monkeypatch.setenv(compiled_search.CORE_ENV, "compiled")
+    checked: Any = get_model(model)
+    ops = [
+        Operation(i, i, f, request, kind, response, 2 * i, 2 * i + 1, 0, 0, 2 * i, 2 * i + 1)
+        for i, (kind, f, request, response) in enumerate(shapes)
+    ]
+    in_c = _decoded(lambda: checked.prepare_all(ops))
+    assert in_c == _decoded(lambda: checked.prepare_all_pure(ops))
+    if in_c[0] == "error":
+        return
+    items, _ = checked.prepare_all(ops)
+    init = checked.init()
+    flat = compiled_search._wgl.flatten(checked.flat_code, items, init)
+    expected = compiled_search._flat_arrays(checked, items)
+    assert (flat is None) == (expected is None)
+    if flat is None or expected is None:
+        return
+    kinds, a, b, is_ok, calls, rets, values, ids = flat
+    assert (kinds, a, b) == expected[:3]
+    assert [id(v) for v in values] == [id(v) for v in expected[3]]  # the first object met
+    assert ids == expected[4]
+    assert list(is_ok) == [p.op.type == "ok" for p in items]
+    assert (calls, rets) == ([p.op.call for p in items], [p.op.ret for p in items])
+
+
+def test_the_c_decode_drops_and_keys_as_the_python_loop() -> None:
+    """A hand-picked set: keyed and plain values, info reads dropped, fails dropped, a
+    cas pair, a unicode key; one list per model, decoded the same both ways."""
+    register = get_model("register")
+    kv = get_model("kv")
+
+    def op(i: int, kind: str, f: str, request: Any, response: Any) -> Operation:
+        return Operation(i, i, f, request, kind, response, i, i + 1, 0, 0, i, i + 1)
+
+    register_ops = [
+        op(0, "ok", "write", {"key": "ü", "value": 1.5}, None),
+        op(1, "ok", "read", {"key": "ü"}, {"key": "ü", "value": True}),
+        op(2, "info", "read", None, None),
+        op(3, "fail", "cas", [1, 2], None),
+        op(4, "info", "cas", [None, "✓"], None),
+        op(5, "ok", "read", None, {"key": "k"}),
+    ]
+    kv_ops = [
+        op(0, "ok", "put", {"key": "ü", "value": "✓"}, None),
+        op(1, "ok", "get", {"key": "ü"}, {"key": "ü", "value": None}),
+        op(2, "info", "get", {"key": "ü"}, None),
+        op(3, "info", "append", {"key": "ü", "value": ",1"}, None),
+    ]
+    for model, ops, dropped in ((register, register_ops, 2), (kv, kv_ops, 1)):
+        got = _decoded(lambda m=model, o=ops: m.prepare_all(o))
+        assert got == _decoded(lambda m=model, o=ops: m.prepare_all_pure(o))
+        assert got[1] == dropped
+        assert len(got[0]) == len(ops) - dropped
+
+
+def test_kv_appends_of_str_subclass_values_take_the_python_transform(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`prepare` accepts a str subclass (the C decode sends it there); the Appender then
+    asks the model's transform, and both cores agree, a refutation included."""
+
+    def op(i: int, kind: str, f: str, request: Any, response: Any) -> Operation:
+        return Operation(i, i, f, request, kind, response, 2 * i, 2 * i + 1, 0, 0, 2 * i, 2 * i + 1)
+
+    ops = [
+        op(0, "ok", "append", {"key": "k", "value": _Text(",1")}, None),
+        op(1, "ok", "append", {"key": "k", "value": ",2"}, None),
+        op(2, "ok", "get", {"key": "k"}, {"key": "k", "value": ",1,2"}),
+        op(3, "ok", "append", {"key": "j", "value": _Text(",1")}, None),
+        op(4, "ok", "get", {"key": "j"}, {"key": "j", "value": ",2"}),
+    ]
+    pure, compiled = _check_both(monkeypatch, "kv", ops)
+    assert pure == compiled
+    assert pure["verdict"] is Verdict.FALSE
+    _search_both(monkeypatch, "kv", ops)
+    pure, compiled = _check_both(monkeypatch, "kv", ops[:3])
+    assert pure == compiled
+    assert pure["verdict"] is Verdict.TRUE
