@@ -19,6 +19,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import history_strategies
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -39,49 +40,14 @@ REGISTER_VALUES: list[Any] = [None, 1, 2, 3, 1.0, True]
 KV_VALUES = [None, "", "1", "2", "1,2", ",1", ",2", "2,1", ",1,2"]
 
 
-@st.composite
-def histories(draw: st.DrawFn, model: str) -> list[Operation]:
-    """Up to 16 events by up to 4 processes; an info completion retires its process."""
-    builder = HistoryBuilder()
-    open_ops: dict[int, tuple[str, Any, Any]] = {}
-    live = list(range(draw(st.integers(1, 4))))
-    next_process = len(live)
-    for _ in range(draw(st.integers(1, 16))):
-        process = draw(st.sampled_from(live))
-        if process in open_ops:
-            f, request, response = open_ops.pop(process)
-            kind = draw(st.sampled_from(["ok", "ok", "ok", "info"]))
-            builder.add(process, kind, f, response if kind == "ok" else request)
-            if kind == "info":
-                live[live.index(process)] = next_process
-                next_process += 1
-            continue
-        key = draw(st.sampled_from(["a", "b"]))
-        if model == "kv":
-            f = draw(st.sampled_from(["get", "put", "append"]))
-            if f == "get":
-                request = {"key": key}
-                response = {"key": key, "value": draw(st.sampled_from(KV_VALUES))}
-            else:
-                text = draw(st.sampled_from(["1", "2", ""] if f == "put" else [",1", ",2"]))
-                request = response = {"key": key, "value": text}
-        else:
-            f = draw(st.sampled_from(["read", "write", "cas"]))
-            value = draw(st.sampled_from(REGISTER_VALUES[1:]))
-            if f == "read":
-                request = {"key": key, "value": None}
-                response = {"key": key, "value": draw(st.sampled_from(REGISTER_VALUES))}
-            elif f == "write":
-                request = response = {"key": key, "value": value}
-            else:
-                old = draw(st.sampled_from(REGISTER_VALUES[1:]))
-                request = response = {"key": key, "value": [old, value]}
-        builder.add(process, "invoke", f, request)
-        open_ops[process] = (f, request, response)
-    for process, (f, _request, response) in sorted(open_ops.items()):
-        if draw(st.booleans()):
-            builder.add(process, "ok", f, response)
-    return list(builder.history().operations)
+def histories(model: str) -> st.SearchStrategy[list[Operation]]:
+    return history_strategies.histories(
+        model,
+        max_events=16,
+        register_values=REGISTER_VALUES,
+        kv_values=KV_VALUES,
+        put_texts=["1", "2", ""],
+    )
 
 
 def _whole(result: Any) -> dict[str, Any]:
