@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 # Dask's statistical profiler samples every thread's stack every 10 ms, and its event-loop
@@ -163,35 +163,40 @@ class DaskPool:
         self.actors = [self._result(future) for future in self.futures]
 
     def call(self, method: str, args_per_worker: Sequence[tuple[Any, ...]]) -> list[Any]:
-        pending = [
-            getattr(actor, method)(*args)
-            for actor, args in zip(self.actors, args_per_worker, strict=True)
-        ]
-        return [self._result(future) for future in pending]
+        with self._losses_as_worker_lost():
+            # asking an actor whose worker already died raises here, not in its result
+            pending = [
+                getattr(actor, method)(*args)
+                for actor, args in zip(self.actors, args_per_worker, strict=True)
+            ]
+            return [future.result() for future in pending]
 
     def call_one(self, worker: int, method: str, *args: Any) -> Any:
-        return self._result(getattr(self.actors[worker], method)(*args))
+        with self._losses_as_worker_lost():
+            return getattr(self.actors[worker], method)(*args).result()
 
     def map(self, fn: Callable[[Any, Any], Any], shared: Any, items: Sequence[Any]) -> list[Any]:
         """`fn(shared, item)` for every item as Dask tasks (the scheduler balances them
         over the workers), `shared` sent to each worker once; results in item order."""
         if not items:
             return []
-        try:
+        with self._losses_as_worker_lost():
             # hash=False: a fresh key per call (a re-used content key can be released by
             # the last call while this one scatters it again: "lost dependencies")
             [on_workers] = self.client.scatter([shared], broadcast=True, hash=False)
             futures = self.client.map(fn, [on_workers] * len(items), list(items), pure=False)
             return list(self.client.gather(futures))
-        except Exception as error:
-            lost = _lost(self.where, error)
-            if lost is error:
-                raise
-            raise lost from error
 
     def _result(self, future: Any) -> Any:
-        try:
+        with self._losses_as_worker_lost():
             return future.result()
+
+    @contextlib.contextmanager
+    def _losses_as_worker_lost(self) -> Iterator[None]:
+        """A lost worker, however Dask says it, raised as WorkerLost; other errors as
+        they are."""
+        try:
+            yield
         except Exception as error:
             lost = _lost(self.where, error)
             if lost is error:
@@ -218,6 +223,10 @@ def _lost(where: str, error: Exception) -> Exception:
     worker's own code failed) as it is."""
     lost = ("KilledWorker", "CommClosedError", "CancelledError", "FutureCancelledError")
     if isinstance(error, OSError) or type(error).__name__ in lost:
+        return WorkerLost(f"a worker of {where} was lost: {error}")
+    if type(error) is RuntimeError and str(error).startswith("Worker holding Actor was lost"):
+        # distributed's Actor, asked a method after its worker died (CI: a worker killed
+        # between two calls of a level)
         return WorkerLost(f"a worker of {where} was lost: {error}")
     return error
 

@@ -115,3 +115,17 @@ def test_a_memory_bound_is_each_local_workers_limit() -> None:
         open_pool(None, "tcp://127.0.0.1:9", 300)
     with pytest.raises(ValueError, match="at least 1 MB, got 0"):
         open_pool(2, None, 0)
+
+
+def test_an_actor_asked_after_its_worker_died_is_worker_lost() -> None:
+    """distributed's Actor raises a plain RuntimeError when a method is asked after its
+    worker died (before any future exists): that is a lost worker too, never a crash.
+    A CI-like run hit it when the kill above fell between two calls of a level."""
+    from etcdspec.workers import _lost
+
+    said = RuntimeError("Worker holding Actor was lost.  Status: error")
+    lost = _lost("a local Dask cluster of 2 workers", said)
+    assert isinstance(lost, WorkerLost)
+    assert str(lost).startswith("a worker of a local Dask cluster of 2 workers was lost")
+    own = RuntimeError("the search's own failure")
+    assert _lost("here", own) is own
