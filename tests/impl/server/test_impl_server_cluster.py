@@ -11,6 +11,7 @@ server and against real etcd alike (the same test body runs on both).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import etcd_procs
@@ -97,11 +98,21 @@ def test_watch_on_a_follower_sees_a_write_made_elsewhere(cluster: etcd_procs.Clu
 def test_member_list_from_any_member_names_all_three(cluster: etcd_procs.Cluster) -> None:
     expected = sorted((m.name, m.peer_url, m.client_url) for m in cluster.plan.members)
     for endpoint in cluster.endpoints:
-        with _channel(endpoint) as channel:
-            members = rpc_pb2_grpc.ClusterStub(channel).MemberList(
-                rpc_pb2.MemberListRequest(), timeout=5
-            )
-        listed = sorted((m.name, m.peerURLs[0], m.clientURLs[0]) for m in members.members)
+        # each member publishes its name and client URLs through the log (as etcd's do):
+        # a member's own MemberList waits for its own, not yet for the others'
+        deadline = time.monotonic() + 10
+        while True:
+            with _channel(endpoint) as channel:
+                members = rpc_pb2_grpc.ClusterStub(channel).MemberList(
+                    rpc_pb2.MemberListRequest(), timeout=5
+                )
+            if all(m.clientURLs for m in members.members) or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        listed = sorted(
+            (m.name, m.peerURLs[0], m.clientURLs[0] if m.clientURLs else "")
+            for m in members.members
+        )
         assert listed == expected
 
 
