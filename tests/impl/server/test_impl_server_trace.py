@@ -78,6 +78,13 @@ def test_a_lone_writes_commit_reaches_the_followers_in_an_append_not_a_heartbeat
     MsgApp may carry it), but not for long: after the last write, a timer sends it
     (impl/server/raft_loop.py COMMIT_FLUSH_S); the followers do not wait for a heartbeat."""
     with etcd_procs.cluster("ours", tmp_path, 3, trace=True) as cluster:
+        for endpoint in cluster.endpoints:
+            # a member's MemberList waits until its own publish is applied: after this no
+            # member proposes its attributes again, so the write is the last entry
+            with grpc.insecure_channel(endpoint.removeprefix("http://")) as channel:
+                rpc_pb2_grpc.ClusterStub(channel).MemberList(
+                    rpc_pb2.MemberListRequest(), timeout=15
+                )
         statuses = [launcher.probe_status(e) for e in cluster.endpoints]
         leader = next(s for s in statuses if s["leader"] == s["member_id"])
         follower = next(s for s in statuses if s is not leader)
