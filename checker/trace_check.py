@@ -27,7 +27,7 @@ Contract
   ElectionSafety and LogMatching (the model's own invariant code,
   etcdspec.model.raft_invariants.check_raft, run on model nodes holding the durable logs
   and the leaders seen), CommitWithinLog (applied <= commit <= last index),
-  CommitMonotonic (within a run), LeaderCommit (a leader commits only an entry of its
+  CommitMonotonic (within a run), LeaderElection (below), LeaderCommit (a leader commits only an entry of its
   term that a quorum, itself counted only as far as it is durable, acknowledged by
   MsgAppResp), FollowerCommit (no further than the leader said), ReadyContract (a
   message leaves only after what it carries or acknowledges is durable, a granted vote
@@ -37,9 +37,26 @@ Contract
   everywhere), ApplyOrder (entries applied one by one, in order, committed, and as
   the node's log holds them), AppliedKept (a persist never overwrites an applied
   entry) and LogContiguity (persisted entries leave no hole).
+- LeaderElection: where a node's role goes to leader in a term t (or a restart shows it
+  leader), it holds grants from a quorum of the voters of its configuration at that
+  event: VOTE_RESP not rejected, of term t, received by it in its candidacy of term t
+  (from the first event that shows it a candidate in t, in the same run: the votes a
+  candidate has received live in memory only), and its own vote if its vote in t is for
+  itself (VoteOnce makes that its only vote of t). PreVote grants are not votes; grants
+  of another term, from learners or from non-members do not count. The configuration is
+  the one the raft core tallies with when the win is decided, i.e. the node's
+  configuration at that event, as etcd raft's TallyVotes counts the voters of the
+  current configuration (a change applied between campaign and win counts: a grant from
+  a voter since removed no longer counts, one from a learner since promoted does). Our
+  core and etcd raft refuse to campaign with a committed conf change unapplied, and a
+  candidate's commit index cannot move (an append makes it a follower first), so real
+  runs do not change configuration mid-campaign; the rule still says what holds if they
+  did. A single voter elects itself with its own vote. Format 1.0: a majority of the
+  node ids, as LeaderCommit counts.
 - `TraceResult.witnesses` counts how often each kind of check had work (restarts, votes
-  sent, leader commits, entries persisted/applied/overwritten, snapshots restored,
-  matched receives, leader terms), so a caller can tell a replay that checked little.
+  sent, elections checked, vote grants received, leader commits, entries
+  persisted/applied/overwritten, snapshots restored, matched receives, leader terms), so
+  a caller can tell a replay that checked little.
 - Configuration (trace format 1.1): each node's configuration is followed as its trace
   says: set at `start`, changed only where the node applies a CONF_CHANGE entry (in log
   order, by ApplyOrder) to the old configuration with that change made (ADD_NODE adds a
@@ -125,6 +142,9 @@ class _Node:
     pending_snapshot: tuple[int, int] | None = None  # accepted MsgSnap, durable at next persist
     acks: dict[int, int] = field(default_factory=dict)  # leader: follower -> acked index
     conf: TraceConf | None = None  # its configuration, where the trace gives it (format 1.1)
+    candidacy: int = 0  # the term of its current candidacy (0: not a candidate in this run)
+    grants: dict[int, str] = field(default_factory=dict)  # voter -> where its grant arrived
+    other_grants: list[str] = field(default_factory=list)  # grants of other terms, received
 
     def raise_floor(self, term: int, vote: int, where: str) -> None:
         if term > self.floor_term or (term == self.floor_term and vote and not self.floor_vote):
@@ -288,8 +308,13 @@ class _Replay:
         self._election_safety(node, event)
         self._commit_within_log(node, event)
         self._follow_conf(node, event)
+        self._follow_candidacy(node, event)
         handler = getattr(self, f"_on_{event.event}")
         handler(node, event, where)
+        if event.role == "leader" and (
+            previous_role != "leader" or previous_term != event.term or event.event == "start"
+        ):
+            self._leader_election(node, event)
         if (
             event.role == "leader"
             and previous_role == "leader"
@@ -479,6 +504,60 @@ class _Replay:
             "conf change entry is applied or a snapshot is restored",
         )
 
+    @staticmethod
+    def _follow_candidacy(node: _Node, event: TraceEvent) -> None:
+        """The candidacy whose grants count: it begins where the node is first seen a
+        candidate in a term and ends where it is anything but a candidate or the leader of
+        that term, or restarts (the votes a candidate has received live in memory only)."""
+        if event.event == "start" or event.role not in ("candidate", "leader"):
+            node.candidacy, node.grants, node.other_grants = 0, {}, []
+        elif event.role == "candidate" and node.candidacy != event.term:
+            node.candidacy, node.grants, node.other_grants = event.term, {}, []
+
+    def _leader_election(self, node: _Node, event: TraceEvent) -> None:
+        """Rule LeaderElection: a node becomes leader of a term only with the grants of a
+        quorum of the voters of its configuration at the win."""
+        term = event.term
+        self.witness["elections checked"] += 1
+        conf = node.conf
+        grants = dict(node.grants) if node.candidacy == term else {}
+        if event.vote == node.node:
+            grants.setdefault(node.node, "its own vote")
+        counted = [v for v in sorted(grants) if conf is None or v in conf.voters]
+        quorum = conf.quorum() if conf is not None else self.quorum
+        if len(counted) >= quorum:
+            return
+        config = (
+            f"a majority of its configuration's voters ({conf.describe()})"
+            if conf is not None
+            else f"a majority of the {len(self.untraced) + len(self.nodes)} nodes the traces name"
+        )
+        parts = []
+        for voter, where in sorted(grants.items()):
+            who = "itself" if voter == node.node else self.name(voter)
+            if conf is not None and voter in conf.learners:
+                why = ", a learner: not counted"
+            elif conf is not None and voter not in conf.voters:
+                why = ", not in its configuration: not counted"
+            else:
+                why = ""
+            parts.append(f"{who} ({where}{why})")
+        if event.vote != node.node:
+            vote = self.name(event.vote) if event.vote else "nobody"
+            parts.append(f"not itself (its vote in term {term} is for {vote})")
+        if node.other_grants and node.candidacy == term:
+            parts.append("not counted, of another term: " + ", ".join(node.other_grants))
+        raise _Broken(
+            "LeaderElection",
+            f"{node.name} became leader of term {term} with {len(counted)} of the {quorum} "
+            f"votes it needs ({config}); votes in this candidacy: "
+            + ("; ".join(parts) if parts else "none")
+            + f". A candidate wins only with grants (VOTE_RESP, term {term}) from a majority "
+            "of its configuration's voters at the win; learners, removed members, pre-votes "
+            "and grants of other terms do not count",
+            [v for v in grants if v != node.node],
+        )
+
     def _commit_within_log(self, node: _Node, event: TraceEvent) -> None:
         if event.commit > event.last_index:
             raise _Broken(
@@ -536,6 +615,14 @@ class _Replay:
     def _on_receive(self, node: _Node, event: TraceEvent, where: str) -> None:
         message = event.message
         assert message is not None
+        if message.type == "VOTE_RESP" and not message.reject and message.to == node.node:
+            if message.term == node.candidacy:
+                node.grants.setdefault(message.from_, f"received at {where}")
+                self.witness["vote grants received"] += 1
+            elif node.candidacy:
+                node.other_grants.append(
+                    f"{self.name(message.from_)}'s of term {message.term} at {where}"
+                )
         if (
             message.type == "APP_RESP"
             and not message.reject

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
-from trace_scenarios import MembershipRun, clean_run
+from trace_scenarios import MembershipRun, clean_run, message
 
 from etcdspec.checker.trace_check import check_traces
 from etcdspec.checker.trace_format import TraceFormatError, read_trace
@@ -85,7 +85,8 @@ def test_planted_wrong_membership_is_refused(
 def test_one_point_zero_trace_reads_with_the_names_quorum(tmp_path: Path) -> None:
     """The run without its configuration (format 1.0: "minor", conf and conf_changes
     stripped) still reads, and is judged as before by a majority of the names: 3 nodes,
-    so n1's commits alone at the start are refused (the false report format 1.1 ends)."""
+    so n1's election alone at the start is refused, and (the election let through) its
+    commits alone are (the false reports format 1.1 ends)."""
     builder = MembershipRun("learner").build()
     for lines in builder.lines.values():
         for line in lines:
@@ -94,7 +95,28 @@ def test_one_point_zero_trace_reads_with_the_names_quorum(tmp_path: Path) -> Non
     paths = builder.write(tmp_path)
     assert all(event.conf is None for event in read_trace(paths[0]))
     result = check_traces(paths)
-    # Without configurations n1's commits alone (entries 1..4) break the names' quorum.
+    # Without configurations n1's election by itself breaks the names' quorum ...
+    assert result.failure is not None and result.failure.rule == "LeaderElection"
+    assert result.failure.event.location.endswith("n1.trace.ndjson:3")
+    assert "with 1 of the 2 votes it needs (a majority of the 3 nodes the traces name)" in (
+        result.failure.explanation
+    )
+    # ... and so do its commits alone (entries 1..4), once it has n3's vote.
+    n1, n3 = builder.lines[1], builder.lines[3]
+    vote, grant = message("VOTE", 1, 3, 1), message("VOTE_RESP", 3, 1, 1)
+    n1[2:2] = [{**n1[1], "event": "send", "message": vote}]
+    n1[3:3] = [{**n1[1], "event": "receive", "message": grant}]
+    for line in n3:
+        line.update(term=1, vote=1)
+    n3[1:1] = [
+        {**n3[0], "event": "receive", "message": vote},
+        {**n3[0], "event": "persist"},
+        {**n3[0], "event": "send", "message": grant},
+    ]
+    for lines in (n1, n3):
+        for seq, line in enumerate(lines, start=1):
+            line["seq"] = seq
+    result = check_traces(builder.write(tmp_path))
     assert result.failure is not None and result.failure.rule == "LeaderCommit"
     assert "index to 1, but only 1 of the quorum of 2 hold it" in result.failure.explanation
 

@@ -110,12 +110,13 @@ def test_leader_sending_an_older_terms_entry_before_persisting_it_is_caught(
 
 def test_leader_whose_term_is_not_durable_may_not_send_ahead(tmp_path: Path) -> None:
     """n1's campaign (its persist of term 1 and vote, and its vote requests) is missing
-    from its trace: its term and vote are not known durable, so its MsgApp may not carry
-    an entry it has not persisted."""
+    from its trace but for a role line: its term and vote are not known durable, so its
+    MsgApp may not carry an entry it has not persisted."""
     builder = clean_run()
     lines = builder.lines[1]
     campaign = _position(lines, "persist", term=1, vote=1)
-    del lines[campaign : campaign + 3]  # the persist and the two vote requests
+    lines[campaign]["event"] = "role"  # seen a candidate (its grants count), never persisted
+    del lines[campaign + 1 : campaign + 3]  # the two vote requests
     persist = _position(lines, "persist", entries=[[1, 1]])
     send = _move_after(lines, persist, 2) - 2
     result = _replay(builder, tmp_path)
