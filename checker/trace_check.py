@@ -528,7 +528,7 @@ class _Replay:
         if len(counted) >= quorum:
             return
         config = (
-            f"a majority of its configuration's voters ({conf.describe()})"
+            f"a majority of the voters of its configuration, {conf.describe()}"
             if conf is not None
             else f"a majority of the {len(self.untraced) + len(self.nodes)} nodes the traces name"
         )
@@ -546,7 +546,7 @@ class _Replay:
             vote = self.name(event.vote) if event.vote else "nobody"
             parts.append(f"not itself (its vote in term {term} is for {vote})")
         if node.other_grants and node.candidacy == term:
-            parts.append("not counted, of another term: " + ", ".join(node.other_grants))
+            parts.append("not counted: " + ", ".join(node.other_grants))
         raise _Broken(
             "LeaderElection",
             f"{node.name} became leader of term {term} with {len(counted)} of the {quorum} "
@@ -621,8 +621,10 @@ class _Replay:
                 self.witness["vote grants received"] += 1
             elif node.candidacy:
                 node.other_grants.append(
-                    f"{self.name(message.from_)}'s of term {message.term} at {where}"
+                    f"{self.name(message.from_)}'s grant of term {message.term} at {where}"
                 )
+        if message.type == "PRE_VOTE_RESP" and not message.reject and node.candidacy:
+            node.other_grants.append(f"{self.name(message.from_)}'s pre-vote at {where}")
         if (
             message.type == "APP_RESP"
             and not message.reject

@@ -24,6 +24,7 @@ def test_membership_run_holds(tmp_path: Path) -> None:
     witnesses = dict(result.witnesses)
     assert witnesses["configurations changed"] == 11  # 5 on n1, 4 on n2 (after joining), 2 on n3
     assert witnesses["leader commits"] == 10
+    assert witnesses["elections checked"] == 1  # n1, the single voter, elects itself
     # n1 commits entries 1..4 alone although n2 is traced: a learner is no voter.
     n1 = [json.loads(x) for x in (tmp_path / "n1.trace.ndjson").read_text().splitlines()]
     assert [x["commit"] for x in n1 if x["event"] == "persist" and x.get("entries")][:4] == [

@@ -47,6 +47,7 @@ def test_recorded_cluster_run_replays_on_the_model(recorded: list[Path]) -> None
     assert result.witness("restarts") >= 1
     assert result.witness("leader terms") >= 2  # the killed leader was replaced
     assert result.witness("votes sent") >= 4
+    assert result.witness("elections checked") >= 2  # each won by a quorum of votes
     assert result.witness("leader commits") >= 10
     assert result.witness("entries applied") >= 2 * 30  # a restored snapshot skips some
     assert result.witness("matched receives") >= 100
@@ -112,6 +113,28 @@ def commit_backwards(traces: Traces) -> tuple[int, int]:
     raise AssertionError("no commit index of 3 or more was traced")
 
 
+def win_on_a_rejection(traces: Traces) -> tuple[int, int]:
+    """The grant that a leader won on (a three-member cluster: the first grant wins)
+    turned into a rejection, at both its ends: the win then lacks a quorum of votes."""
+    for member, lines in enumerate(traces):
+        for i, (before, line) in enumerate(itertools.pairwise(lines)):
+            message = line.get("message", {})
+            if (
+                line["event"] == "receive"
+                and line["role"] == "leader"
+                and before["role"] != "leader"
+                and message["type"] == "VOTE_RESP"
+                and not message["reject"]
+            ):
+                for other in traces:
+                    for sent in other:
+                        if sent["event"] == "send" and sent.get("message") == message:
+                            sent["message"] = {**message, "reject": True}
+                line["message"] = {**message, "reject": True}
+                return member, i + 1
+    raise AssertionError("no leader won on receiving a vote")
+
+
 @pytest.mark.parametrize(
     ("mutate", "rule"),
     [
@@ -119,6 +142,7 @@ def commit_backwards(traces: Traces) -> tuple[int, int]:
         (ack_before_fsync, "ReadyContract"),
         (second_leader, "ElectionSafety"),
         (commit_backwards, "CommitMonotonic"),
+        (win_on_a_rejection, "LeaderElection"),
     ],
     ids=lambda x: getattr(x, "__name__", None),
 )
