@@ -17,7 +17,11 @@ Contract
   `TERM:+nX` (add), `TERM:+learner nX`, `TERM:-nX` (remove) or `TERM:~nX` (update);
   the step that persists or applies one notes it, and a member whose configuration
   changes (a `conf` field that differs from its last) gets a note naming its voters and
-  learners.
+  learners (in lifeline order).
+- Elections: each win trace validation accepted (rule LeaderElection) is noted at its step
+  with the votes counted and the configuration they were counted in
+  (`TraceResult.elections`, `ElectionTally.describe()`); a win it refused is the failing
+  step, its explanation the diagram's note.
 - Bad files raise TraceFormatError (file:line), as check-trace does.
 """
 
@@ -46,6 +50,7 @@ def diagram_from_traces(paths: Sequence[str | Path]) -> Diagram:
     result = check_traces(files)
     traces = [read_trace(path) for path in files]
     failure = result.failure
+    wins = {election.position: election.describe() for election in result.elections}
     names = {events[0].node: f"n{position}" for position, events in enumerate(traces, start=1)}
     lifelines = tuple(names.values())
     logs: dict[str, list[int]] = {name: [] for name in lifelines}
@@ -66,6 +71,8 @@ def diagram_from_traces(paths: Sequence[str | Path]) -> Diagram:
         _follow(event, name, logs, started, messages, waiting, position, names)
         step_notes = [f"{name} restarted (crashed before)"] if restart else []
         step_notes += _conf_notes(event, name, changes, confs, names)
+        if position in wins:
+            step_notes.append(wins[position])
         current[name] = NodeState(
             role=event.role,
             term=event.term,
@@ -117,6 +124,12 @@ def _name(names: dict[int, str], node: int) -> str:
     return names.get(node, f"n{node}")
 
 
+def _ordered(names: dict[int, str], nodes: frozenset[int]) -> list[str]:
+    """The members' names in lifeline order (n1, n2, …), untraced ids after them."""
+    order = {node: position for position, node in enumerate(names)}
+    return [_name(names, n) for n in sorted(nodes, key=lambda n: (order.get(n, len(order)), n))]
+
+
 _CHANGE_MARKS = {
     "ADD_NODE": "+",
     "ADD_LEARNER_NODE": "+learner ",
@@ -142,8 +155,8 @@ def _conf_notes(
         notes.append(f"{name} {verb} conf change {change.index}: {mark}")
     if event.conf is not None and event.conf != confs[name]:
         if confs[name] is not None or event.event != "start" or event.conf.learners:
-            voters = ",".join(_name(names, n) for n in sorted(event.conf.voters))
-            learners = ",".join(_name(names, n) for n in sorted(event.conf.learners))
+            voters = ",".join(_ordered(names, event.conf.voters))
+            learners = ",".join(_ordered(names, event.conf.learners))
             notes.append(
                 f"{name} configuration: voters {voters or 'none'}"
                 + (f", learners {learners}" if learners else "")

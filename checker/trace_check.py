@@ -75,7 +75,7 @@ Contract
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -87,7 +87,7 @@ from etcdspec.checker.trace_format import (
     read_trace_file,
 )
 from etcdspec.checker.trace_order import CausalOrder
-from etcdspec.checker.trace_result import NodeSummary, TraceFailure, TraceResult
+from etcdspec.checker.trace_result import ElectionTally, NodeSummary, TraceFailure, TraceResult
 from etcdspec.model.invariants import InvariantViolation
 from etcdspec.model.raft_invariants import Ghost, check_raft
 from etcdspec.model.raft_log import RaftLog
@@ -222,6 +222,7 @@ class _Replay:
         self.position = 0
         self.witness: Counter[str] = Counter()
         self.checked_leaders: set[tuple[int, int]] = set()
+        self.elections: list[ElectionTally] = []
         params = RaftParams(nodes=len(self.nodes))
         self.templates = {
             n.small_id: new_node(params, n.small_id, None) for n in self.nodes.values()
@@ -271,6 +272,7 @@ class _Replay:
             failure=failure,
             witnesses=tuple(sorted({**witness, "leader terms": len(self.leaders)}.items())),
             untraced=self.untraced,
+            elections=tuple(self.elections),
         )
 
     def _step(self, event: TraceEvent) -> TraceFailure | None:
@@ -526,6 +528,17 @@ class _Replay:
         counted = [v for v in sorted(grants) if conf is None or v in conf.voters]
         quorum = conf.quorum() if conf is not None else self.quorum
         if len(counted) >= quorum:
+            self.elections.append(
+                ElectionTally(
+                    term=term,
+                    winner=node.name,
+                    position=self.position,
+                    location=event.location,
+                    votes=self._names(counted),
+                    quorum=quorum,
+                    electorate=self._electorate(conf),
+                )
+            )
             return
         config = (
             f"a majority of the voters of its configuration, {conf.describe()}"
@@ -557,6 +570,22 @@ class _Replay:
             "and grants of other terms do not count",
             [v for v in grants if v != node.node],
         )
+
+    def _names(self, ids: Iterable[int]) -> tuple[str, ...]:
+        """The members' names in the replay's order (n1, n2, …; untraced ids last)."""
+
+        def order(node: int) -> tuple[int, int]:
+            known = self.nodes.get(node)
+            return (known.small_id, 0) if known is not None else (len(self.nodes) + 1, node)
+
+        return tuple(self.name(node) for node in sorted(ids, key=order))
+
+    def _electorate(self, conf: TraceConf | None) -> str:
+        if conf is None:
+            return f"the {len(self.nodes) + len(self.untraced)} nodes the traces name"
+        learners = ",".join(self._names(conf.learners))
+        voters = ",".join(self._names(conf.voters))
+        return f"voters {voters}" + (f" learners {learners}" if learners else "")
 
     def _commit_within_log(self, node: _Node, event: TraceEvent) -> None:
         if event.commit > event.last_index:
@@ -845,4 +874,4 @@ def check_traces(paths: Sequence[str | Path]) -> TraceResult:
 
 
 # check_traces's result types, importable with it (conform/trace_stage.py does).
-__all__ = ["NodeSummary", "TraceFailure", "TraceResult", "check_traces"]
+__all__ = ["ElectionTally", "NodeSummary", "TraceFailure", "TraceResult", "check_traces"]

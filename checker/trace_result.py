@@ -6,6 +6,9 @@ Contract
   replayed, the members ("n1 = <node id> (<file>)"), receives let through without a
   traced send, torn lines dropped, node ids no trace covers, and `witnesses`: how often
   each kind of check had work, so a caller can tell a replay that checked little.
+- `ElectionTally`: a win that rule LeaderElection accepted (term, winner, the votes
+  counted, the quorum and the configuration it was counted in); `TraceResult.elections`
+  lists them in replay order (the trace diagram notes them at their steps).
 - `TraceFailure`: the rule broken, the explanation, the event (file:line) and its
   position in the merged order, and the reconstructed states (`NodeSummary`) of the
   nodes that matter.
@@ -70,6 +73,37 @@ class NodeSummary:
 
 
 @dataclass(frozen=True)
+class ElectionTally:
+    """A win rule LeaderElection accepted: whose votes counted, against which quorum.
+    Members are named n1… as the replay names them."""
+
+    term: int
+    winner: str
+    position: int  # 1-based position of the winning event in the merged order
+    location: str  # file:line of the winning event
+    votes: tuple[str, ...]  # the voters whose votes counted (the winner's own included)
+    quorum: int
+    electorate: str  # "voters n1,n2,n3 learners n4", or the names for a format-1.0 trace
+
+    def describe(self) -> str:
+        return (
+            f"{self.winner} elected leader of term {self.term} by {','.join(self.votes)} "
+            f"(a quorum of {self.quorum} of {self.electorate})"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "term": self.term,
+            "winner": self.winner,
+            "position": self.position,
+            "location": self.location,
+            "votes": list(self.votes),
+            "quorum": self.quorum,
+            "electorate": self.electorate,
+        }
+
+
+@dataclass(frozen=True)
 class TraceFailure:
     """The first event the model cannot follow, and why."""
 
@@ -110,6 +144,7 @@ class TraceResult:
     witnesses: tuple[tuple[str, int], ...] = ()  # how often each kind of check had work
     torn_lines: int = 0  # lines cut short by a kill, dropped when reading
     untraced: tuple[int, ...] = ()  # node ids that messages name but no trace file covers
+    elections: tuple[ElectionTally, ...] = ()  # the wins rule LeaderElection accepted
 
     def witness(self, name: str) -> int:
         return dict(self.witnesses).get(name, 0)
@@ -142,5 +177,6 @@ class TraceResult:
             "witnesses": dict(self.witnesses),
             "torn_lines": self.torn_lines,
             "untraced": list(self.untraced),
+            "elections": [election.to_json() for election in self.elections],
             "failure": None if self.failure is None else self.failure.to_json(),
         }

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from trace_scenarios import TraceBuilder, message
 
+from etcdspec.checker.diagram_trace import diagram_from_traces
 from etcdspec.checker.trace_check import check_traces
 from etcdspec.checker.trace_result import TraceResult
 from etcdspec.verdict import Verdict
@@ -286,3 +287,30 @@ def test_a_leader_whose_vote_is_not_its_own_counts_only_grants(tmp_path: Path) -
     assert failure is not None and failure.rule == "LeaderElection", failure
     assert failure.event.location.endswith(f"n1.trace.ndjson:{run.line(win)}")
     assert "not itself (its vote in term 1 is for n2)" in failure.explanation
+
+
+def test_accepted_wins_are_tallied_with_the_votes_counted(tmp_path: Path) -> None:
+    """TraceResult.elections: the learner's grant was received but is not among the
+    votes; its JSON form carries the same."""
+    result = _check(learner_present(), tmp_path)
+    (tally,) = result.elections
+    assert tally.describe() == (
+        "n1 elected leader of term 1 by n1,n2 (a quorum of 2 of voters n1,n2,n3 learners n4)"
+    )
+    assert tally.location.endswith("n1.trace.ndjson:" + str(len(learner_present().b.lines[1])))
+    assert result.to_json()["elections"][0]["votes"] == ["n1", "n2"]
+
+
+def test_the_diagram_notes_each_win_and_ends_at_a_refused_one(tmp_path: Path) -> None:
+    (tmp_path / "ok").mkdir()
+    changed = diagram_from_traces(change_between_campaign_and_win().b.write(tmp_path / "ok"))
+    notes = [(step.actor, note) for step in changed.steps for note in step.notes]
+    assert ("n1", "n1 configuration: voters n1,n3,n4") in notes
+    assert ("n1", "n1 elected leader of term 2 by n1,n3 (a quorum of 2 of voters n1,n3,n4)") in (
+        notes
+    )
+    (tmp_path / "bad").mkdir()
+    refused = diagram_from_traces(removal_leaves_too_few()[0].b.write(tmp_path / "bad"))
+    assert refused.invariant == "LeaderElection"
+    assert refused.steps[-1].violation == "LeaderElection"
+    assert "not in its configuration: not counted" in refused.notes[0]
