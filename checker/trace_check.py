@@ -27,9 +27,9 @@ Contract
   ElectionSafety and LogMatching (the model's own invariant code,
   etcdspec.model.raft_invariants.check_raft, run on model nodes holding the durable logs
   and the leaders seen), CommitWithinLog (applied <= commit <= last index),
-  CommitMonotonic (within a run), LeaderElection (below), LeaderCommit (a leader commits only an entry of its
-  term that a quorum, itself counted only as far as it is durable, acknowledged by
-  MsgAppResp), FollowerCommit (no further than the leader said), ReadyContract (a
+  CommitMonotonic (within a run), LeaderElection (below), LeaderCommit (a leader commits
+  only an entry of its term that a quorum, itself counted only as far as it is durable,
+  acknowledged by MsgAppResp), FollowerCommit (no further than the leader said), ReadyContract (a
   message leaves only after what it carries or acknowledges is durable, a granted vote
   only after it was persisted; except the leader's parallel persist: a leader's MsgApp
   may carry its own term's entries before the persist that covers them, once its term
@@ -52,7 +52,8 @@ Contract
   candidate's commit index cannot move (an append makes it a follower first), so real
   runs do not change configuration mid-campaign; the rule still says what holds if they
   did. A single voter elects itself with its own vote. Format 1.0: a majority of the
-  node ids, as LeaderCommit counts.
+  node ids, as LeaderCommit counts. Each win accepted is listed in
+  `TraceResult.elections` (ElectionTally: the votes counted and the electorate).
 - `TraceResult.witnesses` counts how often each kind of check had work (restarts, votes
   sent, elections checked, vote grants received, leader commits, entries
   persisted/applied/overwritten, snapshots restored, matched receives, leader terms), so
@@ -144,7 +145,7 @@ class _Node:
     conf: TraceConf | None = None  # its configuration, where the trace gives it (format 1.1)
     candidacy: int = 0  # the term of its current candidacy (0: not a candidate in this run)
     grants: dict[int, str] = field(default_factory=dict)  # voter -> where its grant arrived
-    other_grants: list[str] = field(default_factory=list)  # grants of other terms, received
+    other_grants: list[str] = field(default_factory=list)  # other terms' grants, pre-votes
 
     def raise_floor(self, term: int, vote: int, where: str) -> None:
         if term > self.floor_term or (term == self.floor_term and vote and not self.floor_vote):
@@ -540,11 +541,6 @@ class _Replay:
                 )
             )
             return
-        config = (
-            f"a majority of the voters of its configuration, {conf.describe()}"
-            if conf is not None
-            else f"a majority of the {len(self.untraced) + len(self.nodes)} nodes the traces name"
-        )
         parts = []
         for voter, where in sorted(grants.items()):
             who = "itself" if voter == node.node else self.name(voter)
@@ -563,7 +559,7 @@ class _Replay:
         raise _Broken(
             "LeaderElection",
             f"{node.name} became leader of term {term} with {len(counted)} of the {quorum} "
-            f"votes it needs ({config}); votes in this candidacy: "
+            f"votes it needs (a majority of {self._electorate(conf)}); votes in this candidacy: "
             + ("; ".join(parts) if parts else "none")
             + f". A candidate wins only with grants (VOTE_RESP, term {term}) from a majority "
             "of its configuration's voters at the win; learners, removed members, pre-votes "

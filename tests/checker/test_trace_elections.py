@@ -239,9 +239,14 @@ def removal_leaves_too_few() -> tuple[ElectionRun, dict[str, Any]]:
 
 
 PLANTED = [
-    (learner_grant, "n4 (received at", "a learner: not counted", "voters [1, 2, 3] learners [4]"),
-    (removed_member_grant, "n2 (received at", "not in its configuration", "voters [1, 3, 4])"),
-    (too_few_grants, "with 2 of the 3 votes it needs", "n2 (received at", "voters [1, 2, 3, 4, 5]"),
+    (learner_grant, "n4 (received at", "a learner: not counted", "of voters n1,n2,n3 learners n4)"),
+    (removed_member_grant, "n2 (received at", "not in its configuration", "of voters n1,n3,n4)"),
+    (
+        too_few_grants,
+        "with 2 of the 3 votes it needs",
+        "n2 (received at",
+        "of voters n1,n2,n3,n4,n5)",
+    ),
     (earlier_term_grant, "not counted: n2's grant of term 1 at", "itself (its own vote)", "term 2"),
     (
         pre_votes_taken_for_votes,
@@ -249,7 +254,12 @@ PLANTED = [
         "votes in this candidacy: itself",
         "n3's pre-vote at",
     ),
-    (removal_leaves_too_few, "n2 (received at", "not in its configuration", "voters [1, 3, 4]"),
+    (
+        removal_leaves_too_few,
+        "n2 (received at",
+        "not in its configuration",
+        "(a majority of voters n1,n3,n4)",
+    ),
 ]
 
 
