@@ -9,7 +9,9 @@ linearizable reads (server.reads), leases (server.leases), what it knows of its 
 client API's gRPC server over those parts (etcdspec.impl.api), the metrics endpoint, the
 ticker and the trace. It decides only which part hears of what: a peer's frame goes to
 the driver; a change of leader to the reads, the leases and the cluster view. Once
-started, it publishes its name and client URLs through the log (server.publish).
+started, it publishes its name and client URLs through the log (server.publish); its
+client port listens from the start but accepts connections only once that publish is
+applied here, as etcd's serves clients only once its server is ready.
 
 A client write is acknowledged only after its entry is committed (durable on a quorum)
 and applied here; serializable reads read the local state machine at once. Failpoints
@@ -295,7 +297,11 @@ class Member:
             config.listen_client_urls, config.client_tls, self._rejected("client")
         )
         try:
-            self.grpc_server = await start_grpc_server(ports, targets, self._metrics_text, tls)
+            # Listening, but answering no client until this member's publish is applied
+            # (`_publish`), as etcd serves its clients only once its server is ready.
+            self.grpc_server = await start_grpc_server(
+                ports, targets, self._metrics_text, tls, accepting=False
+            )
         except RuntimeError as error:
             raise MemberStartError(
                 f"cannot listen for clients on {', '.join(targets)} ({error}); "
@@ -361,12 +367,17 @@ class Member:
         log.info("member stopped", extra={"member_id": f"{self.member_id:x}"})
 
     async def _publish(self) -> bool:
-        """Publish this member's attributes (server.publish); the cluster view hears once
-        they are applied here."""
+        """Publish this member's attributes (server.publish); once they are applied here,
+        the cluster view hears, and the client port starts accepting connections (until
+        then a client's call waits, to its own deadline, as etcd's do: etcd serves its
+        clients only once its publish is applied, its ReadyNotify)."""
         assert self.proposals is not None and self.cluster is not None
         published = await publish_attributes(self.proposals, self.config)
         if published:
             self.cluster.published.set()
+            if self.grpc_server is not None:
+                await self.grpc_server.start_accepting()
+            log.info("ready to serve client requests", extra={"member": self.config.name})
         return published
 
     def _removed(self) -> None:
