@@ -92,6 +92,23 @@ def initial_members(config: MemberConfig) -> list[MemberRecord]:
     ]
 
 
+def joining_configuration(
+    member_id: int, voters: tuple[int, ...], learners: tuple[int, ...]
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The Raft configuration a voter that joined an existing cluster starts with, before
+    it has applied anything: the cluster's configuration when it joined (its own addition
+    included), with itself among the learners, so that its Raft core is joining (as a
+    learner's is: etcdspec.impl.raft.core). The log it receives holds the changes made
+    before it was added; joining, its core keeps the configuration it was given until it
+    applies its own addition (which makes it a voter), where a core given itself as a
+    voter applied those earlier changes again on top of it (a learner added then removed
+    before it joined was, for a while, in its configuration with itself). etcd's new
+    member starts with no configuration and rebuilds it from those changes in order: in
+    both, it is never a voter in its own configuration before its addition is applied."""
+    others = tuple(voter for voter in voters if voter != member_id)
+    return others, (*learners, member_id)
+
+
 class MemberStartError(Exception):
     """The member could not start (data directory, ports); the message says why."""
 
@@ -169,6 +186,8 @@ class Member:
             peer.member_id for peer in config.peers
         )
         learners = tuple(r.member_id for r in records if r.is_learner)
+        if identity is not None and recovered.applied == 0 and self.member_id in voters:
+            voters, learners = joining_configuration(self.member_id, voters, learners)
         raft_config = RaftConfig(
             id=self.member_id,
             voters=voters,
