@@ -11,10 +11,10 @@ every member lists the same members and takes a write.
 
 The new voter receives the whole log, the changes made before it was added included.
 Ours checks, from the Raft traces, that its configuration is never one the leader did
-not have at the same applied index: before it applies its own addition it keeps the
-configuration it joined with (as a learner does), and does not apply the earlier changes
-again on top of it (it used to: the learner added before it was, then, in its
-configuration together with itself).
+not have at the same applied index (and every trace passes trace validation): before it
+applies its own addition it keeps the configuration it joined with (as a learner does),
+and does not apply the earlier changes again on top of it (it used to: the learner
+added before it was, then, in its configuration together with itself).
 """
 
 from __future__ import annotations
@@ -30,8 +30,10 @@ from typing import Any
 import etcd_procs
 import grpc
 
+from etcdspec.checker.trace_check import check_traces
 from etcdspec.impl.pb import rpc_pb2, rpc_pb2_grpc
 from etcdspec.impl.tools import launcher
+from etcdspec.verdict import Verdict
 
 KINDS = ["ours"] + (["etcd"] if etcd_procs.ETCD_BIN else [])
 # etcd refuses membership changes until every voter has been connected for 5 s.
@@ -144,6 +146,8 @@ def _run(kind: str, directory: Path) -> tuple[list[tuple[str, Any]], dict[str, A
             for member in plan.members:  # the traces are flushed when a member stops
                 launcher.stop_member(running.member(member.name))
             extra["traces"] = {m.name: _confs(launcher.trace_path(plan, m)) for m in plan.members}
+            everyone = [*running.plan.members, plan.members[-1]]  # the stopped one, the added
+            extra["check"] = check_traces([launcher.trace_path(plan, m) for m in everyone])
             # Any of the first members still running: each applied every change.
             extra["leader"] = next(m.name for m in plan.members if m.name != "m4")
     return lines, extra
@@ -171,5 +175,7 @@ def test_a_voter_added_after_earlier_changes_joins_as_etcds(tmp_path: Path) -> N
             f"m4 at applied index {index}: voters {voters}, learners {learners}; "
             f"a first member's configurations: {first}"
         )
+    # And the traces of every member pass trace validation (the added voter's included).
+    assert extra["check"].verdict is Verdict.TRUE, extra["check"].describe()
     if "etcd" in seen:
         assert ours == seen["etcd"][0]
