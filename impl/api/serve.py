@@ -154,10 +154,12 @@ async def start_grpc_server(
     targets: list[str],
     metrics_text: Callable[[], str] | None = None,
     tls: Mapping[str, ssl.SSLContext] | None = None,
+    accepting: bool = True,
 ) -> GrpcH2Server:
     """Create, bind and start the gRPC server with every servicer, HTTP/1.x served on the
     same ports (`metrics_text` gives /metrics), the targets `tls` names over TLS with its
-    context; returns it running."""
+    context; returns it running (with `accepting` False: listening, accepting no
+    connection until its `start_accepting()`)."""
     limit = max_receive_bytes(ports.max_request_bytes)
     server = GrpcH2Server(limit)
     add_servicers(ports, server)
@@ -169,5 +171,5 @@ async def start_grpc_server(
             server.add_insecure_port(target)
         else:
             server.add_secure_port(target, context)
-    await server.start()
+    await server.start(accepting)
     return server

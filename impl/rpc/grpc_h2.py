@@ -655,6 +655,32 @@ def _status_field(status: bytes) -> bytes:
     return b"\x08" + _hpack_int(len(status), 7, 0) + status
 
 
+LISTEN_BACKLOG = 100  # asyncio's default backlog
+
+
+def _listening_sockets(host: str, port: int) -> list[socket.socket]:
+    """TCP sockets bound to every address of (host, port) and listening, as asyncio's
+    create_server makes them, but listening at once (asyncio would listen only once it
+    starts serving)."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    sockets: list[socket.socket] = []
+    try:
+        for family, kind, proto, _, address in dict.fromkeys(infos):
+            listening = socket.socket(family, kind, proto)
+            sockets.append(listening)
+            listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                listening.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            listening.bind(address)
+            listening.listen(LISTEN_BACKLOG)
+            listening.setblocking(False)
+    except OSError:
+        for listening in sockets:
+            listening.close()
+        raise
+    return sockets
+
+
 class GrpcH2Server:
     """The server: listening sockets, connections, and the method table.
 
@@ -756,23 +782,36 @@ class GrpcH2Server:
         self._methods[path] = found
         return found
 
-    async def start(self) -> None:
-        """Bind every target; raises RuntimeError naming the target that cannot be bound."""
+    async def start(self, accepting: bool = True) -> None:
+        """Bind and listen on every target; raises RuntimeError naming the target that
+        cannot be bound. With `accepting` False, the sockets listen (a client's TCP
+        connection completes, in the kernel's backlog) but no connection is accepted, so
+        no call or HTTP request is answered, until `start_accepting()`: as etcd's client
+        port before its member is ready (a caller waits until its own deadline)."""
         loop = asyncio.get_running_loop()
         for target in self._targets:
             host, port = target.rsplit(":", 1)
             try:
-                listener = await loop.create_server(
-                    self._new_connection,
-                    host.strip("[]"),
-                    int(port),
-                    reuse_address=True,
-                    ssl=self._tls.get(target),
-                )
+                sockets = _listening_sockets(host.strip("[]"), int(port))
             except OSError as error:
                 await self._close_listeners()
                 raise RuntimeError(f"Failed to bind to address {target}: {error}") from error
-            self._listeners.append(listener)
+            for listening in sockets:
+                listener = await loop.create_server(
+                    self._new_connection,
+                    sock=listening,
+                    ssl=self._tls.get(target),
+                    start_serving=accepting,
+                )
+                self._listeners.append(listener)
+
+    async def start_accepting(self) -> None:
+        """Accept connections on every target (those waiting in the backlog first); does
+        nothing once accepting or stopping."""
+        if self.stopping:
+            return
+        for listener in self._listeners:
+            await listener.start_serving()
 
     async def stop(self, grace: float | None) -> None:
         """Refuse new calls, let running ones finish within `grace` s, then cancel them."""

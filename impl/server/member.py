@@ -9,7 +9,9 @@ linearizable reads (server.reads), leases (server.leases), what it knows of its 
 client API's gRPC server over those parts (etcdspec.impl.api), the metrics endpoint, the
 ticker and the trace. It decides only which part hears of what: a peer's frame goes to
 the driver; a change of leader to the reads, the leases and the cluster view. Once
-started, it publishes its name and client URLs through the log (server.publish).
+started, it publishes its name and client URLs through the log (server.publish); its
+client port listens from the start but accepts connections only once that publish is
+applied here, as etcd's serves clients only once its server is ready.
 
 A client write is acknowledged only after its entry is committed (durable on a quorum)
 and applied here; serializable reads read the local state machine at once. Failpoints
@@ -90,6 +92,23 @@ def initial_members(config: MemberConfig) -> list[MemberRecord]:
     ]
 
 
+def joining_configuration(
+    member_id: int, voters: tuple[int, ...], learners: tuple[int, ...]
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The Raft configuration a voter that joined an existing cluster starts with, before
+    it has applied anything: the cluster's configuration when it joined (its own addition
+    included), with itself among the learners, so that its Raft core is joining (as a
+    learner's is: etcdspec.impl.raft.core). The log it receives holds the changes made
+    before it was added; joining, its core keeps the configuration it was given until it
+    applies its own addition (which makes it a voter), where a core given itself as a
+    voter applied those earlier changes again on top of it (a learner added then removed
+    before it joined was, for a while, in its configuration with itself). etcd's new
+    member starts with no configuration and rebuilds it from those changes in order: in
+    both, it is never a voter in its own configuration before its addition is applied."""
+    others = tuple(voter for voter in voters if voter != member_id)
+    return others, (*learners, member_id)
+
+
 class MemberStartError(Exception):
     """The member could not start (data directory, ports); the message says why."""
 
@@ -167,6 +186,8 @@ class Member:
             peer.member_id for peer in config.peers
         )
         learners = tuple(r.member_id for r in records if r.is_learner)
+        if identity is not None and recovered.applied == 0 and self.member_id in voters:
+            voters, learners = joining_configuration(self.member_id, voters, learners)
         raft_config = RaftConfig(
             id=self.member_id,
             voters=voters,
@@ -295,7 +316,11 @@ class Member:
             config.listen_client_urls, config.client_tls, self._rejected("client")
         )
         try:
-            self.grpc_server = await start_grpc_server(ports, targets, self._metrics_text, tls)
+            # Listening, but answering no client until this member's publish is applied
+            # (`_publish`), as etcd serves its clients only once its server is ready.
+            self.grpc_server = await start_grpc_server(
+                ports, targets, self._metrics_text, tls, accepting=False
+            )
         except RuntimeError as error:
             raise MemberStartError(
                 f"cannot listen for clients on {', '.join(targets)} ({error}); "
@@ -361,12 +386,17 @@ class Member:
         log.info("member stopped", extra={"member_id": f"{self.member_id:x}"})
 
     async def _publish(self) -> bool:
-        """Publish this member's attributes (server.publish); the cluster view hears once
-        they are applied here."""
+        """Publish this member's attributes (server.publish); once they are applied here,
+        the cluster view hears, and the client port starts accepting connections (until
+        then a client's call waits, to its own deadline, as etcd's do: etcd serves its
+        clients only once its publish is applied, its ReadyNotify)."""
         assert self.proposals is not None and self.cluster is not None
         published = await publish_attributes(self.proposals, self.config)
         if published:
             self.cluster.published.set()
+            if self.grpc_server is not None:
+                await self.grpc_server.start_accepting()
+            log.info("ready to serve client requests", extra={"member": self.config.name})
         return published
 
     def _removed(self) -> None:

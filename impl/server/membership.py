@@ -406,6 +406,9 @@ class Membership:
         """Apply a committed CONF_CHANGE entry (see the module docstring)."""
         conf_change = ConfChange.decode(entry.data)
         context = ChangeContext.decode(conf_change.context)
+        # A joining member's changes before its own addition are already in the
+        # configuration it was given (its Raft core skips them): no peer is (re)connected.
+        joining = self.driver.core.joining
         outcome = self.state.apply_member_change(entry.index, entry.term, context.change)
         if outcome is None:  # applied before this start: the backend holds it
             self.driver.apply_conf_change(conf_change)
@@ -425,8 +428,12 @@ class Membership:
             )
         else:
             self.driver.apply_conf_change(conf_change)
-            self._reconnect(context.change.kind, outcome)
-            log.info("configuration change applied", extra={"change": context.describe()})
+            if not joining:
+                self._reconnect(context.change.kind, outcome)
+            log.info(
+                "configuration change applied",
+                extra={"change": context.describe(), "joining": joining},
+            )
         if context.proposer_id == self.member_id:
             future = self._waiters.pop(context.request_id, None)
             if future is not None and not future.done():

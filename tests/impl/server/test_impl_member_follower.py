@@ -163,13 +163,15 @@ def test_a_follower_applies_at_its_turn_before_a_client_call_or_on_its_timer(
     def turn(index: int) -> bool:
         return index % len(voters) == rank
 
-    async def no_publish(*_args: object) -> bool:
-        return False
+    async def published_unproposed(*_args: object) -> bool:
+        return True
 
     # The member publishes its attributes when it starts; the leader played here never
     # commits that proposal, which would wait here throughout, and a proposal waiting
-    # here makes the follower apply at once: not the case this test is about.
-    monkeypatch.setattr(member_module, "publish_attributes", no_publish)
+    # here makes the follower apply at once: not the case this test is about. The
+    # stand-in proposes nothing and says the attributes are applied, so that the member
+    # serves its clients (it accepts none before: as etcd's, not before its publish).
+    monkeypatch.setattr(member_module, "publish_attributes", published_unproposed)
 
     async def scenario() -> None:
         member = Member(config)

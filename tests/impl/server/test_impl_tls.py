@@ -262,10 +262,15 @@ def test_peer_tls_cluster_serves_writes_and_a_member_from_another_ca_never_joins
             )
         etcd_procs_get = _run(two[1:], *_tls(certs, "root"), "get", "p", "--prefix", "--keys-only")
         assert etcd_procs_get.count("p") >= 5, etcd_procs_get
-        # m3 never hears of a leader nor of the writes, however long it waits.
+        # m3 never hears of a leader nor of the writes, however long it waits: its
+        # metrics say so, and it serves no client (as etcd's, not before its publish).
         time.sleep(2.0)
-        status = launcher.probe_status(plan.endpoints[2], credentials=credentials)
-        assert status["leader"] == 0 and status["revision"] == 1, status
+        with urllib.request.urlopen(f"{m3.metrics_url}/metrics", timeout=5) as page:
+            samples = parse_prometheus(page.read().decode())
+        assert samples["etcd_server_has_leader"] == 0, samples
+        assert samples["etcd_server_proposals_applied_total"] == 0, samples
+        with pytest.raises(launcher.LauncherError, match="DEADLINE_EXCEEDED"):
+            launcher.probe_status(plan.endpoints[2], credentials=credentials)
         m1_log = Path(running[0].log_path).read_text()
         assert '"msg": "TLS handshake with peer failed"' in m1_log  # the intruder's
         assert "CERTIFICATE_VERIFY_FAILED" in m1_log
