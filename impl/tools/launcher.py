@@ -1,7 +1,7 @@
 """A local cluster: plan free loopback ports, start members as processes, track, stop.
 
-`plan_cluster` picks free ports on 127.0.0.1 (bind port 0) for each member's client,
-peer and metrics URLs. `member_argv` writes etcd's flags for one member; the same argv
+`plan_cluster` picks free ports on 127.0.0.1 (`free_ports`: below the kernel's ephemeral
+range) for each member's client, peer and metrics URLs. `member_argv` writes etcd's flags for one member; the same argv
 runs our member (`python -m etcdspec serve ...`) or a real etcd binary, since the flags
 are etcd's. `start_cluster` starts the processes (each in its own session, stderr to a
 log file in the cluster directory) and writes the state file `cluster.json`
@@ -42,10 +42,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -65,26 +67,66 @@ class LauncherError(RuntimeError):
 
 
 def free_port() -> int:
-    """A port on 127.0.0.1 that was free a moment ago (bind port 0, read it back)."""
+    """A port on 127.0.0.1 that was free a moment ago (see `free_ports`)."""
     return free_ports(1)[0]
+
+
+# Ports handed out by this process: never planned twice, so two clusters of one test
+# process (or a cluster and its conformance proxies) never race for the same port.
+_PLANNED: set[int] = set()
+_PLANNING = threading.Lock()
+_CHOOSER = random.Random()  # seeded from the OS: processes planning at once differ
+
+
+def planned_port_range() -> tuple[int, int]:
+    """[low, high): from 10000 up to the start of the kernel's ephemeral range, whose
+    ports every outgoing connection draws from."""
+    try:
+        ephemeral_low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral_low = 32768
+    return 10_000, max(ephemeral_low, 12_000)
 
 
 def free_ports(count: int) -> list[int]:
     """`count` distinct ports on 127.0.0.1 that were free a moment ago.
 
-    All sockets stay bound until every port is chosen, so the kernel cannot hand out
-    the same port twice (one at a time, a port just released may come back).
+    Chosen at random below the ephemeral range (`planned_port_range`) and checked by
+    binding each, all bound until every port is chosen; never one this process handed out
+    before. A port the kernel picks (bind port 0) comes from the ephemeral range, where
+    any client's connection may take it between planning and the member's bind ("address
+    already in use": a member that cannot bind exits, and its peers wait for it); that is
+    the fallback only when the range below is too busy.
     """
-    sockets = []
-    try:
-        for _ in range(count):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sockets.append(sock)
-            sock.bind(("127.0.0.1", 0))
-        return [int(sock.getsockname()[1]) for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
+    low, high = planned_port_range()
+    with _PLANNING:
+        ports: list[int] = []
+        sockets: list[socket.socket] = []
+        try:
+            for _ in range(100 * count):
+                if len(ports) == count:
+                    break
+                port = _CHOOSER.randrange(low, high)
+                if port in _PLANNED or port in ports:
+                    continue
+                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                try:
+                    sock.bind(("127.0.0.1", port))
+                except OSError:
+                    sock.close()
+                    continue
+                sockets.append(sock)
+                ports.append(port)
+            while len(ports) < count:
+                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                sockets.append(sock)
+                sock.bind(("127.0.0.1", 0))
+                ports.append(int(sock.getsockname()[1]))
+        finally:
+            for sock in sockets:
+                sock.close()
+        _PLANNED.update(ports)
+        return ports
 
 
 @dataclass(frozen=True)
