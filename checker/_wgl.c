@@ -78,42 +78,57 @@ static inline size_t mix3(uint64_t a, uint64_t b, uint64_t c) {
 
 /* -- the memo ----------------------------------------------------------------------- */
 
-static int memo_grow(Search *S) {
-    size_t cap = S->m_cap ? S->m_cap * 2 : 1024;
-    uint64_t *z0 = PyMem_Calloc(cap, sizeof(uint64_t));
-    uint64_t *z1 = PyMem_Calloc(cap, sizeof(uint64_t));
-    int32_t *st = PyMem_Calloc(cap, sizeof(int32_t));
-    int32_t *hd = PyMem_Malloc(cap * sizeof(int32_t));
-    if (!z0 || !z1 || !st || !hd) {
-        PyMem_Free(z0);
-        PyMem_Free(z1);
-        PyMem_Free(st);
-        PyMem_Free(hd);
-        PyErr_NoMemory();
-        return -1;
+/* Grows an open-addressing table (doubling; `first` slots when empty) whose slots are
+ * spread over `ncols` parallel arrays: *cols[c] has elements of sizes[c] bytes, and column
+ * `marker` is int32 with -1 in the empty slots. `hash(cols, k)` is slot k's hash. The
+ * memo and the TRANSFORM cache are both such tables. 0, or -1 with MemoryError set. */
+typedef size_t (*slot_hash)(void **const *cols, size_t k);
+
+static int table_grow(void **const *cols, const size_t *sizes, int ncols, int marker,
+                      size_t *cap_io, size_t first, slot_hash hash) {
+    enum { MAX_COLS = 4 };
+    size_t old = *cap_io, cap = old ? old * 2 : first;
+    void *fresh[MAX_COLS] = {NULL};
+    for (int c = 0; c < ncols; c++) {
+        fresh[c] = PyMem_Calloc(cap, sizes[c]);
+        if (!fresh[c]) {
+            for (int d = 0; d < c; d++)
+                PyMem_Free(fresh[d]);
+            PyErr_NoMemory();
+            return -1;
+        }
     }
-    memset(hd, 0xff, cap * sizeof(int32_t));
-    for (size_t k = 0; k < S->m_cap; k++) {
-        if (S->m_head[k] < 0)
+    memset(fresh[marker], 0xff, cap * sizeof(int32_t));
+    const int32_t *was = *cols[marker];
+    int32_t *now = fresh[marker];
+    for (size_t k = 0; k < old; k++) {
+        if (was[k] < 0)
             continue;
-        size_t h = mix3(S->m_z0[k], S->m_z1[k], (uint64_t)S->m_state[k]) & (cap - 1);
-        while (hd[h] >= 0)
+        size_t h = hash(cols, k) & (cap - 1);
+        while (now[h] >= 0)
             h = (h + 1) & (cap - 1);
-        z0[h] = S->m_z0[k];
-        z1[h] = S->m_z1[k];
-        st[h] = S->m_state[k];
-        hd[h] = S->m_head[k];
+        for (int c = 0; c < ncols; c++)
+            memcpy((char *)fresh[c] + h * sizes[c], (char *)*cols[c] + k * sizes[c], sizes[c]);
     }
-    PyMem_Free(S->m_z0);
-    PyMem_Free(S->m_z1);
-    PyMem_Free(S->m_state);
-    PyMem_Free(S->m_head);
-    S->m_z0 = z0;
-    S->m_z1 = z1;
-    S->m_state = st;
-    S->m_head = hd;
-    S->m_cap = cap;
+    for (int c = 0; c < ncols; c++) {
+        PyMem_Free(*cols[c]);
+        *cols[c] = fresh[c];
+    }
+    *cap_io = cap;
     return 0;
+}
+
+static size_t memo_slot_hash(void **const *cols, size_t k) {
+    return mix3(((uint64_t *)*cols[0])[k], ((uint64_t *)*cols[1])[k],
+                (uint64_t)((int32_t *)*cols[2])[k]);
+}
+
+static int memo_grow(Search *S) {
+    void **cols[] = {(void **)&S->m_z0, (void **)&S->m_z1, (void **)&S->m_state,
+                     (void **)&S->m_head};
+    static const size_t sizes[] = {sizeof(uint64_t), sizeof(uint64_t), sizeof(int32_t),
+                                   sizeof(int32_t)};
+    return table_grow(cols, sizes, 4, 3, &S->m_cap, 1024, memo_slot_hash);
 }
 
 static int32_t record_new(Search *S, int32_t next, const uint64_t *bits) {
@@ -180,37 +195,14 @@ static int memo_visit(Search *S, uint64_t z0, uint64_t z1, int32_t state, const 
 
 /* -- the model ---------------------------------------------------------------------- */
 
+static size_t transform_slot_hash(void **const *cols, size_t k) {
+    return mix3((uint64_t)((int32_t *)*cols[0])[k], (uint64_t)((int32_t *)*cols[1])[k], 0);
+}
+
 static int transform_grow(Search *S) {
-    size_t cap = S->t_cap ? S->t_cap * 2 : 256;
-    int32_t *ta = PyMem_Malloc(cap * sizeof(int32_t));
-    int32_t *ts = PyMem_Malloc(cap * sizeof(int32_t));
-    int32_t *to = PyMem_Malloc(cap * sizeof(int32_t));
-    if (!ta || !ts || !to) {
-        PyMem_Free(ta);
-        PyMem_Free(ts);
-        PyMem_Free(to);
-        PyErr_NoMemory();
-        return -1;
-    }
-    memset(ta, 0xff, cap * sizeof(int32_t));
-    for (size_t k = 0; k < S->t_cap; k++) {
-        if (S->t_a[k] < 0)
-            continue;
-        size_t h = mix3((uint64_t)S->t_a[k], (uint64_t)S->t_s[k], 0) & (cap - 1);
-        while (ta[h] >= 0)
-            h = (h + 1) & (cap - 1);
-        ta[h] = S->t_a[k];
-        ts[h] = S->t_s[k];
-        to[h] = S->t_out[k];
-    }
-    PyMem_Free(S->t_a);
-    PyMem_Free(S->t_s);
-    PyMem_Free(S->t_out);
-    S->t_a = ta;
-    S->t_s = ts;
-    S->t_out = to;
-    S->t_cap = cap;
-    return 0;
+    void **cols[] = {(void **)&S->t_a, (void **)&S->t_s, (void **)&S->t_out};
+    static const size_t sizes[] = {sizeof(int32_t), sizeof(int32_t), sizeof(int32_t)};
+    return table_grow(cols, sizes, 3, 0, &S->t_cap, 256, transform_slot_hash);
 }
 
 /* Appender(values, ids, fallback): the kv model's TRANSFORM, append, in C: the id of
