@@ -76,7 +76,10 @@ from typing import Any
 
 from etcdspec.checker.budget import UNBOUNDED, Budget, BudgetClock, OutOfBudget
 from etcdspec.checker.compiled_search import (
+    FusedPartition,
     compiled_entry_search,
+    compiled_fuse,
+    compiled_fused_search,
     compiled_infos,
     compiled_op_ids,
 )
@@ -132,13 +135,21 @@ def _check(
     allow_empty: bool,
 ) -> LinearizabilityResult:
     clock = BudgetClock(budget)
-    prepared, dropped = model.prepare_all(operations)
+    # Register and kv: one C pass to the partitions' searches (compiled_search.py).
+    fused = compiled_fuse(model, operations, budget.seed)
+    prepared: list[PreparedOp] = []
     synthetic: list[PreparedOp] = []
-    if type(model).synthetic_ops is not CheckModel.synthetic_ops:  # a pass only when asked
-        next_id = max((op.id for op in operations), default=-1) + 1
-        synthetic = model.synthetic_ops(prepared, next_id)
-        prepared.extend(synthetic)
-    if not prepared and not allow_empty:
+    if fused is not None:
+        dropped, named = fused
+        count = sum([len(part.ops) for _, part in named])
+    else:
+        prepared, dropped = model.prepare_all(operations)
+        if type(model).synthetic_ops is not CheckModel.synthetic_ops:  # only when asked
+            next_id = max((op.id for op in operations), default=-1) + 1
+            synthetic = model.synthetic_ops(prepared, next_id)
+            prepared.extend(synthetic)
+        count = len(prepared)
+    if not count and not allow_empty:
         return LinearizabilityResult(
             verdict=Verdict.UNKNOWN,
             model=model.name,
@@ -149,13 +160,15 @@ def _check(
             dropped=dropped,
             notes=tuple(getattr(model, "notes", ())),
         )
-    parts = model.partitions(prepared)
-    groups: list[tuple[str | None, list[PreparedOp]]] = (
-        [(None, prepared)] if parts is None else [(k, parts[k]) for k in sorted(parts)]
-    )
-    results, reason = _search_partitions(
-        [_Search(model, items, name, clock, observed) for name, items in groups]
-    )
+    if fused is not None:
+        searches = [_Search(model, None, name, clock, observed, part) for name, part in named]
+    else:
+        parts = model.partitions(prepared)
+        groups: list[tuple[str | None, list[PreparedOp]]] = (
+            [(None, prepared)] if parts is None else [(k, parts[k]) for k in sorted(parts)]
+        )
+        searches = [_Search(model, items, name, clock, observed) for name, items in groups]
+    results, reason = _search_partitions(searches)
     verdict = Verdict.merge_all([r.verdict for r in results])
     if verdict is Verdict.UNKNOWN:
         decided = sum(1 for r in results if r.verdict is not Verdict.UNKNOWN)
@@ -163,7 +176,7 @@ def _check(
     return LinearizabilityResult(
         verdict=verdict,
         model=model.name,
-        operations=len(prepared),
+        operations=count,
         partitions=tuple(results),
         seconds=time.monotonic() - clock.start,
         reason=reason if verdict is Verdict.UNKNOWN else "",
@@ -176,10 +189,10 @@ def _check(
 def _difficulty(search: _Search) -> tuple[int, int]:
     """What a partition's search is expected to cost, for the order of the first turns:
     info operations fork the search, so fewer of them (then fewer operations) first."""
-    infos = compiled_infos(search.items)
+    infos = search.fused.infos if search.fused is not None else compiled_infos(search.items)
     if infos is None:
         infos = len(search.is_ok) - sum(search.is_ok)
-    return (infos, len(search.items))
+    return (infos, search.size)
 
 
 def _search_partitions(searches: list[_Search]) -> tuple[list[PartitionResult], str]:
@@ -249,17 +262,23 @@ class _Search:
     def __init__(
         self,
         model: CheckModel,
-        items: list[PreparedOp],
+        items: list[PreparedOp] | None,
         name: str | None,
         clock: BudgetClock,
         seen_elsewhere: Mapping[int, set[Hashable]],
+        fused: FusedPartition | None = None,
     ) -> None:
+        """`items`, or None with `fused` (the fused pass's partition: its items are
+        built when first used)."""
         self.model = model
-        self.items = items
+        self.fused = fused
+        if items is not None:
+            self.items = items
+        self.size = len(items) if items is not None else len(fused.ops) if fused else 0
         self.name = name
         self.clock = clock
         self.seen_elsewhere = seen_elsewhere
-        self.placed = bytearray(len(items))
+        self.placed = bytearray(self.size)
         self.memo: set[tuple[int, Hashable]] = set()
         # entry_search's memo: (ok operations' hash, state) -> info sets placed there
         self.entry_memo: dict[tuple[int, Hashable], list[int]] = {}
@@ -273,6 +292,12 @@ class _Search:
 
     # The search's tables, built when first used (the compiled core needs none of them
     # unless it has a failure to describe).
+    @cached_property
+    def items(self) -> list[PreparedOp]:
+        """A fused partition's items (`prepare_all` of its operations: the same items)."""
+        assert self.fused is not None
+        return self.model.prepare_all(self.fused.ops)[0]
+
     @cached_property
     def is_ok(self) -> list[bool]:
         return [p.op.type == "ok" for p in self.items]
@@ -567,7 +592,7 @@ class _Search:
         return PartitionResult(
             self.name,
             Verdict.UNKNOWN,
-            len(self.items),
+            self.size,
             (),
             None,
             None,
@@ -704,7 +729,11 @@ class _Search:
         overridden = type(model).info_state_possible is not CheckModel.info_state_possible
         progress = self.progress
         compiled = None
-        if not overridden:
+        if self.fused is not None:
+            compiled = compiled_fused_search(
+                model, self.fused, self.clock, progress, SLICE_STEPS, _CHECK_EVERY
+            )
+        elif not overridden:
             compiled = compiled_entry_search(
                 model, self.items, self.clock.budget.seed, self.clock, progress,
                 SLICE_STEPS, _CHECK_EVERY,
@@ -727,7 +756,7 @@ class _Search:
         except OutOfBudget as out:
             self.steps = progress.steps
             return self.unfinished(
-                f"{out.reason} after placing {progress.placed} of {len(self.items)} operations "
+                f"{out.reason} after placing {progress.placed} of {self.size} operations "
                 f"({self.steps} steps, "
                 f"{max(len(self.entry_memo), progress.configurations)} configurations)",
                 time.monotonic() - start,
@@ -737,8 +766,8 @@ class _Search:
             return PartitionResult(
                 self.name,
                 Verdict.TRUE,
-                len(self.items),
-                compiled_op_ids(self.items, outcome.order)
+                self.size,
+                compiled_op_ids(self.fused.ops if self.fused else self.items, outcome.order)
                 or tuple([self.items[i].op.id for i in outcome.order]),
                 outcome.state,
                 None,
