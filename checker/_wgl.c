@@ -59,6 +59,7 @@ typedef struct {
     int32_t *t_a, *t_s, *t_out;
     size_t t_cap, t_used;
     PyObject *transform;
+    size_t first_cap; /* the tables' first size: 64-1024 slots, by the partition's size */
 } Search;
 
 static uint64_t splitmix(uint64_t *x) {
@@ -128,12 +129,12 @@ static int memo_grow(Search *S) {
                      (void **)&S->m_head};
     static const size_t sizes[] = {sizeof(uint64_t), sizeof(uint64_t), sizeof(int32_t),
                                    sizeof(int32_t)};
-    return table_grow(cols, sizes, 4, 3, &S->m_cap, 1024, memo_slot_hash);
+    return table_grow(cols, sizes, 4, 3, &S->m_cap, S->first_cap, memo_slot_hash);
 }
 
 static int32_t record_new(Search *S, int32_t next, const uint64_t *bits) {
     if (S->r_used == S->r_cap) {
-        size_t cap = S->r_cap ? S->r_cap * 2 : 1024;
+        size_t cap = S->r_cap ? S->r_cap * 2 : S->first_cap;
         int32_t *rn = PyMem_Realloc(S->r_next, cap * sizeof(int32_t));
         if (!rn) {
             PyErr_NoMemory();
@@ -202,7 +203,7 @@ static size_t transform_slot_hash(void **const *cols, size_t k) {
 static int transform_grow(Search *S) {
     void **cols[] = {(void **)&S->t_a, (void **)&S->t_s, (void **)&S->t_out};
     static const size_t sizes[] = {sizeof(int32_t), sizeof(int32_t), sizeof(int32_t)};
-    return table_grow(cols, sizes, 3, 0, &S->t_cap, 256, transform_slot_hash);
+    return table_grow(cols, sizes, 3, 0, &S->t_cap, S->first_cap, transform_slot_hash);
 }
 
 /* Appender(values, ids, fallback): the kv model's TRANSFORM, append, in C: the id of
@@ -576,6 +577,9 @@ static int search_setup(Search *S, Py_ssize_t n, const uint8_t *kb, const int32_
     }
     S->n = n;
     size_t m = (size_t)n + 1;
+    S->first_cap = 64; /* a small partition's tables stay small: no 24 KB to clear each */
+    while (S->first_cap < 1024 && S->first_cap < 4 * m)
+        S->first_cap *= 2;
     S->kind = PyMem_Calloc(m, sizeof(int32_t));
     S->a = PyMem_Calloc(m, sizeof(int32_t));
     S->b = PyMem_Calloc(m, sizeof(int32_t));
@@ -1075,6 +1079,8 @@ static long intern_value(PyObject *ids, PyObject *values, PyObject *value) {
         }
         return -1;
     }
+    if (PyUnicode_CheckExact(value) || PyLong_CheckExact(value) || value == Py_None)
+        goto fresh; /* equal to itself: only a float (or an object's __ne__) may not be */
     PyObject *ne = PyObject_RichCompare(value, value, Py_NE);
     if (!ne)
         return -1;
@@ -1084,6 +1090,7 @@ static long intern_value(PyObject *ids, PyObject *values, PyObject *value) {
         return -1;
     if (differs)
         return -2;
+fresh:;
     Py_ssize_t id = PyList_GET_SIZE(values);
     PyObject *key = PyLong_FromSsize_t(id);
     if (!key)

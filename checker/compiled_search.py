@@ -288,6 +288,46 @@ def compiled_fused_search(
     )
 
 
+def compiled_first_turn(
+    model: CheckModel,
+    part: FusedPartition,
+    clock: BudgetClock,
+    progress: EntryProgress,
+    slice_steps: int,
+    check_every: int,
+) -> tuple[tuple[int, ...], Any, int] | None:
+    """A fused partition's first turn, as `compiled_fused_search`'s generator runs it
+    (the same steps and budget checks), without the generator: (the operation ids of
+    the linearization, the state, steps) when it linearizes the partition, else None
+    (the Search keeps its place: the generator started after it goes on from there)."""
+    search = part.search
+    turn, check = slice_steps * TURN_FACTOR, check_every * TURN_FACTOR
+    next_check = check
+    clock.check()
+    while True:
+        status = search.run(min(turn, next_check))
+        steps = search.steps
+        progress.steps, progress.placed = steps, search.depth
+        progress.configurations = search.configurations
+        if status:
+            break
+        if steps >= next_check:
+            next_check += check
+            clock.check()
+        if steps >= turn:
+            return None
+    if status != _LINEARIZED:
+        return None
+    order, _, before = search.outcome()
+    if order:
+        last = model.prepare(part.ops[order[-1]])
+        assert last is not None  # the fused pass dropped what prepare drops
+        state = model.stepper(last)(part.values[before])[0]
+    else:
+        state = model.init()
+    return _wgl.op_ids(part.ops, order), state, search.steps
+
+
 def _drive(
     model: CheckModel,
     item_at: Callable[[int], PreparedOp],
