@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 enum { K_READ = 0, K_SET = 1, K_CAS = 2, K_TRANSFORM = 3 };
 enum { RUNNING = 0, LINEARIZED = 1, REFUTED = 2 };
@@ -1774,6 +1775,186 @@ done:
     return result;
 }
 
+/* ---- The fused partitions' first turns, driven in C ------------------------------
+ *
+ * first_turns(code, parts, turn, check_every, check, out_of_budget)
+ *   -> (done, stopped_seconds, out): parts are the fused partitions (ops, search, values,
+ *   ...) in turn order. Each gets its first turn as compiled_search.compiled_first_turn
+ *   runs it: check() first, then the search in runs of at most check_every steps with
+ *   check() after each that reaches a multiple of it, until `turn` steps or the end.
+ *   done lists, for the partitions that turn linearized (a prefix of parts), (operation
+ *   ids of the linearization, the state object, steps, seconds); the first partition
+ *   not linearized in its turn (paused, refuted, or `out_of_budget` raised by check(),
+ *   which is then cleared: out is 1) ends the call, with the seconds its turn took. The
+ *   state object is the model stepper's: the last operation's own argument (a read's
+ *   value, a write's, a cas's new value) or, for kv's append, (state before or "") +
+ *   its value; so the results are the separate passes'. */
+
+static double monotonic_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The state after the last operation placed, as the model's stepper gives it (new ref). */
+static PyObject *stepped_state(int code, PyObject *op, PyObject *values, int32_t before) {
+    PyObject *kind = PyObject_GetAttr(op, S_type);
+    if (!kind)
+        return NULL;
+    Py_DECREF(kind);
+    PyObject *f = PyObject_GetAttr(op, S_f);
+    if (!f)
+        return NULL;
+    Py_DECREF(f);
+    PyObject *key = NULL, *a = NULL, *b = NULL;
+    uint8_t k = 0;
+    int rc = -1;
+    if (PyUnicode_CheckExact(kind) && PyUnicode_CheckExact(f))
+        rc = code == CODE_REGISTER ? register_flat(op, kind, f, Py_None, &key, &k, &a, &b)
+                                   : kv_flat(op, kind, f, &key, &k, &a, &b);
+    if (rc < 0 && PyErr_Occurred())
+        return NULL;
+    if (rc != 1) {
+        PyErr_SetString(PyExc_RuntimeError, "first_turns: an operation the fused pass took "
+                                            "no longer decodes");
+        return NULL;
+    }
+    if (k == K_CAS)
+        return Py_NewRef(b);
+    if (k != K_TRANSFORM)
+        return Py_NewRef(a);
+    if (before < 0 || before >= PyList_GET_SIZE(values)) {
+        PyErr_SetString(PyExc_RuntimeError, "first_turns: no state before the append");
+        return NULL;
+    }
+    PyObject *head = PyList_GET_ITEM(values, before);
+    if (head == Py_None)
+        return Py_NewRef(a); /* "" + a is a itself */
+    return PyUnicode_Concat(head, a);
+}
+
+/* check(): 0 passed, 2 `out_of_budget` raised (cleared), -1 any other error. */
+static int call_check(PyObject *check, PyObject *out_of_budget) {
+    PyObject *ok = PyObject_CallNoArgs(check);
+    if (ok) {
+        Py_DECREF(ok);
+        return 0;
+    }
+    if (PyErr_ExceptionMatches(out_of_budget)) {
+        PyErr_Clear();
+        return 2;
+    }
+    return -1;
+}
+
+/* One partition's first turn: 1 linearized, 0 not (paused or refuted), 2 out of budget
+ * (cleared), -1 error. */
+static int first_turn(Search *S, long long turn, long long check_every, PyObject *check,
+                      PyObject *out_of_budget) {
+    long long next_check = check_every;
+    int rc = call_check(check, out_of_budget);
+    if (rc)
+        return rc;
+    for (;;) {
+        PyObject *limit = PyLong_FromLongLong(turn < next_check ? turn : next_check);
+        if (!limit)
+            return -1;
+        PyObject *status = Search_run(S, limit);
+        Py_DECREF(limit);
+        if (!status)
+            return -1;
+        Py_DECREF(status);
+        if (S->status != RUNNING)
+            return S->status == LINEARIZED;
+        if (S->steps >= next_check) {
+            next_check += check_every;
+            rc = call_check(check, out_of_budget);
+            if (rc)
+                return rc;
+        }
+        if (S->steps >= turn)
+            return 0;
+    }
+}
+
+static PyObject *wgl_first_turns(PyObject *self, PyObject *args) {
+    int code;
+    PyObject *parts, *check, *out_of_budget;
+    long long turn, check_every;
+    if (!PyArg_ParseTuple(args, "iO!LLOO", &code, &PyList_Type, &parts, &turn, &check_every,
+                          &check, &out_of_budget))
+        return NULL;
+    if (turn <= 0 || check_every <= 0) {
+        PyErr_SetString(PyExc_ValueError, "first_turns: turn and check_every must be > 0");
+        return NULL;
+    }
+    PyObject *done = PyList_New(0);
+    if (!done)
+        return NULL;
+    double seconds = 0.0;
+    int out = 0;
+    for (Py_ssize_t p = 0; p < PyList_GET_SIZE(parts); p++) {
+        PyObject *part = PyList_GET_ITEM(parts, p);
+        if (!PyTuple_Check(part) || PyTuple_GET_SIZE(part) < 3 ||
+            !PyList_Check(PyTuple_GET_ITEM(part, 0)) ||
+            !Py_IS_TYPE(PyTuple_GET_ITEM(part, 1), &SearchType) ||
+            !PyList_Check(PyTuple_GET_ITEM(part, 2))) {
+            PyErr_SetString(PyExc_TypeError, "first_turns: parts are (ops, search, values, ...)");
+            goto fail;
+        }
+        PyObject *ops = PyTuple_GET_ITEM(part, 0), *values = PyTuple_GET_ITEM(part, 2);
+        Search *S = (Search *)PyTuple_GET_ITEM(part, 1);
+        double started = monotonic_seconds();
+        int rc = first_turn(S, turn, check_every, check, out_of_budget);
+        if (rc < 0)
+            goto fail;
+        if (rc != 1) {
+            seconds = monotonic_seconds() - started;
+            out = rc == 2;
+            break;
+        }
+        PyObject *ids = PyTuple_New(S->depth), *state;
+        if (!ids)
+            goto fail;
+        for (Py_ssize_t k = 0; k < S->depth; k++) {
+            int32_t i = S->st_op[k];
+            if (i < 0 || i >= PyList_GET_SIZE(ops)) {
+                Py_DECREF(ids);
+                PyErr_SetString(PyExc_IndexError, "first_turns: the search and ops differ");
+                goto fail;
+            }
+            PyObject *id = PyObject_GetAttr(PyList_GET_ITEM(ops, i), S_id);
+            if (!id) {
+                Py_DECREF(ids);
+                goto fail;
+            }
+            PyTuple_SET_ITEM(ids, k, id);
+        }
+        if (S->depth) {
+            int32_t last = S->st_op[S->depth - 1];
+            state = stepped_state(code, PyList_GET_ITEM(ops, last), values,
+                                  S->st_state[S->depth - 1]);
+        } else {
+            state = Py_NewRef(PyList_GET_SIZE(values) ? PyList_GET_ITEM(values, 0) : Py_None);
+        }
+        if (!state) {
+            Py_DECREF(ids);
+            goto fail;
+        }
+        PyObject *entry = Py_BuildValue("(NNLd)", ids, state, S->steps,
+                                        monotonic_seconds() - started);
+        if (!entry || PyList_Append(done, entry) < 0) {
+            Py_XDECREF(entry);
+            goto fail;
+        }
+        Py_DECREF(entry);
+    }
+    return Py_BuildValue("(Ndi)", done, seconds, out);
+fail:
+    Py_DECREF(done);
+    return NULL;
+}
+
 static PyMethodDef wgl_functions[] = {
     {"prepare", wgl_prepare, METH_VARARGS,
      "prepare(code, operations, prepared_type, tail, no_key, fallback) -> (list, dropped)"},
@@ -1782,6 +1963,9 @@ static PyMethodDef wgl_functions[] = {
     {"fuse", wgl_fuse, METH_VARARGS,
      "fuse(code, operations, op_type, no_key, init, seed) -> (dropped, [(key, ops, search, "
      "values, infos), ...]) or None"},
+    {"first_turns", wgl_first_turns, METH_VARARGS,
+     "first_turns(code, parts, turn, check_every, check, out_of_budget) -> (done, seconds, "
+     "out)"},
     {"group", wgl_group, METH_O, "group(items) -> {payload[0]: [item, ...]}"},
     {"infos", wgl_infos, METH_O, "infos(items) -> how many operations are not ok"},
     {"op_ids", wgl_op_ids, METH_VARARGS, "op_ids(items, order) -> (items[i].op.id, ...)"},

@@ -50,7 +50,7 @@ import os
 from collections.abc import Callable, Generator, Hashable, Sequence
 from typing import Any, NamedTuple
 
-from etcdspec.checker.budget import BudgetClock
+from etcdspec.checker.budget import BudgetClock, OutOfBudget
 from etcdspec.checker.entry_search import EntryOutcome, EntryProgress
 from etcdspec.checker.history import Operation
 from etcdspec.checker.models import PREPARED_DEFAULTS, CheckModel, PreparedOp
@@ -288,44 +288,36 @@ def compiled_fused_search(
     )
 
 
-def compiled_first_turn(
+def compiled_first_turns(
     model: CheckModel,
-    part: FusedPartition,
+    parts: list[FusedPartition],
     clock: BudgetClock,
-    progress: EntryProgress,
     slice_steps: int,
     check_every: int,
-) -> tuple[tuple[int, ...], Any, int] | None:
-    """A fused partition's first turn, as `compiled_fused_search`'s generator runs it
-    (the same steps and budget checks), without the generator: (the operation ids of
-    the linearization, the state, steps) when it linearizes the partition, else None
-    (the Search keeps its place: the generator started after it goes on from there)."""
+) -> tuple[list[tuple[tuple[int, ...], Any, int, float]], float]:
+    """The fused partitions' first turns (in the order given), in one C call: each runs
+    as `compiled_fused_search`'s generator runs its first turn (the same steps and
+    budget checks). Returns, for those that turn linearizes (a prefix of `parts`), (the
+    operation ids of the linearization, the state as the model's stepper gives it,
+    steps, seconds), and the seconds of the first one it does not linearize (paused,
+    refuted, or out of budget: the turns loop then goes on from where its Search is,
+    and meets a spent budget again), with its progress recorded."""
+    done, seconds, _ = _wgl.first_turns(
+        getattr(model, "flat_code", None),
+        parts,
+        slice_steps * TURN_FACTOR,
+        check_every * TURN_FACTOR,
+        clock.check,
+        OutOfBudget,
+    )
+    return done, seconds
+
+
+def fused_progress(part: FusedPartition, progress: EntryProgress) -> None:
+    """`progress` as the search's generator leaves it after its last run."""
     search = part.search
-    turn, check = slice_steps * TURN_FACTOR, check_every * TURN_FACTOR
-    next_check = check
-    clock.check()
-    while True:
-        status = search.run(min(turn, next_check))
-        steps = search.steps
-        progress.steps, progress.placed = steps, search.depth
-        progress.configurations = search.configurations
-        if status:
-            break
-        if steps >= next_check:
-            next_check += check
-            clock.check()
-        if steps >= turn:
-            return None
-    if status != _LINEARIZED:
-        return None
-    order, _, before = search.outcome()
-    if order:
-        last = model.prepare(part.ops[order[-1]])
-        assert last is not None  # the fused pass dropped what prepare drops
-        state = model.stepper(last)(part.values[before])[0]
-    else:
-        state = model.init()
-    return _wgl.op_ids(part.ops, order), state, search.steps
+    progress.steps, progress.placed = search.steps, search.depth
+    progress.configurations = search.configurations
 
 
 def _drive(

@@ -78,11 +78,12 @@ from etcdspec.checker.budget import UNBOUNDED, Budget, BudgetClock, OutOfBudget
 from etcdspec.checker.compiled_search import (
     FusedPartition,
     compiled_entry_search,
-    compiled_first_turn,
+    compiled_first_turns,
     compiled_fuse,
     compiled_fused_search,
     compiled_infos,
     compiled_op_ids,
+    fused_progress,
 )
 from etcdspec.checker.entry_search import EntryProgress, entry_search
 from etcdspec.checker.gc_pause import paused_gc
@@ -211,20 +212,22 @@ def _search_partitions(searches: list[_Search]) -> tuple[list[PartitionResult], 
         if len(searches) > 1
         else list(range(len(searches)))
     )
-    # The fused partitions' first turns, in order, straight in C while each linearizes
+    # The fused partitions' first turns, in order, in one C call while each linearizes
     # (most do); the first that does not, and all after it, go on as below.
+    fused = [searches[i].fused for i in order]
+    parts = [part for part in fused if part is not None]
     first = 0
-    for i in order:
-        search = searches[i]
-        if search.fused is None:
-            break
-        started = time.monotonic()
-        done = search.fused_first_turn(started)
-        if done is None:
-            spent[i] = time.monotonic() - started
-            break
-        results[i] = done
-        first += 1
+    if parts and len(parts) == len(fused):
+        head = searches[order[0]]
+        done, seconds = compiled_first_turns(
+            head.model, parts, head.clock, SLICE_STEPS, _CHECK_EVERY
+        )
+        for i, (ids, state, steps, took) in zip(order, done, strict=False):
+            results[i] = searches[i].linearized_at_once(ids, state, steps, took)
+        first = len(done)
+        if first < len(order):
+            spent[order[first]] = seconds
+            fused_progress(parts[first], searches[order[first]].progress)
     # A finished search is dropped at once: its memo is the bulk of its memory.
     running = {i: (searches[i], searches[i].search()) for i in order[first:]}
     searches = []
@@ -601,23 +604,13 @@ class _Search:
         return ret_ptr
 
     # -- the search -----------------------------------------------------------------
-    def fused_first_turn(self, started: float) -> PartitionResult | None:
-        """A fused partition's first turn run directly (compiled_first_turn): its result
-        when that turn linearizes it, with its seconds since `started`, else None
-        (`search` then goes on from there, and meets a spent budget again)."""
-        assert self.fused is not None
-        try:
-            done = compiled_first_turn(
-                self.model, self.fused, self.clock, self.progress, SLICE_STEPS, _CHECK_EVERY
-            )
-        except OutOfBudget:  # `search` meets it again and says how far it got
-            return None
-        if done is None:
-            return None
-        ids, state, self.steps = done
-        seconds = time.monotonic() - started  # the turn's, as `_search_partitions` counts
+    def linearized_at_once(
+        self, ids: tuple[int, ...], state: Any, steps: int, seconds: float
+    ) -> PartitionResult:
+        """The result of a fused partition its first turn linearized (compiled_first_turns)."""
+        self.steps = steps
         return PartitionResult(
-            self.name, Verdict.TRUE, self.size, ids, state, None, "", self.steps, seconds
+            self.name, Verdict.TRUE, self.size, ids, state, None, "", steps, seconds
         )
 
     def unfinished(self, reason: str, seconds: float) -> PartitionResult:
