@@ -40,6 +40,11 @@ Contract:
   they are the separate passes' items. Anything unusual (an operation `prepare` must
   decide or reject, a value not None/bool/int/float/str, NaN, a position not an int)
   makes it return None, and the separate passes above run, with their items and errors.
+  The fused partitions' first turns run in one C call (`compiled_first_turns`, in the
+  turns loop's order, with its budget checks) for as long as each linearizes: their
+  results (operation ids, the stepper's state, steps, each one's own seconds) come back
+  together; the first partition that is not linearized there goes to the turns loop,
+  its Search where the turn left it.
 - ETCDSPEC_CHECKER_CORE: "auto" (default: compiled when built), "pure", or "compiled"
   (the extension is required: its absence is an error saying how to build it).
 """
