@@ -1586,52 +1586,6 @@ done:
     return search;
 }
 
-/* Asks the CPU for the memory of the operations ahead of the pass (the pass is
- * memory-bound on a history not in cache): an operation's header; then (CPython 3.11's
- * layout, where an instance's attribute values hang off a pointer just before the
- * object) the values that pointer points to; then the objects in the slots of
- * `request`, `response`, `call` and `ret` (Operation's fields 3, 5, 6, 7, in the order
- * its __init__ sets them). Only hints, and only for objects of exactly `op_type`: every
- * pointer followed is one the pass itself reads, and a wrong guess costs only the hint. */
-enum { AHEAD_HEADER = 12, AHEAD_VALUES = 6, AHEAD_FIELDS = 3 };
-
-#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
-static inline PyObject **instance_values(PyObject *obj, PyTypeObject *op_type) {
-    if (Py_TYPE(obj) != op_type || !PyType_HasFeature(op_type, Py_TPFLAGS_MANAGED_DICT))
-        return NULL;
-    return ((PyObject ***)obj)[-4]; /* NULL when the instance's dict was materialised */
-}
-#endif
-
-static inline void prefetch_op(PyObject **ops, Py_ssize_t n, Py_ssize_t i,
-                               PyTypeObject *op_type) {
-#if defined(__GNUC__)
-    if (i + AHEAD_HEADER < n) {
-        char *far = (char *)ops[i + AHEAD_HEADER];
-        __builtin_prefetch(far - 4 * sizeof(PyObject *));
-        __builtin_prefetch(far + sizeof(PyObject *));
-    }
-#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
-    if (i + AHEAD_VALUES < n) {
-        PyObject **values = instance_values(ops[i + AHEAD_VALUES], op_type);
-        if (values) {
-            __builtin_prefetch(values);
-            __builtin_prefetch((char *)values + 64);
-        }
-    }
-    if (i + AHEAD_FIELDS < n) {
-        PyObject **values = instance_values(ops[i + AHEAD_FIELDS], op_type);
-        if (values) {
-            static const int fields[] = {3, 5, 6, 7};
-            for (size_t k = 0; k < sizeof(fields) / sizeof(fields[0]); k++)
-                if (values[fields[k]])
-                    __builtin_prefetch(values[fields[k]]);
-        }
-    }
-#endif
-#endif
-}
-
 static PyObject *wgl_fuse(PyObject *self, PyObject *args) {
     int code;
     PyObject *operations, *no_key, *init;
@@ -1655,7 +1609,6 @@ static PyObject *wgl_fuse(PyObject *self, PyObject *args) {
         goto done;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *op = ops[i];
-        prefetch_op(ops, n, i, op_type);
         if (Py_TYPE(op) != op_type)
             goto unusual;
         PyObject *kind = PyObject_GetAttr(op, S_type);
