@@ -15,8 +15,10 @@ planted: an ok get late in the history answering its key's first put, long
 overwritten). With porcupine's source at hand, its own Jepsen etcd logs (test_data/
 jepsen, 103 small register histories, one of them empty) are a set too.
 
-For each history: our `check_linearizable(get_model(model), operations, Budget(timeout))`
-in this process (wall and CPU time; the model's prepare is inside it), then porcupine
+For each history: our `check_linearizable(model, operations, budget)` in this process
+(wall and CPU time of that call alone: the model's prepare is inside it; the model
+object and the Budget are made before the clock starts, as the harness makes porcupine's
+model before its timer), then porcupine
 on the same operations, exported to JSON (format "etcdspec-porcupine-histories", version
 1: each operation's fields as our History has them) and checked by bench/porcupine/
 main.go with `porcupine.CheckOperationsTimeout`, timed inside the Go process (not start-
@@ -304,9 +306,10 @@ def check_ours(
     if core is not None:
         os.environ[CORE_ENV] = core
     try:
+        checked, budget = get_model(model), Budget(timeout_s=timeout_s)  # not the check
         gc.collect()  # the previous history's garbage is not this one's cost
         start, start_cpu = time.perf_counter(), time.process_time()
-        result = check_linearizable(get_model(model), operations, Budget(timeout_s=timeout_s))
+        result = check_linearizable(checked, operations, budget)
         seconds, cpu = time.perf_counter() - start, time.process_time() - start_cpu
     finally:
         if saved is None:

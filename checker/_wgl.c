@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 enum { K_READ = 0, K_SET = 1, K_CAS = 2, K_TRANSFORM = 3 };
 enum { RUNNING = 0, LINEARIZED = 1, REFUTED = 2 };
@@ -59,6 +60,7 @@ typedef struct {
     int32_t *t_a, *t_s, *t_out;
     size_t t_cap, t_used;
     PyObject *transform;
+    size_t first_cap; /* the tables' first size: 64-1024 slots, by the partition's size */
 } Search;
 
 static uint64_t splitmix(uint64_t *x) {
@@ -78,47 +80,62 @@ static inline size_t mix3(uint64_t a, uint64_t b, uint64_t c) {
 
 /* -- the memo ----------------------------------------------------------------------- */
 
-static int memo_grow(Search *S) {
-    size_t cap = S->m_cap ? S->m_cap * 2 : 1024;
-    uint64_t *z0 = PyMem_Calloc(cap, sizeof(uint64_t));
-    uint64_t *z1 = PyMem_Calloc(cap, sizeof(uint64_t));
-    int32_t *st = PyMem_Calloc(cap, sizeof(int32_t));
-    int32_t *hd = PyMem_Malloc(cap * sizeof(int32_t));
-    if (!z0 || !z1 || !st || !hd) {
-        PyMem_Free(z0);
-        PyMem_Free(z1);
-        PyMem_Free(st);
-        PyMem_Free(hd);
-        PyErr_NoMemory();
-        return -1;
+/* Grows an open-addressing table (doubling; `first` slots when empty) whose slots are
+ * spread over `ncols` parallel arrays: *cols[c] has elements of sizes[c] bytes, and column
+ * `marker` is int32 with -1 in the empty slots. `hash(cols, k)` is slot k's hash. The
+ * memo and the TRANSFORM cache are both such tables. 0, or -1 with MemoryError set. */
+typedef size_t (*slot_hash)(void **const *cols, size_t k);
+
+static int table_grow(void **const *cols, const size_t *sizes, int ncols, int marker,
+                      size_t *cap_io, size_t first, slot_hash hash) {
+    enum { MAX_COLS = 4 };
+    size_t old = *cap_io, cap = old ? old * 2 : first;
+    void *fresh[MAX_COLS] = {NULL};
+    for (int c = 0; c < ncols; c++) {
+        fresh[c] = PyMem_Calloc(cap, sizes[c]);
+        if (!fresh[c]) {
+            for (int d = 0; d < c; d++)
+                PyMem_Free(fresh[d]);
+            PyErr_NoMemory();
+            return -1;
+        }
     }
-    memset(hd, 0xff, cap * sizeof(int32_t));
-    for (size_t k = 0; k < S->m_cap; k++) {
-        if (S->m_head[k] < 0)
+    memset(fresh[marker], 0xff, cap * sizeof(int32_t));
+    const int32_t *was = *cols[marker];
+    int32_t *now = fresh[marker];
+    for (size_t k = 0; k < old; k++) {
+        if (was[k] < 0)
             continue;
-        size_t h = mix3(S->m_z0[k], S->m_z1[k], (uint64_t)S->m_state[k]) & (cap - 1);
-        while (hd[h] >= 0)
+        size_t h = hash(cols, k) & (cap - 1);
+        while (now[h] >= 0)
             h = (h + 1) & (cap - 1);
-        z0[h] = S->m_z0[k];
-        z1[h] = S->m_z1[k];
-        st[h] = S->m_state[k];
-        hd[h] = S->m_head[k];
+        for (int c = 0; c < ncols; c++)
+            memcpy((char *)fresh[c] + h * sizes[c], (char *)*cols[c] + k * sizes[c], sizes[c]);
     }
-    PyMem_Free(S->m_z0);
-    PyMem_Free(S->m_z1);
-    PyMem_Free(S->m_state);
-    PyMem_Free(S->m_head);
-    S->m_z0 = z0;
-    S->m_z1 = z1;
-    S->m_state = st;
-    S->m_head = hd;
-    S->m_cap = cap;
+    for (int c = 0; c < ncols; c++) {
+        PyMem_Free(*cols[c]);
+        *cols[c] = fresh[c];
+    }
+    *cap_io = cap;
     return 0;
+}
+
+static size_t memo_slot_hash(void **const *cols, size_t k) {
+    return mix3(((uint64_t *)*cols[0])[k], ((uint64_t *)*cols[1])[k],
+                (uint64_t)((int32_t *)*cols[2])[k]);
+}
+
+static int memo_grow(Search *S) {
+    void **cols[] = {(void **)&S->m_z0, (void **)&S->m_z1, (void **)&S->m_state,
+                     (void **)&S->m_head};
+    static const size_t sizes[] = {sizeof(uint64_t), sizeof(uint64_t), sizeof(int32_t),
+                                   sizeof(int32_t)};
+    return table_grow(cols, sizes, 4, 3, &S->m_cap, S->first_cap, memo_slot_hash);
 }
 
 static int32_t record_new(Search *S, int32_t next, const uint64_t *bits) {
     if (S->r_used == S->r_cap) {
-        size_t cap = S->r_cap ? S->r_cap * 2 : 1024;
+        size_t cap = S->r_cap ? S->r_cap * 2 : S->first_cap;
         int32_t *rn = PyMem_Realloc(S->r_next, cap * sizeof(int32_t));
         if (!rn) {
             PyErr_NoMemory();
@@ -180,37 +197,14 @@ static int memo_visit(Search *S, uint64_t z0, uint64_t z1, int32_t state, const 
 
 /* -- the model ---------------------------------------------------------------------- */
 
+static size_t transform_slot_hash(void **const *cols, size_t k) {
+    return mix3((uint64_t)((int32_t *)*cols[0])[k], (uint64_t)((int32_t *)*cols[1])[k], 0);
+}
+
 static int transform_grow(Search *S) {
-    size_t cap = S->t_cap ? S->t_cap * 2 : 256;
-    int32_t *ta = PyMem_Malloc(cap * sizeof(int32_t));
-    int32_t *ts = PyMem_Malloc(cap * sizeof(int32_t));
-    int32_t *to = PyMem_Malloc(cap * sizeof(int32_t));
-    if (!ta || !ts || !to) {
-        PyMem_Free(ta);
-        PyMem_Free(ts);
-        PyMem_Free(to);
-        PyErr_NoMemory();
-        return -1;
-    }
-    memset(ta, 0xff, cap * sizeof(int32_t));
-    for (size_t k = 0; k < S->t_cap; k++) {
-        if (S->t_a[k] < 0)
-            continue;
-        size_t h = mix3((uint64_t)S->t_a[k], (uint64_t)S->t_s[k], 0) & (cap - 1);
-        while (ta[h] >= 0)
-            h = (h + 1) & (cap - 1);
-        ta[h] = S->t_a[k];
-        ts[h] = S->t_s[k];
-        to[h] = S->t_out[k];
-    }
-    PyMem_Free(S->t_a);
-    PyMem_Free(S->t_s);
-    PyMem_Free(S->t_out);
-    S->t_a = ta;
-    S->t_s = ts;
-    S->t_out = to;
-    S->t_cap = cap;
-    return 0;
+    void **cols[] = {(void **)&S->t_a, (void **)&S->t_s, (void **)&S->t_out};
+    static const size_t sizes[] = {sizeof(int32_t), sizeof(int32_t), sizeof(int32_t)};
+    return table_grow(cols, sizes, 3, 0, &S->t_cap, S->first_cap, transform_slot_hash);
 }
 
 /* Appender(values, ids, fallback): the kv model's TRANSFORM, append, in C: the id of
@@ -269,6 +263,10 @@ static long appender_apply(Appender *A, long arg, long state) {
             Py_DECREF(joined);
             return id;
         }
+    }
+    if (A->fallback == Py_None) { /* the fused pass's: its values are all str or None */
+        PyErr_SetString(PyExc_ValueError, "Appender: a value that is not a str, and no fallback");
+        return -1;
     }
     PyObject *out = PyObject_CallFunction(A->fallback, "ll", arg, state);
     if (!out)
@@ -562,36 +560,27 @@ static void Search_dealloc(Search *S) {
     Py_TYPE(S)->tp_free((PyObject *)S);
 }
 
-/* Search(kinds: bytes, a: list[int], b: list[int], is_ok: bytes, calls: list[int],
- *        rets: list[int | None], init: int, seed: int, transform: callable | None) */
-static int Search_init(Search *S, PyObject *args, PyObject *kwds) {
-    static char *names[] = {"kinds", "a", "b", "is_ok", "calls", "rets", "init", "seed",
-                            "transform", NULL};
-    Py_buffer kinds, is_ok;
-    PyObject *a, *b, *calls, *rets, *transform;
-    int init;
-    unsigned long long seed;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "y*OOy*OOiKO", names, &kinds, &a, &b, &is_ok,
-                                     &calls, &rets, &init, &seed, &transform))
-        return -1;
+/* Fills a fresh Search from C arrays of n operations (kinds 0-3, a/b state ids, ok
+ * flags, call positions >= 0, return positions or -1 for none). 0, or -1 with an error. */
+static int search_setup(Search *S, Py_ssize_t n, const uint8_t *kb, const int32_t *a,
+                        const int32_t *b, const uint8_t *ob, const long long *call_pos,
+                        const long long *ret_pos, int init, uint64_t seed,
+                        PyObject *transform) {
     int rc = -1;
-    long long *call_pos = NULL, *ret_pos = NULL;
     EntryKey *keys = NULL;
-    Py_ssize_t n = kinds.len;
     if (S->kind != NULL) {
         PyErr_SetString(PyExc_TypeError, "Search is initialised once");
-        goto done;
-    }
-    if (is_ok.len != n) {
-        PyErr_SetString(PyExc_ValueError, "kinds and is_ok differ in length");
-        goto done;
+        return -1;
     }
     if (n >= INT32_MAX / 2 - 1) {
         PyErr_SetString(PyExc_OverflowError, "too many operations for one partition");
-        goto done;
+        return -1;
     }
     S->n = n;
     size_t m = (size_t)n + 1;
+    S->first_cap = 64; /* a small partition's tables stay small: no 24 KB to clear each */
+    while (S->first_cap < 1024 && S->first_cap < 4 * m)
+        S->first_cap *= 2;
     S->kind = PyMem_Calloc(m, sizeof(int32_t));
     S->a = PyMem_Calloc(m, sizeof(int32_t));
     S->b = PyMem_Calloc(m, sizeof(int32_t));
@@ -605,20 +594,17 @@ static int Search_init(Search *S, PyObject *args, PyObject *kwds) {
     S->st_op = PyMem_Calloc(m, sizeof(int32_t));
     S->st_state = PyMem_Calloc(m, sizeof(int32_t));
     S->deep_path = PyMem_Calloc(m, sizeof(int32_t));
-    call_pos = PyMem_Calloc(m, sizeof(long long));
-    ret_pos = PyMem_Calloc(m, sizeof(long long));
     keys = PyMem_Calloc(2 * m, sizeof(EntryKey));
     if (!S->kind || !S->a || !S->b || !S->is_ok || !S->returns || !S->z0 || !S->z1 ||
         !S->info_bit || !S->nxt || !S->prv || !S->st_op || !S->st_state || !S->deep_path ||
-        !call_pos || !ret_pos || !keys) {
+        !keys) {
         PyErr_NoMemory();
         goto done;
     }
-    if (read_ints(a, n, "a", S->a) < 0 || read_ints(b, n, "b", S->b) < 0 ||
-        read_positions(calls, n, "calls", call_pos) < 0 ||
-        read_positions(rets, n, "rets", ret_pos) < 0)
-        goto done;
-    const uint8_t *kb = kinds.buf, *ob = is_ok.buf;
+    if (n) {
+        memcpy(S->a, a, (size_t)n * sizeof(int32_t));
+        memcpy(S->b, b, (size_t)n * sizeof(int32_t));
+    }
     Py_ssize_t infos = 0, nkeys = 0;
     uint64_t rng = seed;
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -666,13 +652,54 @@ static int Search_init(Search *S, PyObject *args, PyObject *kwds) {
     S->best_pending = 1;
     S->entry = S->nxt[S->head];
     S->status = S->must_place == 0 ? LINEARIZED : RUNNING;
-    Py_INCREF(transform);
+    Py_XINCREF(transform);
     S->transform = transform;
     rc = 0;
 done:
+    PyMem_Free(keys);
+    return rc;
+}
+
+/* Search(kinds: bytes, a: list[int], b: list[int], is_ok: bytes, calls: list[int],
+ *        rets: list[int | None], init: int, seed: int, transform: callable | None) */
+static int Search_init(Search *S, PyObject *args, PyObject *kwds) {
+    static char *names[] = {"kinds", "a", "b", "is_ok", "calls", "rets", "init", "seed",
+                            "transform", NULL};
+    Py_buffer kinds, is_ok;
+    PyObject *a, *b, *calls, *rets, *transform;
+    int init;
+    unsigned long long seed;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "y*OOy*OOiKO", names, &kinds, &a, &b, &is_ok,
+                                     &calls, &rets, &init, &seed, &transform))
+        return -1;
+    int rc = -1;
+    long long *call_pos = NULL, *ret_pos = NULL;
+    int32_t *av = NULL, *bv = NULL;
+    Py_ssize_t n = kinds.len;
+    if (is_ok.len != n) {
+        PyErr_SetString(PyExc_ValueError, "kinds and is_ok differ in length");
+        goto done;
+    }
+    size_t m = (size_t)n + 1;
+    call_pos = PyMem_Calloc(m, sizeof(long long));
+    ret_pos = PyMem_Calloc(m, sizeof(long long));
+    av = PyMem_Calloc(m, sizeof(int32_t));
+    bv = PyMem_Calloc(m, sizeof(int32_t));
+    if (!call_pos || !ret_pos || !av || !bv) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (read_ints(a, n, "a", av) < 0 || read_ints(b, n, "b", bv) < 0 ||
+        read_positions(calls, n, "calls", call_pos) < 0 ||
+        read_positions(rets, n, "rets", ret_pos) < 0)
+        goto done;
+    rc = search_setup(S, n, kinds.buf, av, bv, is_ok.buf, call_pos, ret_pos, init, seed,
+                      transform);
+done:
     PyMem_Free(call_pos);
     PyMem_Free(ret_pos);
-    PyMem_Free(keys);
+    PyMem_Free(av);
+    PyMem_Free(bv);
     PyBuffer_Release(&kinds);
     PyBuffer_Release(&is_ok);
     return rc;
@@ -1053,6 +1080,8 @@ static long intern_value(PyObject *ids, PyObject *values, PyObject *value) {
         }
         return -1;
     }
+    if (PyUnicode_CheckExact(value) || PyLong_CheckExact(value) || value == Py_None)
+        goto fresh; /* equal to itself: only a float (or an object's __ne__) may not be */
     PyObject *ne = PyObject_RichCompare(value, value, Py_NE);
     if (!ne)
         return -1;
@@ -1062,6 +1091,7 @@ static long intern_value(PyObject *ids, PyObject *values, PyObject *value) {
         return -1;
     if (differs)
         return -2;
+fresh:;
     Py_ssize_t id = PyList_GET_SIZE(values);
     PyObject *key = PyLong_FromSsize_t(id);
     if (!key)
@@ -1266,7 +1296,8 @@ static PyObject *wgl_infos(PyObject *self, PyObject *items) {
     return PyLong_FromSsize_t(infos);
 }
 
-/* op_ids(items, order) -> tuple of items[i].op.id for i in order (a linearization). */
+/* op_ids(items, order) -> tuple of items[i].op.id for i in order (a linearization); an
+ * item may also be the operation itself (the fused pass's partitions). */
 static PyObject *wgl_op_ids(PyObject *self, PyObject *args) {
     PyObject *items, *order;
     if (!PyArg_ParseTuple(args, "O!O", &PyList_Type, &items, &order))
@@ -1287,12 +1318,13 @@ static PyObject *wgl_op_ids(PyObject *self, PyObject *args) {
             PyErr_Format(PyExc_IndexError, "op_ids: %zd is not an item", i);
             goto fail;
         }
-        PyObject *item = PyList_GET_ITEM(items, i);
-        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) < 1) {
-            PyErr_SetString(PyExc_TypeError, "op_ids: items must be (op, ...)");
+        PyObject *item = PyList_GET_ITEM(items, i); /* (op, ...), or the op itself */
+        if (PyTuple_Check(item) && PyTuple_GET_SIZE(item) < 1) {
+            PyErr_SetString(PyExc_TypeError, "op_ids: items must be (op, ...) or operations");
             goto fail;
         }
-        PyObject *id = PyObject_GetAttr(PyTuple_GET_ITEM(item, 0), S_id);
+        PyObject *op = PyTuple_Check(item) ? PyTuple_GET_ITEM(item, 0) : item;
+        PyObject *id = PyObject_GetAttr(op, S_id);
         if (!id)
             goto fail;
         PyTuple_SET_ITEM(out, k, id);
@@ -1305,11 +1337,588 @@ fail:
     return NULL;
 }
 
+/* ---- The fused pass: operations straight to partitions' searches --------------------
+ *
+ * fuse(code, operations, op_type, no_key, init, seed) -> None or (dropped, parts): the
+ * register (code 1) or kv (code 2) model's prepare, partitions and flat arrays in one pass
+ * over the Operation objects, with no PreparedOp or payload built. parts is a list, in
+ * first-seen key order, of (key, ops, search, values, infos): the partition's operations
+ * (a list, in history order), its Search (seeded with `seed`, from the state `init`;
+ * kv's with an Appender), the interned values (as flatten interns them: init, every a,
+ * every b) and how many of its operations are info. Only the common shapes are taken,
+ * with exact types (an Operation of exactly `op_type`; str kinds and keys; values None,
+ * bool, int, float or str; int positions): on anything else (an operation `prepare` must
+ * decide, NaN, a position that is not an int) it returns None and builds nothing, and the
+ * caller runs the separate passes, so their items and errors. */
+
+typedef struct {
+    PyObject *key; /* borrowed (the operations hold it) */
+    PyObject *ops; /* a list */
+    Py_ssize_t n, cap, infos;
+    uint8_t *kind, *ok;
+    PyObject **av, **bv; /* borrowed */
+    long long *call, *ret;
+} Part;
+
+static void part_free(Part *P) {
+    Py_XDECREF(P->ops);
+    PyMem_Free(P->kind);
+    PyMem_Free(P->ok);
+    PyMem_Free(P->av);
+    PyMem_Free(P->bv);
+    PyMem_Free(P->call);
+    PyMem_Free(P->ret);
+}
+
+static int part_grow(Part *P) {
+    size_t cap = P->cap ? (size_t)P->cap * 2 : 16;
+    void *k = PyMem_Realloc(P->kind, cap);
+    if (k)
+        P->kind = k;
+    void *o = PyMem_Realloc(P->ok, cap);
+    if (o)
+        P->ok = o;
+    void *a = PyMem_Realloc(P->av, cap * sizeof(PyObject *));
+    if (a)
+        P->av = a;
+    void *b = PyMem_Realloc(P->bv, cap * sizeof(PyObject *));
+    if (b)
+        P->bv = b;
+    void *c = PyMem_Realloc(P->call, cap * sizeof(long long));
+    if (c)
+        P->call = c;
+    void *r = PyMem_Realloc(P->ret, cap * sizeof(long long));
+    if (r)
+        P->ret = r;
+    if (!k || !o || !a || !b || !c || !r) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    P->cap = (Py_ssize_t)cap;
+    return 0;
+}
+
+/* A register value the fused pass interns without running Python code. */
+static inline int plain_scalar(PyObject *v) {
+    return v == Py_None || PyBool_Check(v) || PyLong_CheckExact(v) || PyFloat_CheckExact(v) ||
+           PyUnicode_CheckExact(v);
+}
+
+/* One operation decoded for the fused pass: 1 (key, kind, a, b set, borrowed), 0 dropped,
+ * 2 not a common shape, -1 error. `kind` and `f` are exact str. */
+static int register_flat(PyObject *op, PyObject *kind, PyObject *f, PyObject *no_key,
+                         PyObject **key, uint8_t *k, PyObject **a, PyObject **b) {
+    if (is_name(kind, S_fail))
+        return 0;
+    PyObject *request = PyObject_GetAttr(op, S_request);
+    if (!request)
+        return -1;
+    Py_DECREF(request); /* the operation holds it */
+    PyObject *arg = request;
+    *key = no_key;
+    *b = Py_None;
+    if (PyDict_Check(request)) {
+        if (!keyed_shape(request))
+            return 2;
+        PyObject *raw = PyDict_GetItemWithError(request, S_key);
+        if (!raw)
+            return PyErr_Occurred() ? -1 : 2;
+        if (!PyUnicode_CheckExact(raw))
+            return 2;
+        *key = raw;
+        arg = PyDict_GetItemWithError(request, S_value);
+        if (!arg) {
+            if (PyErr_Occurred())
+                return -1;
+            arg = Py_None;
+        }
+    }
+    if (is_name(f, S_read)) {
+        if (is_name(kind, S_info))
+            return 0;
+        PyObject *value = PyObject_GetAttr(op, S_response);
+        if (!value)
+            return -1;
+        Py_DECREF(value);
+        PyObject *got = value;
+        if (PyDict_Check(value)) {
+            if (!keyed_shape(value))
+                return 2;
+            got = PyDict_GetItemWithError(value, S_value);
+            if (!got) {
+                if (PyErr_Occurred())
+                    return -1;
+                got = Py_None;
+            }
+        }
+        if (!plain_scalar(got))
+            return 2;
+        *k = K_READ;
+        *a = got;
+        return 1;
+    }
+    if (is_name(f, S_write)) {
+        if (!plain_scalar(arg))
+            return 2;
+        *k = K_SET;
+        *a = arg;
+        return 1;
+    }
+    if (is_name(f, S_cas) && PyList_CheckExact(arg) && PyList_GET_SIZE(arg) == 2 &&
+        plain_scalar(PyList_GET_ITEM(arg, 0)) && plain_scalar(PyList_GET_ITEM(arg, 1))) {
+        *k = K_CAS;
+        *a = PyList_GET_ITEM(arg, 0);
+        *b = PyList_GET_ITEM(arg, 1);
+        return 1;
+    }
+    return 2;
+}
+
+/* As register_flat, for the kv model. */
+static int kv_flat(PyObject *op, PyObject *kind, PyObject *f, PyObject **key, uint8_t *k,
+                   PyObject **a, PyObject **b) {
+    if (is_name(kind, S_fail))
+        return 0;
+    PyObject *request = PyObject_GetAttr(op, S_request);
+    if (!request)
+        return -1;
+    Py_DECREF(request);
+    *b = Py_None;
+    if (!PyDict_CheckExact(request))
+        return 2;
+    *key = PyDict_GetItemWithError(request, S_key);
+    if (!*key)
+        return PyErr_Occurred() ? -1 : 2;
+    if (!PyUnicode_CheckExact(*key))
+        return 2;
+    if (is_name(f, S_get)) {
+        if (is_name(kind, S_info))
+            return 0;
+        PyObject *response = PyObject_GetAttr(op, S_response);
+        if (!response)
+            return -1;
+        Py_DECREF(response);
+        if (!PyDict_CheckExact(response))
+            return 2;
+        PyObject *value = PyDict_GetItemWithError(response, S_value);
+        if (!value)
+            return PyErr_Occurred() ? -1 : 2;
+        if (value != Py_None && !PyUnicode_CheckExact(value))
+            return 2;
+        *k = K_READ;
+        *a = value;
+        return 1;
+    }
+    int put = is_name(f, S_put);
+    if (put || is_name(f, S_append)) {
+        PyObject *value = PyDict_GetItemWithError(request, S_value);
+        if (!value)
+            return PyErr_Occurred() ? -1 : 2;
+        if (!PyUnicode_CheckExact(value))
+            return 2;
+        *k = put ? K_SET : K_TRANSFORM;
+        *a = value;
+        return 1;
+    }
+    return 2;
+}
+
+/* An exact int attribute as a position: 1 (set), 0 not one (None gives -1 when
+ * `none_ok`), -1 error. Positions must be >= 0. */
+static int position_attr(PyObject *op, PyObject *name, int none_ok, long long *out) {
+    PyObject *v = PyObject_GetAttr(op, name);
+    if (!v)
+        return -1;
+    int rc = 0;
+    if (v == Py_None) {
+        if (none_ok) {
+            *out = -1;
+            rc = 1;
+        }
+    } else if (PyLong_CheckExact(v)) {
+        int overflow = 0;
+        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (!overflow && x >= 0) {
+            *out = x;
+            rc = 1;
+        }
+    }
+    Py_DECREF(v);
+    return rc;
+}
+
+/* The Search of one partition, with its values interned; NULL with an error, or NULL
+ * without one when a value cannot be interned (NaN). */
+static PyObject *part_search(Part *P, int code, PyObject *init, uint64_t seed,
+                             PyObject *values) {
+    PyObject *ids = PyDict_New(), *search = NULL, *transform = NULL;
+    int32_t *a = PyMem_Calloc((size_t)P->n + 1, sizeof(int32_t));
+    int32_t *b = PyMem_Calloc((size_t)P->n + 1, sizeof(int32_t));
+    if (!ids || !a || !b) {
+        if (ids)
+            PyErr_NoMemory();
+        goto done;
+    }
+    long id = intern_value(ids, values, init);
+    for (Py_ssize_t i = 0; i < P->n && id >= 0; i++)
+        id = a[i] = (int32_t)intern_value(ids, values, P->av[i]);
+    for (Py_ssize_t i = 0; i < P->n && id >= 0; i++)
+        id = b[i] = (int32_t)intern_value(ids, values, P->bv[i]);
+    if (id < 0)
+        goto done; /* -1: an error is set; -2: not internable, no error */
+    if (code == CODE_KV) {
+        transform = PyObject_CallFunctionObjArgs((PyObject *)&AppenderType, values, ids, Py_None,
+                                                 NULL);
+        if (!transform)
+            goto done;
+    }
+    search = PyType_GenericNew(&SearchType, NULL, NULL);
+    if (!search)
+        goto done;
+    if (search_setup((Search *)search, P->n, P->kind, a, b, P->ok, P->call, P->ret, 0, seed,
+                     transform ? transform : Py_None) < 0)
+        Py_CLEAR(search);
+done:
+    PyMem_Free(a);
+    PyMem_Free(b);
+    Py_XDECREF(ids);
+    Py_XDECREF(transform);
+    return search;
+}
+
+static PyObject *wgl_fuse(PyObject *self, PyObject *args) {
+    int code;
+    PyObject *operations, *no_key, *init;
+    PyTypeObject *op_type;
+    unsigned long long seed;
+    if (!PyArg_ParseTuple(args, "iOO!UOK", &code, &operations, &PyType_Type, &op_type, &no_key,
+                          &init, &seed))
+        return NULL;
+    if (code != CODE_REGISTER && code != CODE_KV) {
+        PyErr_Format(PyExc_ValueError, "fuse: model code %d is not 1 or 2", code);
+        return NULL;
+    }
+    PyObject *fast = PySequence_Fast(operations, "fuse: operations must be a sequence");
+    if (!fast)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast), dropped = 0, nparts = 0, cap = 0;
+    PyObject **ops = PySequence_Fast_ITEMS(fast);
+    PyObject *index = PyDict_New(), *result = NULL, *last_key = NULL;
+    Part *parts = NULL, *last = NULL;
+    if (!index)
+        goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *op = ops[i];
+        if (Py_TYPE(op) != op_type)
+            goto unusual;
+        PyObject *kind = PyObject_GetAttr(op, S_type);
+        if (!kind)
+            goto done;
+        Py_DECREF(kind); /* the operation holds these */
+        PyObject *f = PyObject_GetAttr(op, S_f);
+        if (!f)
+            goto done;
+        Py_DECREF(f);
+        if (!PyUnicode_CheckExact(kind) || !PyUnicode_CheckExact(f))
+            goto unusual;
+        PyObject *key = NULL, *a = NULL, *b = NULL;
+        uint8_t k = 0;
+        int rc = code == CODE_REGISTER ? register_flat(op, kind, f, no_key, &key, &k, &a, &b)
+                                       : kv_flat(op, kind, f, &key, &k, &a, &b);
+        if (rc < 0)
+            goto done;
+        if (rc == 0) {
+            dropped++;
+            continue;
+        }
+        if (rc == 2)
+            goto unusual;
+        long long call, ret;
+        int got = position_attr(op, S_call, 0, &call);
+        if (got == 1)
+            got = position_attr(op, S_ret, 1, &ret);
+        if (got < 0)
+            goto done;
+        if (got == 0)
+            goto unusual;
+        Part *P = last;
+        if (key != last_key) {
+            PyObject *at = PyDict_GetItemWithError(index, key);
+            if (at) {
+                P = parts + PyLong_AsSsize_t(at);
+            } else {
+                if (PyErr_Occurred())
+                    goto done;
+                if (nparts == cap) {
+                    Py_ssize_t more = cap ? cap * 2 : 8;
+                    Part *grown = PyMem_Realloc(parts, (size_t)more * sizeof(Part));
+                    if (!grown) {
+                        PyErr_NoMemory();
+                        goto done;
+                    }
+                    memset(grown + cap, 0, (size_t)(more - cap) * sizeof(Part));
+                    parts = grown;
+                    cap = more;
+                }
+                P = parts + nparts;
+                P->key = key;
+                P->ops = PyList_New(0);
+                if (!P->ops)
+                    goto done;
+                PyObject *num = PyLong_FromSsize_t(nparts++);
+                if (!num)
+                    goto done;
+                int bad = PyDict_SetItem(index, key, num);
+                Py_DECREF(num);
+                if (bad < 0)
+                    goto done;
+            }
+            last_key = key;
+            last = P;
+        }
+        if (P->n == P->cap && part_grow(P) < 0)
+            goto done;
+        if (PyList_Append(P->ops, op) < 0)
+            goto done;
+        int ok = is_name(kind, S_ok);
+        P->kind[P->n] = k;
+        P->ok[P->n] = (uint8_t)ok;
+        P->av[P->n] = a;
+        P->bv[P->n] = b;
+        P->call[P->n] = call;
+        P->ret[P->n] = ret;
+        P->infos += !ok;
+        P->n++;
+    }
+    PyObject *list = PyList_New(nparts);
+    if (!list)
+        goto done;
+    for (Py_ssize_t p = 0; p < nparts; p++) {
+        Part *P = parts + p;
+        PyObject *values = PyList_New(0);
+        if (!values) {
+            Py_DECREF(list);
+            goto done;
+        }
+        PyObject *search = part_search(P, code, init, (uint64_t)seed, values);
+        if (!search) {
+            Py_DECREF(values);
+            Py_DECREF(list);
+            if (PyErr_Occurred())
+                goto done;
+            goto unusual;
+        }
+        PyObject *entry = Py_BuildValue("(OONNn)", P->key, P->ops, search, values, P->infos);
+        if (!entry) {
+            Py_DECREF(list);
+            goto done;
+        }
+        PyList_SET_ITEM(list, p, entry);
+    }
+    result = Py_BuildValue("(nN)", dropped, list);
+    goto done;
+unusual:
+    result = Py_NewRef(Py_None);
+done:
+    for (Py_ssize_t p = 0; p < nparts; p++)
+        part_free(parts + p);
+    PyMem_Free(parts);
+    Py_XDECREF(index);
+    Py_DECREF(fast);
+    return result;
+}
+
+/* ---- The fused partitions' first turns, driven in C ------------------------------
+ *
+ * first_turns(code, parts, turn, check_every, check, out_of_budget)
+ *   -> (done, stopped_seconds, out): parts are the fused partitions (ops, search, values,
+ *   ...) in turn order. Each gets its first turn as compiled_search.compiled_first_turn
+ *   runs it: check() first, then the search in runs of at most check_every steps with
+ *   check() after each that reaches a multiple of it, until `turn` steps or the end.
+ *   done lists, for the partitions that turn linearized (a prefix of parts), (operation
+ *   ids of the linearization, the state object, steps, seconds); the first partition
+ *   not linearized in its turn (paused, refuted, or `out_of_budget` raised by check(),
+ *   which is then cleared: out is 1) ends the call, with the seconds its turn took. The
+ *   state object is the model stepper's: the last operation's own argument (a read's
+ *   value, a write's, a cas's new value) or, for kv's append, (state before or "") +
+ *   its value; so the results are the separate passes'. */
+
+static double monotonic_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The state after the last operation placed, as the model's stepper gives it (new ref). */
+static PyObject *stepped_state(int code, PyObject *op, PyObject *values, int32_t before) {
+    PyObject *kind = PyObject_GetAttr(op, S_type);
+    if (!kind)
+        return NULL;
+    Py_DECREF(kind);
+    PyObject *f = PyObject_GetAttr(op, S_f);
+    if (!f)
+        return NULL;
+    Py_DECREF(f);
+    PyObject *key = NULL, *a = NULL, *b = NULL;
+    uint8_t k = 0;
+    int rc = -1;
+    if (PyUnicode_CheckExact(kind) && PyUnicode_CheckExact(f))
+        rc = code == CODE_REGISTER ? register_flat(op, kind, f, Py_None, &key, &k, &a, &b)
+                                   : kv_flat(op, kind, f, &key, &k, &a, &b);
+    if (rc < 0 && PyErr_Occurred())
+        return NULL;
+    if (rc != 1) {
+        PyErr_SetString(PyExc_RuntimeError, "first_turns: an operation the fused pass took "
+                                            "no longer decodes");
+        return NULL;
+    }
+    if (k == K_CAS)
+        return Py_NewRef(b);
+    if (k != K_TRANSFORM)
+        return Py_NewRef(a);
+    if (before < 0 || before >= PyList_GET_SIZE(values)) {
+        PyErr_SetString(PyExc_RuntimeError, "first_turns: no state before the append");
+        return NULL;
+    }
+    PyObject *head = PyList_GET_ITEM(values, before);
+    if (head == Py_None)
+        return Py_NewRef(a); /* "" + a is a itself */
+    return PyUnicode_Concat(head, a);
+}
+
+/* check(): 0 passed, 2 `out_of_budget` raised (cleared), -1 any other error. */
+static int call_check(PyObject *check, PyObject *out_of_budget) {
+    PyObject *ok = PyObject_CallNoArgs(check);
+    if (ok) {
+        Py_DECREF(ok);
+        return 0;
+    }
+    if (PyErr_ExceptionMatches(out_of_budget)) {
+        PyErr_Clear();
+        return 2;
+    }
+    return -1;
+}
+
+/* One partition's first turn: 1 linearized, 0 not (paused or refuted), 2 out of budget
+ * (cleared), -1 error. */
+static int first_turn(Search *S, long long turn, long long check_every, PyObject *check,
+                      PyObject *out_of_budget) {
+    long long next_check = check_every;
+    int rc = call_check(check, out_of_budget);
+    if (rc)
+        return rc;
+    for (;;) {
+        PyObject *limit = PyLong_FromLongLong(turn < next_check ? turn : next_check);
+        if (!limit)
+            return -1;
+        PyObject *status = Search_run(S, limit);
+        Py_DECREF(limit);
+        if (!status)
+            return -1;
+        Py_DECREF(status);
+        if (S->status != RUNNING)
+            return S->status == LINEARIZED;
+        if (S->steps >= next_check) {
+            next_check += check_every;
+            rc = call_check(check, out_of_budget);
+            if (rc)
+                return rc;
+        }
+        if (S->steps >= turn)
+            return 0;
+    }
+}
+
+static PyObject *wgl_first_turns(PyObject *self, PyObject *args) {
+    int code;
+    PyObject *parts, *check, *out_of_budget;
+    long long turn, check_every;
+    if (!PyArg_ParseTuple(args, "iO!LLOO", &code, &PyList_Type, &parts, &turn, &check_every,
+                          &check, &out_of_budget))
+        return NULL;
+    if (turn <= 0 || check_every <= 0) {
+        PyErr_SetString(PyExc_ValueError, "first_turns: turn and check_every must be > 0");
+        return NULL;
+    }
+    PyObject *done = PyList_New(0);
+    if (!done)
+        return NULL;
+    double seconds = 0.0;
+    int out = 0;
+    for (Py_ssize_t p = 0; p < PyList_GET_SIZE(parts); p++) {
+        PyObject *part = PyList_GET_ITEM(parts, p);
+        if (!PyTuple_Check(part) || PyTuple_GET_SIZE(part) < 3 ||
+            !PyList_Check(PyTuple_GET_ITEM(part, 0)) ||
+            !Py_IS_TYPE(PyTuple_GET_ITEM(part, 1), &SearchType) ||
+            !PyList_Check(PyTuple_GET_ITEM(part, 2))) {
+            PyErr_SetString(PyExc_TypeError, "first_turns: parts are (ops, search, values, ...)");
+            goto fail;
+        }
+        PyObject *ops = PyTuple_GET_ITEM(part, 0), *values = PyTuple_GET_ITEM(part, 2);
+        Search *S = (Search *)PyTuple_GET_ITEM(part, 1);
+        double started = monotonic_seconds();
+        int rc = first_turn(S, turn, check_every, check, out_of_budget);
+        if (rc < 0)
+            goto fail;
+        if (rc != 1) {
+            seconds = monotonic_seconds() - started;
+            out = rc == 2;
+            break;
+        }
+        PyObject *ids = PyTuple_New(S->depth), *state;
+        if (!ids)
+            goto fail;
+        for (Py_ssize_t k = 0; k < S->depth; k++) {
+            int32_t i = S->st_op[k];
+            if (i < 0 || i >= PyList_GET_SIZE(ops)) {
+                Py_DECREF(ids);
+                PyErr_SetString(PyExc_IndexError, "first_turns: the search and ops differ");
+                goto fail;
+            }
+            PyObject *id = PyObject_GetAttr(PyList_GET_ITEM(ops, i), S_id);
+            if (!id) {
+                Py_DECREF(ids);
+                goto fail;
+            }
+            PyTuple_SET_ITEM(ids, k, id);
+        }
+        if (S->depth) {
+            int32_t last = S->st_op[S->depth - 1];
+            state = stepped_state(code, PyList_GET_ITEM(ops, last), values,
+                                  S->st_state[S->depth - 1]);
+        } else {
+            state = Py_NewRef(PyList_GET_SIZE(values) ? PyList_GET_ITEM(values, 0) : Py_None);
+        }
+        if (!state) {
+            Py_DECREF(ids);
+            goto fail;
+        }
+        PyObject *entry = Py_BuildValue("(NNLd)", ids, state, S->steps,
+                                        monotonic_seconds() - started);
+        if (!entry || PyList_Append(done, entry) < 0) {
+            Py_XDECREF(entry);
+            goto fail;
+        }
+        Py_DECREF(entry);
+    }
+    return Py_BuildValue("(Ndi)", done, seconds, out);
+fail:
+    Py_DECREF(done);
+    return NULL;
+}
+
 static PyMethodDef wgl_functions[] = {
     {"prepare", wgl_prepare, METH_VARARGS,
      "prepare(code, operations, prepared_type, tail, no_key, fallback) -> (list, dropped)"},
     {"flatten", wgl_flatten, METH_VARARGS,
      "flatten(code, items, init) -> (kinds, a, b, is_ok, calls, rets, values, ids) or None"},
+    {"fuse", wgl_fuse, METH_VARARGS,
+     "fuse(code, operations, op_type, no_key, init, seed) -> (dropped, [(key, ops, search, "
+     "values, infos), ...]) or None"},
+    {"first_turns", wgl_first_turns, METH_VARARGS,
+     "first_turns(code, parts, turn, check_every, check, out_of_budget) -> (done, seconds, "
+     "out)"},
     {"group", wgl_group, METH_O, "group(items) -> {payload[0]: [item, ...]}"},
     {"infos", wgl_infos, METH_O, "infos(items) -> how many operations are not ok"},
     {"op_ids", wgl_op_ids, METH_VARARGS, "op_ids(items, order) -> (items[i].op.id, ...)"},

@@ -32,6 +32,19 @@ Contract:
   values and asks `model.transform` for anything else; `compiled_partitions` groups
   the items by key in C, `compiled_infos` counts a partition's info operations (its
   difficulty) and `compiled_op_ids` turns a linearization into operation ids.
+- The fused pass (`compiled_fuse`): for the register and kv models, one C pass from the
+  Operation objects straight to each partition's prepared Search (decode, drop, group by
+  key, intern, rank the call and return positions), with no PreparedOp built: a
+  partition keeps its operations, and its items are built only when asked for (a
+  failure to describe, the `impossible`/`overwritten` sweeps), by `prepare_all`, so
+  they are the separate passes' items. Anything unusual (an operation `prepare` must
+  decide or reject, a value not None/bool/int/float/str, NaN, a position not an int)
+  makes it return None, and the separate passes above run, with their items and errors.
+  The fused partitions' first turns run in one C call (`compiled_first_turns`, in the
+  turns loop's order, with its budget checks) for as long as each linearizes: their
+  results (operation ids, the stepper's state, steps, each one's own seconds) come back
+  together; the first partition that is not linearized there goes to the turns loop,
+  its Search where the turn left it.
 - ETCDSPEC_CHECKER_CORE: "auto" (default: compiled when built), "pure", or "compiled"
   (the extension is required: its absence is an error saying how to build it).
 """
@@ -39,10 +52,10 @@ Contract:
 from __future__ import annotations
 
 import os
-from collections.abc import Generator, Hashable, Sequence
-from typing import Any
+from collections.abc import Callable, Generator, Hashable, Sequence
+from typing import Any, NamedTuple
 
-from etcdspec.checker.budget import BudgetClock
+from etcdspec.checker.budget import BudgetClock, OutOfBudget
 from etcdspec.checker.entry_search import EntryOutcome, EntryProgress
 from etcdspec.checker.history import Operation
 from etcdspec.checker.models import PREPARED_DEFAULTS, CheckModel, PreparedOp
@@ -57,6 +70,7 @@ CORE_ENV = "ETCDSPEC_CHECKER_CORE"
 _CHOICES = ("auto", "pure", "compiled")
 _LINEARIZED, _REFUTED = 1, 2
 TURN_FACTOR = 16
+_SEED_MASK = 0xFFFFFFFFFFFFFFFF
 REGISTER, KV = 1, 2  # the models' `flat_code`s: how the C extension decodes them
 
 
@@ -108,6 +122,42 @@ def compiled_prepare(
     return prepared
 
 
+class FusedPartition(NamedTuple):
+    """One partition as the fused pass leaves it (see the module docstring)."""
+
+    ops: list[Operation]  # the partition's operations, in history order
+    search: Any  # its _wgl.Search, not yet run
+    values: list[Any]  # the interned values: a state id's value
+    infos: int  # how many of its operations are info (its difficulty)
+
+
+def compiled_fuse(
+    model: CheckModel, operations: Sequence[Operation], seed: int
+) -> tuple[int, list[tuple[str | None, FusedPartition]]] | None:
+    """(dropped, [(partition name, partition), ...] sorted by name) from the fused pass, or
+    None when the separate passes must run (no flat code, ETCDSPEC_CHECKER_CORE=pure, the
+    extension absent, or an operation the pass does not take). A register history with
+    no keyed operation is one partition named None, as `RegisterModel.partitions` says."""
+    code = getattr(model, "flat_code", None)
+    if code is None or not _use_compiled():
+        return None
+    fused = _wgl.fuse(code, operations, Operation, "", model.init(), seed & _SEED_MASK)
+    if fused is None:
+        return None
+    dropped, parts = fused
+    if code == REGISTER and len(parts) == 1 and parts[0][0] == "":
+        return dropped, [(None, FusedPartition(*parts[0][1:]))]
+    parts.sort(key=_first)
+    return dropped, [
+        (key, FusedPartition(ops, search, values, infos))
+        for key, ops, search, values, infos in parts
+    ]
+
+
+def _first(entry: tuple[Any, ...]) -> Any:
+    return entry[0]
+
+
 def compiled_partitions(items: Sequence[PreparedOp]) -> dict[Any, list[PreparedOp]] | None:
     """The items grouped by their payload's first field (the key), in first-seen key
     order, in C; None when the pure path must run."""
@@ -122,8 +172,11 @@ def compiled_infos(items: Sequence[PreparedOp]) -> int | None:
     return _wgl.infos(items) if _use_compiled() else None
 
 
-def compiled_op_ids(items: list[PreparedOp], order: Sequence[int]) -> tuple[int, ...] | None:
-    """The operation ids of `order` (a linearization), in C; None: the pure path."""
+def compiled_op_ids(
+    items: list[PreparedOp] | list[Operation], order: Sequence[int]
+) -> tuple[int, ...] | None:
+    """The operation ids of `order` (a linearization; items may be the operations
+    themselves), in C; None: the pure path."""
     return _wgl.op_ids(items, order) if _use_compiled() else None
 
 
@@ -201,7 +254,7 @@ def compiled_entry_search(
     )
     return _drive(
         model,
-        items,
+        items.__getitem__,
         search,
         values,
         init,
@@ -212,9 +265,69 @@ def compiled_entry_search(
     )
 
 
+def compiled_fused_search(
+    model: CheckModel,
+    part: FusedPartition,
+    clock: BudgetClock,
+    progress: EntryProgress,
+    slice_steps: int,
+    check_every: int,
+) -> Generator[None, None, EntryOutcome]:
+    """`compiled_entry_search` of a partition the fused pass built (its Search ready)."""
+
+    def item_at(i: int) -> PreparedOp:
+        item = model.prepare(part.ops[i])
+        assert item is not None  # the fused pass dropped what prepare drops
+        return item
+
+    return _drive(
+        model,
+        item_at,
+        part.search,
+        part.values,
+        model.init(),
+        clock,
+        progress,
+        slice_steps * TURN_FACTOR,
+        check_every * TURN_FACTOR,
+    )
+
+
+def compiled_first_turns(
+    model: CheckModel,
+    parts: list[FusedPartition],
+    clock: BudgetClock,
+    slice_steps: int,
+    check_every: int,
+) -> tuple[list[tuple[tuple[int, ...], Any, int, float]], float]:
+    """The fused partitions' first turns (in the order given), in one C call: each runs
+    as `compiled_fused_search`'s generator runs its first turn (the same steps and
+    budget checks). Returns, for those that turn linearizes (a prefix of `parts`), (the
+    operation ids of the linearization, the state as the model's stepper gives it,
+    steps, seconds), and the seconds of the first one it does not linearize (paused,
+    refuted, or out of budget: the turns loop then goes on from where its Search is,
+    and meets a spent budget again), with its progress recorded."""
+    done, seconds, _ = _wgl.first_turns(
+        getattr(model, "flat_code", None),
+        parts,
+        slice_steps * TURN_FACTOR,
+        check_every * TURN_FACTOR,
+        clock.check,
+        OutOfBudget,
+    )
+    return done, seconds
+
+
+def fused_progress(part: FusedPartition, progress: EntryProgress) -> None:
+    """`progress` as the search's generator leaves it after its last run."""
+    search = part.search
+    progress.steps, progress.placed = search.steps, search.depth
+    progress.configurations = search.configurations
+
+
 def _drive(
     model: CheckModel,
-    items: Sequence[PreparedOp],
+    item_at: Callable[[int], PreparedOp],
     search: Any,
     values: list[Any],
     init: Hashable,
@@ -240,7 +353,7 @@ def _drive(
             yield
     order, _, before = search.outcome()
     if order:
-        last = items[order[-1]]
+        last = item_at(order[-1])
         state = model.stepper(last)(values[before])[0]
     else:
         state = init

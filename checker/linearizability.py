@@ -76,9 +76,14 @@ from typing import Any
 
 from etcdspec.checker.budget import UNBOUNDED, Budget, BudgetClock, OutOfBudget
 from etcdspec.checker.compiled_search import (
+    FusedPartition,
     compiled_entry_search,
+    compiled_first_turns,
+    compiled_fuse,
+    compiled_fused_search,
     compiled_infos,
     compiled_op_ids,
+    fused_progress,
 )
 from etcdspec.checker.entry_search import EntryProgress, entry_search
 from etcdspec.checker.gc_pause import paused_gc
@@ -132,13 +137,21 @@ def _check(
     allow_empty: bool,
 ) -> LinearizabilityResult:
     clock = BudgetClock(budget)
-    prepared, dropped = model.prepare_all(operations)
+    # Register and kv: one C pass to the partitions' searches (compiled_search.py).
+    fused = compiled_fuse(model, operations, budget.seed)
+    prepared: list[PreparedOp] = []
     synthetic: list[PreparedOp] = []
-    if type(model).synthetic_ops is not CheckModel.synthetic_ops:  # a pass only when asked
-        next_id = max((op.id for op in operations), default=-1) + 1
-        synthetic = model.synthetic_ops(prepared, next_id)
-        prepared.extend(synthetic)
-    if not prepared and not allow_empty:
+    if fused is not None:
+        dropped, named = fused
+        count = sum([len(part.ops) for _, part in named])
+    else:
+        prepared, dropped = model.prepare_all(operations)
+        if type(model).synthetic_ops is not CheckModel.synthetic_ops:  # only when asked
+            next_id = max((op.id for op in operations), default=-1) + 1
+            synthetic = model.synthetic_ops(prepared, next_id)
+            prepared.extend(synthetic)
+        count = len(prepared)
+    if not count and not allow_empty:
         return LinearizabilityResult(
             verdict=Verdict.UNKNOWN,
             model=model.name,
@@ -149,13 +162,15 @@ def _check(
             dropped=dropped,
             notes=tuple(getattr(model, "notes", ())),
         )
-    parts = model.partitions(prepared)
-    groups: list[tuple[str | None, list[PreparedOp]]] = (
-        [(None, prepared)] if parts is None else [(k, parts[k]) for k in sorted(parts)]
-    )
-    results, reason = _search_partitions(
-        [_Search(model, items, name, clock, observed) for name, items in groups]
-    )
+    if fused is not None:
+        searches = [_Search(model, None, name, clock, observed, part) for name, part in named]
+    else:
+        parts = model.partitions(prepared)
+        groups: list[tuple[str | None, list[PreparedOp]]] = (
+            [(None, prepared)] if parts is None else [(k, parts[k]) for k in sorted(parts)]
+        )
+        searches = [_Search(model, items, name, clock, observed) for name, items in groups]
+    results, reason = _search_partitions(searches)
     verdict = Verdict.merge_all([r.verdict for r in results])
     if verdict is Verdict.UNKNOWN:
         decided = sum(1 for r in results if r.verdict is not Verdict.UNKNOWN)
@@ -163,7 +178,7 @@ def _check(
     return LinearizabilityResult(
         verdict=verdict,
         model=model.name,
-        operations=len(prepared),
+        operations=count,
         partitions=tuple(results),
         seconds=time.monotonic() - clock.start,
         reason=reason if verdict is Verdict.UNKNOWN else "",
@@ -176,10 +191,10 @@ def _check(
 def _difficulty(search: _Search) -> tuple[int, int]:
     """What a partition's search is expected to cost, for the order of the first turns:
     info operations fork the search, so fewer of them (then fewer operations) first."""
-    infos = compiled_infos(search.items)
+    infos = search.fused.infos if search.fused is not None else compiled_infos(search.items)
     if infos is None:
         infos = len(search.is_ok) - sum(search.is_ok)
-    return (infos, len(search.items))
+    return (infos, search.size)
 
 
 def _search_partitions(searches: list[_Search]) -> tuple[list[PartitionResult], str]:
@@ -197,8 +212,24 @@ def _search_partitions(searches: list[_Search]) -> tuple[list[PartitionResult], 
         if len(searches) > 1
         else list(range(len(searches)))
     )
+    # The fused partitions' first turns, in order, in one C call while each linearizes
+    # (most do); the first that does not, and all after it, go on as below.
+    fused = [searches[i].fused for i in order]
+    parts = [part for part in fused if part is not None]
+    first = 0
+    if parts and len(parts) == len(fused):
+        head = searches[order[0]]
+        done, seconds = compiled_first_turns(
+            head.model, parts, head.clock, SLICE_STEPS, _CHECK_EVERY
+        )
+        for i, (ids, state, steps, took) in zip(order, done, strict=False):
+            results[i] = searches[i].linearized_at_once(ids, state, steps, took)
+        first = len(done)
+        if first < len(order):
+            spent[order[first]] = seconds
+            fused_progress(parts[first], searches[order[first]].progress)
     # A finished search is dropped at once: its memo is the bulk of its memory.
-    running = {i: (searches[i], searches[i].search()) for i in order}
+    running = {i: (searches[i], searches[i].search()) for i in order[first:]}
     searches = []
     reason = ""
     while running:
@@ -249,17 +280,23 @@ class _Search:
     def __init__(
         self,
         model: CheckModel,
-        items: list[PreparedOp],
+        items: list[PreparedOp] | None,
         name: str | None,
         clock: BudgetClock,
         seen_elsewhere: Mapping[int, set[Hashable]],
+        fused: FusedPartition | None = None,
     ) -> None:
+        """`items`, or None with `fused` (the fused pass's partition: its items are
+        built when first used)."""
         self.model = model
-        self.items = items
+        self.fused = fused
+        if items is not None:
+            self.items = items
+        self.size = len(items) if items is not None else len(fused.ops) if fused else 0
         self.name = name
         self.clock = clock
         self.seen_elsewhere = seen_elsewhere
-        self.placed = bytearray(len(items))
+        self.placed = bytearray(self.size)
         self.memo: set[tuple[int, Hashable]] = set()
         # entry_search's memo: (ok operations' hash, state) -> info sets placed there
         self.entry_memo: dict[tuple[int, Hashable], list[int]] = {}
@@ -273,6 +310,12 @@ class _Search:
 
     # The search's tables, built when first used (the compiled core needs none of them
     # unless it has a failure to describe).
+    @cached_property
+    def items(self) -> list[PreparedOp]:
+        """A fused partition's items (`prepare_all` of its operations: the same items)."""
+        assert self.fused is not None
+        return self.model.prepare_all(self.fused.ops)[0]
+
     @cached_property
     def is_ok(self) -> list[bool]:
         return [p.op.type == "ok" for p in self.items]
@@ -561,13 +604,22 @@ class _Search:
         return ret_ptr
 
     # -- the search -----------------------------------------------------------------
+    def linearized_at_once(
+        self, ids: tuple[int, ...], state: Any, steps: int, seconds: float
+    ) -> PartitionResult:
+        """The result of a fused partition its first turn linearized (compiled_first_turns)."""
+        self.steps = steps
+        return PartitionResult(
+            self.name, Verdict.TRUE, self.size, ids, state, None, "", steps, seconds
+        )
+
     def unfinished(self, reason: str, seconds: float) -> PartitionResult:
         """The result of a search stopped before it was decided."""
         self.steps = max(self.steps, self.progress.steps)
         return PartitionResult(
             self.name,
             Verdict.UNKNOWN,
-            len(self.items),
+            self.size,
             (),
             None,
             None,
@@ -704,7 +756,11 @@ class _Search:
         overridden = type(model).info_state_possible is not CheckModel.info_state_possible
         progress = self.progress
         compiled = None
-        if not overridden:
+        if self.fused is not None:
+            compiled = compiled_fused_search(
+                model, self.fused, self.clock, progress, SLICE_STEPS, _CHECK_EVERY
+            )
+        elif not overridden:
             compiled = compiled_entry_search(
                 model, self.items, self.clock.budget.seed, self.clock, progress,
                 SLICE_STEPS, _CHECK_EVERY,
@@ -727,7 +783,7 @@ class _Search:
         except OutOfBudget as out:
             self.steps = progress.steps
             return self.unfinished(
-                f"{out.reason} after placing {progress.placed} of {len(self.items)} operations "
+                f"{out.reason} after placing {progress.placed} of {self.size} operations "
                 f"({self.steps} steps, "
                 f"{max(len(self.entry_memo), progress.configurations)} configurations)",
                 time.monotonic() - start,
@@ -737,8 +793,8 @@ class _Search:
             return PartitionResult(
                 self.name,
                 Verdict.TRUE,
-                len(self.items),
-                compiled_op_ids(self.items, outcome.order)
+                self.size,
+                compiled_op_ids(self.fused.ops if self.fused else self.items, outcome.order)
                 or tuple([self.items[i].op.id for i in outcome.order]),
                 outcome.state,
                 None,

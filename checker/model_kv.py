@@ -36,6 +36,7 @@ from etcdspec.checker.models import (
     ModelInputError,
     PreparedOp,
     overwritten_reads,
+    prepare_into,
     reads_and_writes_before,
 )
 
@@ -99,11 +100,7 @@ class KvModel(CheckModel):
                     if type(value) is str:
                         out.append(new(PreparedOp, (op, (key, f, value), *tail)))
                         continue
-            item = self.prepare(op)
-            if item is None:
-                dropped += 1
-            else:
-                out.append(item)
+            dropped += prepare_into(self, op, out)
         return out, dropped
 
     def step(self, state: Any, prepared: PreparedOp) -> list[Any]:

@@ -36,6 +36,7 @@ from etcdspec.checker.models import (
     ModelInputError,
     PreparedOp,
     overwritten_reads,
+    prepare_into,
     reads_and_writes_before,
 )
 
@@ -117,11 +118,7 @@ class RegisterModel(CheckModel):
                 if not isinstance(old, (dict, list)) and not isinstance(new_value, (dict, list)):
                     out.append(new(PreparedOp, (op, (key, f, (old, new_value)), *tail)))
                     continue
-            item = self.prepare(op)
-            if item is None:
-                dropped += 1
-            else:
-                out.append(item)
+            dropped += prepare_into(self, op, out)
         return out, dropped
 
     def step(self, state: Any, prepared: PreparedOp) -> list[Any]:

@@ -92,14 +92,10 @@ class CheckModel:
         """`prepare` of every operation: the prepared ones in order and how many were
         dropped. Models override it with a loop that decodes the common shapes inline
         (and calls `prepare` for the rest, so its errors are the same)."""
-        prepared = []
+        prepared: list[PreparedOp] = []
         dropped = 0
         for op in operations:
-            item = self.prepare(op)
-            if item is None:
-                dropped += 1
-            else:
-                prepared.append(item)
+            dropped += prepare_into(self, op, prepared)
         return prepared, dropped
 
     def step(self, state: Any, prepared: PreparedOp) -> list[Any]:
@@ -192,6 +188,17 @@ class CheckModel:
         tries one turn first, for the report its deepest configuration gives; if that
         does not decide, the first of these refutes the partition. Must be sound."""
         return []
+
+
+def prepare_into(model: CheckModel, op: Operation, out: list[PreparedOp]) -> int:
+    """`model.prepare(op)` appended to `out`: 1 when it drops the operation, else 0. The
+    tail of every `prepare_all` loop (the shapes it does not decode inline go through
+    `prepare`, so its items and errors are `prepare`'s)."""
+    item = model.prepare(op)
+    if item is None:
+        return 1
+    out.append(item)
+    return 0
 
 
 def reads_and_writes_before(

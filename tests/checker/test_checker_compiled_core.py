@@ -10,7 +10,14 @@ compared whole but for the seconds. The files in tests/checker/data and generate
 Jepsen-size histories are compared the same way. The compiled path also decodes, interns
 and partitions in C (`_wgl.prepare`, `_wgl.flatten`, `_wgl.group`, kv's `_wgl.Appender`):
 the C decode is compared item by item, types included, with the Python loop on odd
-shapes, and a kv history with str-subclass values takes the Appender's Python path."""
+shapes, and a kv history with str-subclass values takes the Appender's Python path.
+The fused pass (`_wgl.fuse`, operations straight to each partition's Search) is compared
+with the separate passes it replaces: the whole check (or its error) with it and with it
+declining, on the Hypothesis histories, the odd shapes, odd values (None, bools, 2**70,
+NaN, unicode, str and float subclasses), missing fields, and partition counts of 0, 1,
+300 tiny ones, one huge one beside a refutable tiny one, and partitions that need more
+than their first turn; where it takes a history, its partitions, values and searches
+are those of `prepare_all`, `group`, `flatten` and `Search`."""
 
 from __future__ import annotations
 
@@ -24,7 +31,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from etcdspec.checker import compiled_search
+from etcdspec.checker import compiled_search, linearizability
 from etcdspec.checker.budget import UNBOUNDED, Budget, BudgetClock
 from etcdspec.checker.check import load_history
 from etcdspec.checker.entry_search import EntryProgress
@@ -69,6 +76,31 @@ def _check_both(
     return results[0], results[1]
 
 
+def _check_unfused(
+    monkeypatch: pytest.MonkeyPatch, model: str, ops: list[Operation], budget: Budget = UNBOUNDED
+) -> Any:
+    """The compiled check with the fused pass declining (the separate passes run): the
+    whole result, or the error's type and text."""
+    monkeypatch.setenv(compiled_search.CORE_ENV, "compiled")
+    with monkeypatch.context() as patch:
+        patch.setattr(linearizability, "compiled_fuse", lambda *args: None)
+        try:
+            return _whole(check_linearizable(get_model(model), ops, budget))
+        except Exception as error:  # any error: the fused path must raise the same
+            return ("error", type(error).__name__, str(error))
+
+
+def _check_fused(
+    monkeypatch: pytest.MonkeyPatch, model: str, ops: list[Operation], budget: Budget = UNBOUNDED
+) -> Any:
+    """The compiled check as it runs by default (the fused pass first), as `_check_unfused`."""
+    monkeypatch.setenv(compiled_search.CORE_ENV, "compiled")
+    try:
+        return _whole(check_linearizable(get_model(model), ops, budget))
+    except Exception as error:
+        return ("error", type(error).__name__, str(error))
+
+
 def _search_both(monkeypatch: pytest.MonkeyPatch, model: str, ops: list[Operation]) -> None:
     """Each partition searched with no cut, both ways: equal results."""
     checked = get_model(model)
@@ -106,20 +138,15 @@ def test_the_compiled_core_is_built() -> None:
     assert compiled_search.compiled_available()
 
 
+@pytest.mark.parametrize("model", ["register", "kv"])
 @_SETTINGS
-@given(ops=histories("register"))
-def test_register_histories_agree(monkeypatch: pytest.MonkeyPatch, ops: list[Operation]) -> None:
-    pure, compiled = _check_both(monkeypatch, "register", ops)
+@given(data=st.data())
+def test_histories_agree(monkeypatch: pytest.MonkeyPatch, model: str, data: st.DataObject) -> None:
+    ops = data.draw(histories(model))
+    pure, compiled = _check_both(monkeypatch, model, ops)
     assert pure == compiled
-    _search_both(monkeypatch, "register", ops)
-
-
-@_SETTINGS
-@given(ops=histories("kv"))
-def test_kv_histories_agree(monkeypatch: pytest.MonkeyPatch, ops: list[Operation]) -> None:
-    pure, compiled = _check_both(monkeypatch, "kv", ops)
-    assert pure == compiled
-    _search_both(monkeypatch, "kv", ops)
+    assert _check_unfused(monkeypatch, model, ops) == compiled
+    _search_both(monkeypatch, model, ops)
 
 
 @pytest.mark.parametrize(
@@ -136,6 +163,7 @@ def test_data_files_agree(monkeypatch: pytest.MonkeyPatch, name: str, model: str
     ops = list(history.operations)
     pure, compiled = _check_both(monkeypatch, model, ops)
     assert pure == compiled
+    assert _check_unfused(monkeypatch, model, ops) == compiled
     _search_both(monkeypatch, model, ops)
 
 
@@ -153,6 +181,8 @@ def test_generated_histories_agree_and_both_verdicts_occur(
         ops = list(build_history(events).operations)
         pure, compiled = _check_both(monkeypatch, model, ops)
         assert pure == compiled
+        assert _check_unfused(monkeypatch, model, ops) == compiled
+        assert _fuse(model, ops) is not None  # these are the fused pass's shapes
         _search_both(monkeypatch, model, ops)
         verdicts.add(pure["verdict"])
     assert verdicts == {Verdict.TRUE, Verdict.FALSE}
@@ -330,6 +360,10 @@ def test_the_c_decode_is_the_python_loop_exactly(
     ]
     in_c = _decoded(lambda: checked.prepare_all(ops))
     assert in_c == _decoded(lambda: checked.prepare_all_pure(ops))
+    # The fused pass: the whole check (or its error) as with the separate passes.
+    fused = _check_fused(monkeypatch, model, ops)
+    assert fused == _check_unfused(monkeypatch, model, ops)
+    _fused_is_the_separate_passes(checked, ops)
     if in_c[0] == "error":
         return
     items, _ = checked.prepare_all(ops)
@@ -400,3 +434,203 @@ def test_kv_appends_of_str_subclass_values_take_the_python_transform(
     pure, compiled = _check_both(monkeypatch, "kv", ops[:3])
     assert pure == compiled
     assert pure["verdict"] is Verdict.TRUE
+
+
+# The fused pass (`_wgl.fuse`): operations straight to each partition's Search.
+def _fuse(model: str, ops: list[Operation], seed: int = 0) -> Any:
+    checked: Any = get_model(model)
+    return compiled_search._wgl.fuse(checked.flat_code, ops, Operation, "", None, seed)
+
+
+def _fused_is_the_separate_passes(checked: Any, ops: list[Operation]) -> None:
+    """When the fused pass takes a history, its partitions, operations, interned values
+    (the same objects) and searches (run to the end: status, steps, outcome) are those
+    of `prepare_all` + `partitions` + `flatten` + `Search`; when it declines, an operation
+    is one it must not take (a shape `prepare` decides, or a value it does not intern)."""
+    fused = compiled_search._wgl.fuse(checked.flat_code, ops, Operation, "", None, 7)
+    try:
+        items, dropped = checked.prepare_all(ops)
+    except Exception:  # any error: the separate passes' to raise
+        assert fused is None
+        return
+    if fused is None:
+        return
+    assert fused[0] == dropped
+    groups = compiled_search._wgl.group(items)
+    assert [key for key, *_ in fused[1]] == list(groups)
+    for key, part_ops, search, values, infos in fused[1]:
+        part = groups[key]
+        assert part_ops == [p.op for p in part]
+        assert infos == sum(1 for p in part if p.op.type != "ok")
+        flat = compiled_search._wgl.flatten(checked.flat_code, part, None)
+        assert flat is not None
+        kinds, a, b, is_ok, calls, rets, flat_values, ids = flat
+        assert [id(v) for v in values] == [id(v) for v in flat_values]
+        step = (
+            compiled_search._wgl.Appender(flat_values, ids, None)
+            if checked.flat_code == compiled_search.KV
+            else None
+        )
+        again = compiled_search._wgl.Search(kinds, a, b, is_ok, calls, rets, 0, 7, step)
+        assert search.run(1 << 40) == again.run(1 << 40)
+        assert (search.steps, search.outcome()) == (again.steps, again.outcome())
+
+
+class _Exotic(float):
+    pass
+
+
+@pytest.mark.parametrize(
+    ("model", "value", "taken"),
+    [
+        ("register", None, True),
+        ("register", True, True),
+        ("register", 2**70, True),
+        ("register", "ключ✓", True),
+        ("register", -0.0, True),
+        ("register", float("nan"), False),  # not equal to itself: not internable
+        ("register", _Text("a"), False),  # a str subclass: `prepare` decides
+        ("register", _Exotic(1.0), False),
+        ("register", frozenset({1}), False),
+        ("register", (1, 2), False),
+        ("kv", "ключ✓", True),
+        ("kv", _Text("a"), False),
+    ],
+)
+def test_the_fused_pass_takes_plain_values_only(
+    monkeypatch: pytest.MonkeyPatch, model: str, value: Any, taken: bool
+) -> None:
+    """Odd values: the fused pass takes None, bools, ints (2**70 too), floats but NaN and
+    exact str; anything else goes to the separate passes. Either way the whole check is
+    the separate passes' and the pure core's."""
+    builder = HistoryBuilder()
+    if model == "register":
+        builder.add(0, "invoke", "write", value)
+        builder.add(1, "invoke", "read", None)
+        builder.add(0, "ok", "write", value)
+        builder.add(1, "ok", "read", value)
+    else:
+        builder.add(0, "invoke", "put", {"key": "k", "value": value})
+        builder.add(1, "invoke", "get", {"key": "k"})
+        builder.add(0, "ok", "put", {"key": "k", "value": value})
+        builder.add(1, "ok", "get", {"key": "k", "value": value})
+    ops = list(builder.history().operations)
+    assert (_fuse(model, ops) is not None) == taken
+    fused = _check_fused(monkeypatch, model, ops)
+    assert fused == _check_unfused(monkeypatch, model, ops)
+    pure, _ = _check_both(monkeypatch, model, ops)
+    assert fused == pure
+    _fused_is_the_separate_passes(get_model(model), ops)
+
+
+def _op(i: int, kind: str, f: str, request: Any, response: Any) -> Operation:
+    return Operation(i, i, f, request, kind, response, 2 * i, 2 * i + 1, 0, 0, 2 * i, 2 * i + 1)
+
+
+def test_missing_fields_and_unknown_kinds_give_the_separate_passes_errors(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cases = [
+        ("kv", [_op(0, "ok", "put", {"value": "1"}, None)]),  # no key
+        ("kv", [_op(0, "ok", "get", {"key": "k"}, {"key": "k"})]),  # no value in the response
+        ("kv", [_op(0, "ok", "put", {"key": 1, "value": "1"}, None)]),  # not a str key
+        ("register", [_op(0, "ok", "cas", [1], None)]),  # a cas needs [old, new]
+        ("register", [_op(0, "ok", "swap", 1, None)]),
+        ("register", [_op(0, "ok", "write", {"key": "k", "other": 1}, None)]),
+    ]
+    for model, ops in cases:
+        assert _fuse(model, ops) is None
+        got = _check_fused(monkeypatch, model, ops)
+        assert got[0] == "error", (model, ops)
+        assert got == _check_unfused(monkeypatch, model, ops)
+
+
+def _kv_ops(seed: int, ops: int, processes: int, keys: int, info_rate: float = 0.1) -> list[Any]:
+    events = simulate_kv(seed, ops=ops, processes=processes, info_rate=info_rate, keys=keys)
+    return list(build_history(events).operations)
+
+
+def test_partition_counts_zero_and_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No operation, only dropped ones, one plain register, one kv key: the same results
+    fused, unfused and pure (empty input is unknown, never a pass)."""
+    only_fails = [_op(0, "fail", "write", 1, None), _op(1, "fail", "put", 1, None)]
+    cases: list[tuple[str, list[Any]]] = [
+        ("register", []),
+        ("kv", []),
+        ("register", only_fails[:1]),
+        ("register", list(build_history(simulate_register(1, ops=60, processes=3)).operations)),
+        ("kv", _kv_ops(1, 80, 4, keys=1)),
+    ]
+    for model, ops in cases:
+        fused = _check_fused(monkeypatch, model, ops)
+        assert fused == _check_unfused(monkeypatch, model, ops)
+        assert fused == _check_both(monkeypatch, model, ops)[0]
+        assert len(fused["partitions"]) == (1 if ops and ops is not cases[2][1] else 0)
+        if not fused["partitions"]:
+            assert fused["verdict"] is Verdict.UNKNOWN
+            assert "nothing was checked" in fused["reason"]
+    register_parts = _check_fused(monkeypatch, "register", cases[3][1])["partitions"]
+    assert register_parts[0]["partition"] is None  # a plain register: one unnamed partition
+    for model in ("register", "kv"):
+        allowed = _whole(check_linearizable(get_model(model), [], allow_empty=True))
+        assert allowed["partitions"] == ()
+
+
+def test_many_tiny_partitions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """300 keys with 1-6 operations each (some stale gets planted): per-partition verdicts,
+    steps and reports the same fused, unfused and pure."""
+    from bench.porcupine_compare import plant_stale_get
+
+    events = simulate_kv(11, ops=900, processes=10, info_rate=0.1, keys=300)
+    for planted in (False, True):
+        if planted:
+            events, _ = plant_stale_get(events)
+        ops = list(build_history(events).operations)
+        fused = _check_fused(monkeypatch, "kv", ops)
+        assert len(fused["partitions"]) > 200
+        assert fused == _check_unfused(monkeypatch, "kv", ops)
+        assert fused == _check_both(monkeypatch, "kv", ops)[0]
+        assert (fused["verdict"] is Verdict.FALSE) == planted
+
+
+def test_one_huge_partition_and_a_refutable_tiny_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hard 50-client key (20 % info) beside a tiny key whose get reads a value nobody
+    wrote: the tiny one is refuted and decides the history; the huge one ends unknown,
+    not searched to the end. Fused and unfused alike."""
+    hard = _kv_ops(5, 1500, 50, keys=1, info_rate=0.2)
+    base = 2 * len(hard) + 10
+    tiny = [
+        Operation(10_000, 900, "put", {"key": "tiny", "value": "1"}, "ok", None, base, base + 1, 0, 0, base, base + 1),
+        Operation(10_001, 901, "get", {"key": "tiny"}, "ok", {"key": "tiny", "value": "2"}, base + 2, base + 3, 0, 0, base + 2, base + 3),
+    ]  # fmt: skip
+    ops = hard + tiny
+    budget = Budget(timeout_s=30.0)
+    fused = _check_fused(monkeypatch, "kv", ops, budget)
+    assert fused == _check_unfused(monkeypatch, "kv", ops, budget)
+    assert fused["verdict"] is Verdict.FALSE
+    parts = {part["partition"]: part for part in fused["partitions"]}
+    assert parts["tiny"]["verdict"] is Verdict.FALSE
+    assert parts["k0"]["verdict"] is Verdict.UNKNOWN
+    assert "partition tiny is refuted" in parts["k0"]["reason"]
+
+
+def test_partitions_that_need_more_than_their_first_turn(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two kv keys each searched over 45,000 steps (more than one turn of 32,768): the
+    fused first turns hand them to the turns loop, which goes on from where they are;
+    the results are the separate passes', with a stale get planted too, and the pure
+    core's (not compared when planted: a cut after the first turn reports the steps of
+    that turn, 16x longer compiled)."""
+    from bench.porcupine_compare import plant_stale_get
+
+    events = simulate_kv(2, ops=200, processes=12, info_rate=0.2, keys=2)
+    for planted in (False, True):
+        if planted:
+            events, _ = plant_stale_get(events)
+        ops = list(build_history(events).operations)
+        fused = _check_fused(monkeypatch, "kv", ops)
+        assert fused == _check_unfused(monkeypatch, "kv", ops)
+        if not planted:
+            assert fused == _check_both(monkeypatch, "kv", ops)[0]
+            assert min(part["steps"] for part in fused["partitions"]) > 32_768
+        else:
+            assert fused["verdict"] is Verdict.FALSE
