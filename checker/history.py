@@ -582,10 +582,36 @@ def _history_from_pairs(
             "completed; treated as info (it may or may not have taken effect)"
         )
     pairs.sort()
-    operations = tuple(
-        _operation(op_id, events, start, end) for op_id, (start, end) in enumerate(pairs)
-    )
-    return History(tuple(events), operations, tuple(watch), source, tuple(notes))
+    operations: list[Operation] = []
+    append, new_operation, set_attribute = operations.append, _new_object, _set_attribute
+    for op_id, (start, end) in enumerate(pairs):
+        invoke = events[start]
+        complete = events[end] if end is not None else None
+        if complete is None or complete.type != "ok":  # `_operation`, the common case inline
+            append(_operation(op_id, events, start, end))
+            continue
+        made = new_operation(Operation)
+        set_attribute(
+            made,
+            "__dict__",
+            {
+                "id": op_id,
+                "process": invoke.process,
+                "f": invoke.f,
+                "request": invoke.value,
+                "type": "ok",
+                "response": complete.value,
+                "call": start,
+                "ret": end,
+                "call_time": invoke.time,
+                "return_time": complete.time,
+                "invoke_index": invoke.index,
+                "complete_index": complete.index,
+                "user": invoke.user,
+            },
+        )
+        append(made)
+    return History(tuple(events), tuple(operations), tuple(watch), source, tuple(notes))
 
 
 def _operation(
