@@ -6,7 +6,8 @@ Run: `.venv/bin/python -m bench.checker_phases` (the issue's 100k-operation, 5-p
 `--json`. The phases are what `check_linearizable` does in turn, timed apart:
 
 - read: the JSON Lines file to operations (`read_history`; with `--file` only);
-- prepare: each operation's JSON request and response to the model's (`model.prepare`);
+- prepare: each operation's JSON request and response to the model's (`model.prepare_all`,
+  as `check_linearizable` calls it);
 - index: the search's tables (revision hints, what responses observed, pinned writes);
 - search: the depth-first search to its verdict (the store model's steps inside it);
 - check: `check_linearizable` whole, in a round of its own (what the goal is judged on).
@@ -51,9 +52,7 @@ def _search_phases(operations: list[Operation]) -> dict[str, tuple[float, float]
     `check_linearizable` pauses it); what they built is dropped on return."""
     times: dict[str, tuple[float, float]] = {}
     model = get_model("etcd")
-    prepared, cpu, wall = _timed(
-        lambda: [p for p in map(model.prepare, operations) if p is not None]
-    )
+    (prepared, _), cpu, wall = _timed(lambda: model.prepare_all(operations))
     times["prepare"] = (cpu, wall)
     prepared.extend(model.synthetic_ops(prepared, len(operations)))
     search, cpu, wall = _timed(lambda: _Search(model, prepared, None, BudgetClock(UNBOUNDED), {}))

@@ -34,10 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from etcdspec.checker.budget import Budget
-from etcdspec.checker.edn import EdnError
 from etcdspec.checker.gc_pause import paused_gc
 from etcdspec.checker.history import History, HistoryError, read_history
-from etcdspec.checker.jepsen import read_jepsen
 from etcdspec.checker.lease_checks import (
     DEFAULT_TOLERANCE_S,
     check_lease_guarantee,
@@ -159,11 +157,18 @@ def load_history(path: Path | str, fmt: str = "jsonl", model: str = "etcd") -> H
     """Read a history file (BadInput when it is malformed)."""
     if fmt not in FORMATS:
         raise BadInput(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
-    try:
-        if fmt == "edn":
+    if fmt == "edn":
+        # Imported here: the EDN reader loads lark, which a JSON Lines check never needs.
+        from etcdspec.checker.edn import EdnError
+        from etcdspec.checker.jepsen import read_jepsen
+
+        try:
             return read_jepsen(path, model)
+        except (HistoryError, EdnError) as error:
+            raise BadInput(str(error)) from error
+    try:
         return read_history(path)
-    except (HistoryError, EdnError) as error:
+    except HistoryError as error:
         raise BadInput(str(error)) from error
 
 

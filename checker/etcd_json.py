@@ -434,6 +434,18 @@ def response_from_json(f: str, value: Any, path: str = "value") -> Response:
     return response
 
 
+def plain_request_reader(f: str) -> Callable[[dict[str, Any]], Request | None] | None:
+    """The plain path of operation `f`'s request (`_Plain`: the request, or None when
+    the JSON object is not plain), or None when `f` has none. What `request_from_json`
+    tries first; for loops that decode the common shapes inline."""
+    return _REQUEST_PLAIN.get(f)
+
+
+def response_reader(f: str) -> Callable[[Any, str], Response]:
+    """`response_from_json` for operation `f` (a KeyError for an unknown f), bound once."""
+    return _RESPONSE_DECODERS[f]
+
+
 def kv_from_json(value: Any, path: str) -> KeyValue:
     kv: KeyValue = _decode_kv(value, path)
     return kv

@@ -317,7 +317,10 @@ def read_history(path: Path | str) -> History:
 def parse_history_text(text: str, source: str = "<memory>") -> History:
     """Parse JSON Lines text into a validated History."""
     with paused_gc():
-        return build_history(_parse_lines(text, source), source)
+        events, paired = _parse_lines(text, source)
+        if paired is None:  # something to say about the order: build_history says it
+            return build_history(events, source)
+        return _assembled_history(events, paired, source)
 
 
 _DECODE = json.JSONDecoder().raw_decode
@@ -329,6 +332,8 @@ _DIGITS_TO_ZERO = bytes.maketrans(b"0123456789", b"0" * 10)
 # 19-digit lease ids, say) is read by the stdlib.
 LONG_DIGITS = 19
 _FAST_JSON = True  # use orjson when it is installed (tests switch it off)
+_PLAIN_KEYS = _ALLOWED - {"schema_version"}  # a line with schema_version takes the walk
+_PROCESS_TYPES = (int, str)
 
 
 def long_digit_run(text: str) -> bool:
@@ -337,16 +342,79 @@ def long_digit_run(text: str) -> bool:
     return b"0" * LONG_DIGITS in digits
 
 
-def _parse_lines(text: str, source: str) -> list[HistoryEvent]:
-    """Every non-blank line as a HistoryEvent. A plainly valid line (the common case) is
-    decoded and checked inline; anything else takes `parse_event`'s full schema walk.
-    A line is decoded by orjson unless it holds a long digit run (`long_digit_run`) or
-    orjson refuses it (NaN, a float out of range, an escaped lone surrogate, text around
-    the value): then by the stdlib, which decides what the line is."""
+class _Pairing:
+    """`build_history`'s pairing of invokes and completions, done while the lines are
+    read (one pass over the events instead of two). It only records: at the first
+    event that breaks a rule `broken` is set and the caller hands the events to
+    `build_history`, which raises the error it always raised."""
+
+    __slots__ = ("broken", "crashed", "last_index", "last_time", "open_ops", "pairs", "watch")
+
+    def __init__(self) -> None:
+        self.open_ops: dict[int | str, tuple[int, str]] = {}  # process -> (position, f)
+        self.crashed: set[int | str] = set()
+        self.pairs: list[tuple[int, int | None]] = []
+        self.watch: list[HistoryEvent] = []
+        self.last_index = -1
+        self.last_time = -1
+        self.broken = False
+
+    def add(self, position: int, event: HistoryEvent) -> None:
+        """`add_fields` for an event read by the full schema walk."""
+        self.add_fields(
+            position, event, event.index, event.time, event.type, event.process, event.f
+        )
+
+    def add_fields(
+        self,
+        position: int,
+        event: HistoryEvent,
+        index: int,
+        time: int,
+        kind: str,
+        process: int | str,
+        f: str,
+    ) -> None:
+        if index <= self.last_index or time < self.last_time:
+            self.broken = True
+            return
+        self.last_index, self.last_time = index, time
+        if kind == "watch":
+            self.watch.append(event)
+            return
+        open_ops = self.open_ops
+        if kind == "invoke":
+            if process in open_ops or process in self.crashed:
+                self.broken = True
+                return
+            open_ops[process] = (position, f)
+            return
+        start = open_ops.pop(process, None)
+        if start is None or start[1] != f:
+            self.broken = True
+            return
+        if kind == "info":
+            self.crashed.add(process)
+        self.pairs.append((start[0], position))
+
+
+def _parse_lines(text: str, source: str) -> tuple[list[HistoryEvent], _Pairing | None]:
+    """Every non-blank line as a HistoryEvent, and the events paired into operations
+    (None when the order breaks a rule: `build_history` then says which). A plainly
+    valid line (the common case: the fields `_plainly_valid` checks, inline) becomes
+    its event with the decoded object as the event's fields; anything else takes
+    `parse_event`'s full schema walk. A line is decoded by orjson unless it holds a long
+    digit run (`long_digit_run`) or orjson refuses it (NaN, a float out of range, an
+    escaped lone surrogate, text around the value): then by the stdlib, which decides
+    what the line is."""
     events: list[HistoryEvent] = []
     append = events.append
+    pairing = _Pairing()
+    pair = pairing.add_fields
     fast = _orjson_loads if _FAST_JSON else None
     per_line = fast is not None and long_digit_run(text)  # else no line has one
+    plain_keys, event_types, process_types = _PLAIN_KEYS, _EVENT_TYPE_SET, _PROCESS_TYPES
+    new_event, set_attribute = _new_object, _set_attribute
     for number, raw in enumerate(text.splitlines(), start=1):
         try:
             if fast is not None and not (per_line and long_digit_run(raw)):
@@ -367,13 +435,47 @@ def _parse_lines(text: str, source: str) -> list[HistoryEvent]:
                 raise HistoryError(
                     source, number, f"not valid JSON ({error.msg} at column {error.colno}){hint}"
                 ) from error
-        if _plainly_valid(obj):
-            fields = _EVENT_DEFAULTS | obj  # _plainly_valid: no key but the fields
-            fields["line"] = number
-            append(assembled(HistoryEvent, fields))
-            continue
-        append(parse_event(obj, source, number))
-    return events
+        if type(obj) is dict and obj.keys() <= plain_keys:  # _plainly_valid, inline
+            fields: Any = obj
+            get = fields.get
+            index, time, process, kind, f = (
+                get("index"),
+                get("time"),
+                get("process"),
+                get("type"),
+                get("f"),
+            )
+            if (
+                type(index) is int
+                and index >= 0
+                and type(time) is int
+                and time >= 0
+                and type(process) in process_types
+                and type(kind) is str
+                and kind in event_types
+                and type(f) is str
+                and f != ""
+                and type(get("user", "")) is str
+            ):
+                # The decoded object is the event's fields (no key but the fields).
+                obj["line"] = number
+                if "value" not in obj:
+                    obj["value"] = None
+                if "error" not in obj:
+                    obj["error"] = None
+                if "user" not in obj:
+                    obj["user"] = None
+                event = new_event(HistoryEvent)
+                set_attribute(event, "__dict__", obj)
+                if not pairing.broken:
+                    pair(len(events), event, index, time, kind, process, f)
+                append(event)
+                continue
+        event = parse_event(obj, source, number)
+        if not pairing.broken:
+            pairing.add(len(events), event)
+        append(event)
+    return events, None if pairing.broken else pairing
 
 
 def _looks_like_edn(text: str) -> bool:
@@ -394,7 +496,6 @@ def build_history(events: Sequence[HistoryEvent], source: str = "<memory>") -> H
     watch: list[HistoryEvent] = []
     last_index = -1
     last_time = -1
-    notes: list[str] = []
     for position, event in enumerate(events):
         index, time = event.index, event.time
         if index <= last_index:
@@ -455,6 +556,25 @@ def build_history(events: Sequence[HistoryEvent], source: str = "<memory>") -> H
         if kind == "info":
             crashed[process] = event.line
         pairs.append((start, position))
+    return _history_from_pairs(events, pairs, open_ops, watch, source)
+
+
+def _assembled_history(events: list[HistoryEvent], paired: _Pairing, source: str) -> History:
+    """The History of events `_parse_lines` paired as it read them."""
+    open_ops = {process: start for process, (start, _) in paired.open_ops.items()}
+    return _history_from_pairs(events, paired.pairs, open_ops, paired.watch, source)
+
+
+def _history_from_pairs(
+    events: Sequence[HistoryEvent],
+    pairs: list[tuple[int, int | None]],
+    open_ops: dict[int | str, int],
+    watch: list[HistoryEvent],
+    source: str,
+) -> History:
+    """The History of events paired into `pairs` (invoke and completion positions), the
+    invokes in `open_ops` never completed (they become info, with a note)."""
+    notes: list[str] = []
     for process, start in open_ops.items():
         pairs.append((start, None))
         notes.append(
@@ -462,10 +582,36 @@ def build_history(events: Sequence[HistoryEvent], source: str = "<memory>") -> H
             "completed; treated as info (it may or may not have taken effect)"
         )
     pairs.sort()
-    operations = tuple(
-        _operation(op_id, events, start, end) for op_id, (start, end) in enumerate(pairs)
-    )
-    return History(tuple(events), operations, tuple(watch), source, tuple(notes))
+    operations: list[Operation] = []
+    append, new_operation, set_attribute = operations.append, _new_object, _set_attribute
+    for op_id, (start, end) in enumerate(pairs):
+        invoke = events[start]
+        complete = events[end] if end is not None else None
+        if complete is None or complete.type != "ok":  # `_operation`, the common case inline
+            append(_operation(op_id, events, start, end))
+            continue
+        made = new_operation(Operation)
+        set_attribute(
+            made,
+            "__dict__",
+            {
+                "id": op_id,
+                "process": invoke.process,
+                "f": invoke.f,
+                "request": invoke.value,
+                "type": "ok",
+                "response": complete.value,
+                "call": start,
+                "ret": end,
+                "call_time": invoke.time,
+                "return_time": complete.time,
+                "invoke_index": invoke.index,
+                "complete_index": complete.index,
+                "user": invoke.user,
+            },
+        )
+        append(made)
+    return History(tuple(events), tuple(operations), tuple(watch), source, tuple(notes))
 
 
 def _operation(

@@ -66,8 +66,10 @@ from etcdspec.checker.etcd_json import (
     ETCD_FS,
     EtcdJsonError,
     kv_to_json,
+    plain_request_reader,
     request_from_json,
     response_from_json,
+    response_reader,
 )
 from etcdspec.checker.etcd_writes import (
     blind_put_keys,
@@ -82,7 +84,7 @@ from etcdspec.checker.etcd_writes import (
     write_signatures,
 )
 from etcdspec.checker.history import Operation
-from etcdspec.checker.models import CheckModel, ModelInputError, PreparedOp
+from etcdspec.checker.models import PREPARED_DEFAULTS, CheckModel, ModelInputError, PreparedOp
 from etcdspec.model.auth_requests import AUTH_REQUEST_TYPES, AuthRequest, AuthResponse
 from etcdspec.model.errors import ALL_ERRORS, AuthOldRevisionError, StoreError, error_for
 from etcdspec.model.requests import (
@@ -105,7 +107,7 @@ from etcdspec.model.requests import (
     ResponseHeader,
     TxnRequest,
 )
-from etcdspec.model.store import StoreState, apply, initial_state, lease_ttl
+from etcdspec.model.store import StoreState, apply, initial_state, lease_ttl, put_state
 
 EXPIRY_PROCESS = "lease-expiry"
 AUTH_ERRORS: tuple[type[StoreError], ...] = tuple(
@@ -171,6 +173,56 @@ class EtcdModel(CheckModel):
         return revision
 
     # -- preparing operations ---------------------------------------------------------
+    def prepare_all(self, operations: Sequence[Operation]) -> tuple[list[PreparedOp], int]:
+        """`prepare` of every operation, an ok put without a lease and an ok range (most
+        of a history) decoded inline: their plain request, their response, the revision
+        hints `prepare` gives them. Anything else, or anything the inline path cannot
+        read plainly, goes to `prepare` (so its errors are the same);
+        tests/checker/test_checker_etcd_prepare_all.py compares the two item by item."""
+        prepared: list[PreparedOp] = []
+        append = prepared.append
+        dropped = 0
+        # The plain readers give a PutRequest and a RangeRequest (or None): Any to mypy.
+        plain_put: Any = plain_request_reader("put")
+        plain_range: Any = plain_request_reader("range")
+        assert plain_put is not None and plain_range is not None
+        put_response, range_response = response_reader("put"), response_reader("range")
+        new_prepared, rest = tuple.__new__, PREPARED_DEFAULTS[2:]
+        prepare = self.prepare
+        for op in operations:
+            if op.type == "ok" and op.user is None and type(op.request) is dict:
+                f = op.f
+                try:  # anything odd (an error among it) is `prepare`'s to say
+                    if f == "put":
+                        request = plain_put(op.request)
+                        if request is not None and not request.lease:
+                            response = put_response(op.response, "response")
+                            revision = response.header.revision
+                            hints = ((revision - 1,), revision) if revision > 0 else ((), None)
+                            payload = (request, response)
+                            append(new_prepared(PreparedOp, (op, payload, *hints, *rest)))
+                            continue
+                    elif f == "range":
+                        request = plain_range(op.request)
+                        if request is not None:
+                            response = range_response(op.response, "response")
+                            revision = response.header.revision
+                            pre = (revision,) if revision > 0 else ()
+                            append(
+                                new_prepared(
+                                    PreparedOp, (op, (request, response), pre, None, *rest)
+                                )
+                            )
+                            continue
+                except (EtcdJsonError, TypeError, ValueError):
+                    pass
+            item = prepare(op)
+            if item is None:
+                dropped += 1
+            else:
+                append(item)
+        return prepared, dropped
+
     def prepare(self, op: Operation) -> PreparedOp | None:
         if op.f in _AUTH_F_SET:
             return self._prepare_auth(op)
@@ -360,6 +412,18 @@ class EtcdModel(CheckModel):
         if user is not None or type(request) in _AUTH_TYPE_SET or type(observed) is Refused:
             return self._step_auth(state, prepared)
         kind = type(request)
+        if kind is PutRequest and _plain_put(request):
+            # `apply` refuses no such put, and answers PutResponse(header(revision)):
+            # its state built directly, the recorded answer compared field by field.
+            new_state = put_state(state, request)[0]
+            if observed is None or (
+                type(observed) is PutResponse
+                and observed.prev_kv is None
+                and type(observed.header) is ResponseHeader
+                and observed.header.revision == new_state.revision
+            ):
+                return [new_state]
+            return []
         if kind is LeaseGrantRequest and request.id == 0 and observed is None:
             return self._blind_grant(state, request)
         try:
@@ -698,6 +762,15 @@ def _kv_answer(response: object) -> bool:
 
 
 _REQUESTS_MODULE = RangeResponse.__module__
+
+
+def _plain_put(request: PutRequest) -> bool:
+    """A put `apply` cannot refuse (a key, no lease to find, nothing ignored) whose
+    response holds no prev_kv: `EtcdModel.step` builds its state directly.
+    tests/checker/test_checker_etcd_step.py holds it to `apply`'s answer."""
+    return bool(request.key) and not (
+        request.lease or request.prev_kv or request.ignore_value or request.ignore_lease
+    )
 
 
 def _as_caller(prepared: PreparedOp) -> Any:

@@ -79,7 +79,6 @@ def check(
 ) -> int:
     """Check HISTORY (JSON Lines or Jepsen EDN) for linearizability and watch guarantees."""
     from etcdspec.checker.check import BadInput, CheckOptions, check_history, load_history
-    from etcdspec.checker.report import write_report
 
     if fmt is None:
         fmt = "edn" if history.suffix == ".edn" else "jsonl"
@@ -102,6 +101,8 @@ def check(
     # them would outlive a caller that runs this command in-process.
     gc.freeze()
     if report_dir is not None:
+        from etcdspec.checker.report import write_report  # the page's modules, only here
+
         paths = write_report(result, report_dir, options)
         click.echo(f"report: {paths['result']} and {paths['timeline']}", err=True)
     if as_json:

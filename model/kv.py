@@ -100,6 +100,8 @@ def keys_at(state: StoreState, key: bytes, range_end: bytes, revision: int) -> l
     """The key-values in range at `revision` (<= 0: now), sorted by key. Checked revision."""
     if not range_end:
         current = state.live.get(key)
+        if not 0 < revision < state.revision:  # one key now: no history to walk back
+            return [] if current is None else [current]
         found: dict[bytes, KeyValue | None] = {key: current} if current is not None else {}
     else:
         found = {k: kv for k, kv in state.live.items() if in_range(k, key, range_end)}

@@ -118,7 +118,13 @@ class HistoryNode:
         # The hash covers the revision, each event's key, value and type, and the parent
         # (bytes cache their own hash, so this is cheap); __eq__ of StoreState compares
         # the events themselves.
-        summary = tuple((e.kv.key, e.kv.value, e.type is EventType.PUT) for e in events)
+        if len(events) == 1:  # a put's or a single delete's node: the same tuple, sooner
+            kv = events[0].kv
+            summary: tuple[tuple[bytes, bytes, bool], ...] = (
+                (kv.key, kv.value, events[0].type is EventType.PUT),
+            )
+        else:
+            summary = tuple((e.kv.key, e.kv.value, e.type is EventType.PUT) for e in events)
         self.hash: int = hash((revision, summary, None if parent is None else parent.hash))
 
     def describe(self) -> str:
@@ -484,6 +490,20 @@ def _put(
     """A plain put whose checks have passed: what `WriteTxn.put` then `_commit` give
     (one write op, so no bug changes it), built directly; the checker's search applies
     tens of thousands of puts and the working copy's bookkeeping was half their cost."""
+    new_state, kv, old = put_state(state, request)
+    prev = kv if bugs.on("prev_kv_from_new_revision") else old  # (a mutation)
+    return new_state, PutResponse(
+        ResponseHeader(new_state.revision), prev if request.prev_kv else None
+    )
+
+
+def put_state(
+    state: StoreState, request: PutRequest
+) -> tuple[StoreState, KeyValue, KeyValue | None]:
+    """The state after a plain put whose checks (`check_put_request`,
+    `check_put_against`) have passed, the key-value it wrote and the one it replaced:
+    `apply`'s state without building its response (the checker's search compares the
+    recorded response's revision itself)."""
     key = request.key
     old = state.live.get(key)
     revision = state.revision + 1
@@ -509,8 +529,7 @@ def _put(
         config=state.config,
         auth=state.auth,
     )
-    prev = kv if bugs.on("prev_kv_from_new_revision") else old  # (a mutation)
-    return new_state, PutResponse(ResponseHeader(revision), prev if request.prev_kv else None)
+    return new_state, kv, old
 
 
 def _commit(state: StoreState, txn: WriteTxn, leases: LeaseTable | None = None) -> StoreState:

@@ -1,0 +1,103 @@
+"""EtcdModel.step builds a plain put's state directly (`put_state`) and compares the
+recorded response itself: every step the search takes must answer what `apply` and a
+whole-response comparison answer (the step before that fast path)."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from etcdspec.checker.history import Operation, build_history
+from etcdspec.checker.linearizability import check_linearizable
+from etcdspec.checker.model_etcd import EtcdModel
+from etcdspec.checker.models import PreparedOp
+from etcdspec.checker.simulate import simulate_etcd
+from etcdspec.model.errors import StoreError
+from etcdspec.model.requests import KeyValue, PutRequest, PutResponse, ResponseHeader
+from etcdspec.model.store import apply, initial_state
+from etcdspec.verdict import Verdict
+
+
+def _applied(state: Any, request: Any, observed: Any) -> list[Any]:
+    """The step of a put as `apply` answers it."""
+    try:
+        new_state, response = apply(state, request)
+    except StoreError:
+        return []
+    if observed is not None and response != observed:
+        return []
+    return [new_state]
+
+
+class _Compared(EtcdModel):
+    """The etcd model whose every put step is checked against `_applied`, with the
+    recorded response as it is and altered (a revision off by one, a prev_kv)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.puts = 0
+
+    def step(self, state: Any, prepared: PreparedOp) -> list[Any]:
+        found = super().step(state, prepared)
+        request, observed = prepared.payload
+        if type(request) is PutRequest and prepared.op.user is None:
+            self.puts += 1
+            assert found == _applied(state, request, observed)
+            if isinstance(observed, PutResponse):
+                for other in (
+                    replace(observed, header=ResponseHeader(observed.header.revision + 1)),
+                    replace(observed, prev_kv=KeyValue(request.key, 1, 1, 1, b"x", 0)),
+                ):
+                    altered = prepared._replace(payload=(request, other))
+                    assert super().step(state, altered) == _applied(state, request, other)
+        return found
+
+
+@pytest.mark.parametrize(
+    ("seed", "processes", "fault", "leases", "watch"),
+    [
+        (1, 5, None, False, False),
+        (2, 30, None, True, True),
+        (3, 12, "stale_read", True, False),
+        (4, 8, "lost_write", False, True),
+        (5, 20, "revision_backwards", True, True),
+    ],
+)
+def test_every_put_step_of_a_search_is_apply_s(
+    seed: int, processes: int, fault: str | None, leases: bool, watch: bool
+) -> None:
+    events = simulate_etcd(
+        seed, ops=250, processes=processes, info_rate=0.15, fault=fault, leases=leases,
+        watch=watch,
+    )  # fmt: skip
+    history = build_history(events)
+    model = _Compared()
+    result = check_linearizable(model, history.operations)
+    assert result.verdict is not Verdict.UNKNOWN
+    assert model.puts > 0  # a refuted history may stop after a few
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        PutRequest(b"a", b"1"),
+        PutRequest(b"", b"1"),  # refused: an empty key
+        PutRequest(b"a", b"1", prev_kv=True),
+        PutRequest(b"a", b"1", lease=7),  # refused: no such lease
+        PutRequest(b"a", b"", ignore_value=True),  # refused on a missing key
+        PutRequest(b"b", b"2", ignore_lease=True),
+    ],
+)
+def test_put_shapes_step_as_apply_answers(request_: PutRequest) -> None:
+    model = EtcdModel()
+    state = apply(initial_state(), PutRequest(b"b", b"0"))[0]
+    op = Operation(0, 1, "put", {}, "ok", {}, 0, 1, 0, 1, 0, 1)
+    answers = [None, PutResponse(ResponseHeader(3)), PutResponse(ResponseHeader(2))]
+    with contextlib.suppress(StoreError):  # the answer of a put apply allows
+        answers.append(apply(state, request_)[1])
+    for observed in answers:
+        prepared = PreparedOp(op, (request_, observed))
+        assert model.step(state, prepared) == _applied(state, request_, observed)
