@@ -23,7 +23,7 @@ SPEC_DIR = Path(__file__).parent
 # (etcdspec.spec.prove.Prover): before, its model searches cost 10x more after raft's
 # proof in the same process (docs/benchmarks.md, issue 23).
 # raft_member.spec (Raft with configuration changes) is proved by `verify`'s spec stage
-# (etcdspec.spec.stage.STAGE_SPECS), not by default here: its proof takes tens of seconds.
+# (etcdspec.spec.stage.STAGE_SPECS), not by default here: its proof takes about 6 s.
 SPEC_NAMES = ("raft", "raft_steps", "mvcc", "lease", "auth", "raft_member")
 BUILTIN_SPECS = ("raft", "raft_steps", "mvcc", "lease", "auth")
 

@@ -26,8 +26,13 @@ from etcdspec.workers import open_pool
 
 TIMEOUT_MS = 30_000
 # The default set of `etcdspec prove`, and raft_member (membership changes, issue 19):
-# its proof is complete but takes tens of seconds, too long for `prove`'s default.
+# its proof is complete but takes about 6 s, over the 5 s of `prove`'s default set.
 STAGE_SPECS = (*BUILTIN_SPECS, "raft_member")
+# raft_member in one process: its hinted queries' cost depends on the encoding's fresh
+# names, hence on the order a process meets the obligations; the serial order is fixed,
+# so its verdict is too (about 6 s; with 2 processes 1 run in 11 had a hint past its
+# budget, and that query's full version is unknown).
+STAGE_JOBS = {"raft_member": 1}
 
 
 def run_stage(options: StageOptions) -> StageResult:
@@ -37,7 +42,10 @@ def run_stage(options: StageOptions) -> StageResult:
     pool = open_pool(options.workers, options.cluster, options.worker_memory_mb)
     try:
         if pool is None:
-            reports = [prove(load_spec(name), TIMEOUT_MS) for name in STAGE_SPECS]
+            reports = [
+                prove(load_spec(name), TIMEOUT_MS, jobs=STAGE_JOBS.get(name))
+                for name in STAGE_SPECS
+            ]
             bug_reports = [(bug, catch(bug)) for bug in SEEDED_BUGS]
         else:
             reports = [prove_distributed(load_spec(n), pool, TIMEOUT_MS) for n in STAGE_SPECS]
