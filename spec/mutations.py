@@ -42,6 +42,7 @@ SEEDED_BUGS: tuple[SeededBug, ...] = (
     SeededBug("lease", "keepalive_after_expiry", "keepalive", "keepalive_honoured"),
     SeededBug("auth", "revoke_no_bump", "revoke_permission", "snapshot_current"),
     SeededBug("auth", "stale_token", "access", "access_in_force"),
+    SeededBug("raft_member", "no_term_commit", "propose_config", "entry_config"),
 )
 
 

@@ -1,8 +1,8 @@
 """The `spec` stage of `etcdspec verify`: prove the built-in specs, catch every seeded bug.
 
-`run_stage(options)` proves raft, raft_steps, mvcc, lease and auth (every obligation),
-then checks that each seeded mutation (etcdspec.spec.mutations) yields a counterexample
-to induction.
+`run_stage(options)` proves raft, raft_steps, mvcc, lease, auth and raft_member (every
+obligation; `STAGE_SPECS`), then checks that each seeded mutation
+(etcdspec.spec.mutations) yields a counterexample to induction.
 With `options.workers` (more than 1) or `options.cluster`, the obligations and the
 seeded bugs are answered as tasks on that Dask pool (etcdspec.spec.distributed_prove).
 Verdict: TRUE when all proofs hold and every seeded bug is caught; FALSE when a proof
@@ -25,6 +25,14 @@ from etcdspec.verdict import Verdict
 from etcdspec.workers import open_pool
 
 TIMEOUT_MS = 30_000
+# The default set of `etcdspec prove`, and raft_member (membership changes, issue 19):
+# its proof is complete but takes about 6 s, over the 5 s of `prove`'s default set.
+STAGE_SPECS = (*BUILTIN_SPECS, "raft_member")
+# raft_member in one process: its hinted queries' cost depends on the encoding's fresh
+# names, hence on the order a process meets the obligations; the serial order is fixed,
+# so its verdict is too (about 6 s; with 2 processes 1 run in 11 had a hint past its
+# budget, and that query's full version is unknown).
+STAGE_JOBS = {"raft_member": 1}
 
 
 def run_stage(options: StageOptions) -> StageResult:
@@ -34,10 +42,13 @@ def run_stage(options: StageOptions) -> StageResult:
     pool = open_pool(options.workers, options.cluster, options.worker_memory_mb)
     try:
         if pool is None:
-            reports = [prove(load_spec(name), TIMEOUT_MS) for name in BUILTIN_SPECS]
+            reports = [
+                prove(load_spec(name), TIMEOUT_MS, jobs=STAGE_JOBS.get(name))
+                for name in STAGE_SPECS
+            ]
             bug_reports = [(bug, catch(bug)) for bug in SEEDED_BUGS]
         else:
-            reports = [prove_distributed(load_spec(n), pool, TIMEOUT_MS) for n in BUILTIN_SPECS]
+            reports = [prove_distributed(load_spec(n), pool, TIMEOUT_MS) for n in STAGE_SPECS]
             bug_reports = list(zip(SEEDED_BUGS, catch_distributed(SEEDED_BUGS, pool), strict=True))
     finally:
         if pool is not None:
@@ -54,7 +65,7 @@ def run_stage(options: StageOptions) -> StageResult:
     obligations = sum(len(r.results) for r in reports)
     proved = sum(1 for r in reports for x in r.results if x.verdict is Verdict.TRUE)
     summary = (
-        f"{proved}/{obligations} obligations proved ({', '.join(BUILTIN_SPECS)}); "
+        f"{proved}/{obligations} obligations proved ({', '.join(STAGE_SPECS)}); "
         f"{len(SEEDED_BUGS) - len(missed)}/{len(SEEDED_BUGS)} seeded bugs caught"
     )
     document = {

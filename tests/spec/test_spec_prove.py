@@ -4,18 +4,19 @@ induction; witnesses are satisfiable and catch actions that can never fire; Z3's
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 from spec_toy import toy_spec
 
 from etcdspec.spec.discharge import symbols_of
-from etcdspec.spec.loader import BUILTIN_SPECS, load_spec, load_text
+from etcdspec.spec.loader import load_spec, load_text
 from etcdspec.spec.mutations import SEEDED_BUGS as CATALOGUE
 from etcdspec.spec.mutations import SeededBug, catch
 from etcdspec.spec.proof_report import CheckKind
 from etcdspec.spec.prove import prove
-from etcdspec.spec.stage import run_stage
+from etcdspec.spec.stage import STAGE_SPECS, run_stage
 from etcdspec.stage import StageOptions
 from etcdspec.verdict import Verdict
 
@@ -54,9 +55,16 @@ def test_seeded_mutation_gives_counterexample_to_induction(
     assert trace["states"][1]["#meta"]["action"].startswith(action)
 
 
+# raft_member's two_in_flight is refuted by a concrete run on the finite evaluator
+# (tests/spec/test_spec_raft_member.py), not by the prover: its counterexample to
+# induction needs more indexes than the finite search reaches (the spec's header)
+NOT_PROVER_REFUTED = {("raft_member", "two_in_flight")}
+
+
 def test_every_mutation_of_the_specs_is_in_the_bug_table() -> None:
-    declared = {(s, m) for s in BUILTIN_SPECS for m in load_spec(s).spec.mutation_names()}
-    assert declared == {(s, m) for s, m, _, _ in SEEDED_BUGS}
+    declared = {(s, m) for s in STAGE_SPECS for m in load_spec(s).spec.mutation_names()}
+    assert declared >= NOT_PROVER_REFUTED
+    assert declared - NOT_PROVER_REFUTED == {(s, m) for s, m, _, _ in SEEDED_BUGS}
 
 
 def test_toy_cti_is_in_the_specs_vocabulary() -> None:
@@ -107,10 +115,15 @@ def test_timeout_is_unknown_never_proved() -> None:
 def test_spec_stage_proves_and_catches_every_seeded_bug(tmp_path: Path) -> None:
     result = run_stage(StageOptions(report_dir=tmp_path, quick=True))
     assert result.verdict is Verdict.TRUE, result.details
-    assert result.details["specs"] == dict.fromkeys(BUILTIN_SPECS, True)
+    assert result.details["specs"] == dict.fromkeys(STAGE_SPECS, True)
+    assert "raft_member" in result.summary
     assert result.name == "spec"
     assert f"{len(CATALOGUE)}/{len(CATALOGUE)} seeded bugs caught" in result.summary
-    assert (tmp_path / "spec" / "proofs.json").is_file()
+    proofs = json.loads((tmp_path / "spec" / "proofs.json").read_text())["proofs"]
+    # raft_member's whole proof (issue 19), each obligation by rule or by its hint
+    member = next(p for p in proofs if p["spec"] == "raft_member")
+    assert member["valid"] is True and len(member["results"]) == 621
+    assert member["routes"]["fallback"] == member["routes"]["stale"] == 0
 
 
 def test_frame_obligations_are_only_those_with_untouched_symbols() -> None:

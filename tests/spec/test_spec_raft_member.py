@@ -20,7 +20,7 @@ from etcdspec.spec.evaluator import Instance, enabled, holds, initial, step, vio
 from etcdspec.spec.hints import Route
 from etcdspec.spec.loader import SPEC_NAMES, LoadedSpec, load_spec, resolve
 from etcdspec.spec.parser import parse_spec
-from etcdspec.spec.printer import print_spec
+from etcdspec.spec.printer import print_decl, print_spec
 from etcdspec.spec.proof_report import CheckKind
 from etcdspec.spec.prove import prove
 from etcdspec.verdict import Verdict
@@ -59,6 +59,7 @@ def instance(
 def initial_state(inst: Instance) -> dict[str, Any]:
     nodes, terms = inst.universes["node"], inst.universes["term"]
     entries = [(i, t) for i in inst.universes["index"] for t in terms]
+    pairs = [(*x, *y) for x in entries for y in entries]
     empty: set[Any] = set()
     return {
         "current_term": {(n, 0) for n in nodes},
@@ -82,6 +83,9 @@ def initial_state(inst: Instance) -> dict[str, Any]:
         "elected_term": dict.fromkeys(terms, 0),
         "leader_log": empty,
         "committed_at": empty,
+        "change_base": dict.fromkeys(pairs, 0),
+        "change_index": dict.fromkeys(pairs, 0),
+        "change_term": dict.fromkeys(pairs, 0),
     }
 
 
@@ -265,9 +269,11 @@ def test_each_mutation_changes_only_the_configuration_rule(mutation: str) -> Non
 
 
 def test_election_safety_is_proved_for_any_cluster_size_and_the_spec_is_not_vacuous() -> None:
-    # Of the whole proof (not complete: the spec's header lists what is not proved yet),
-    # election safety by every action, every action able to fire, both witnesses (a
-    # committed configuration change among them); the cores are raft_member.hints'.
+    # Of the whole proof (all of it runs in `verify`'s spec stage,
+    # tests/spec/test_spec_prove.py), election safety by every action, every action able
+    # to fire (propose_config too, with config_change_committed among the properties: its
+    # witnesses are ghost functions, not an existential), both witnesses (a committed
+    # configuration change among them); the cores are raft_member.hints'.
     report = prove(load_spec("raft_member"), only=["election_safety"], jobs=1)
     failures = [r.label() for r in report.results if r.verdict is not Verdict.TRUE]
     assert report.verdict is Verdict.TRUE, failures
@@ -275,6 +281,8 @@ def test_election_safety_is_proved_for_any_cluster_size_and_the_spec_is_not_vacu
     assert kinds == {CheckKind.INIT, CheckKind.PRESERVE, CheckKind.ENABLED, CheckKind.WITNESS}
     witnesses = {r.subject for r in report.results if r.kind is CheckKind.WITNESS}
     assert witnesses == {"elect_and_commit", "change_configuration"}
+    enabled = {r.subject for r in report.results if r.kind is CheckKind.ENABLED}
+    assert enabled == {a.name for a in load_spec("raft_member").spec.actions()}
 
 
 def test_the_winner_lemma_is_preserved_by_a_new_vote() -> None:
@@ -290,23 +298,49 @@ def test_the_winner_lemma_is_preserved_by_a_new_vote() -> None:
     assert report.verdict is Verdict.TRUE, [r.label() for r in report.results]
 
 
-@pytest.mark.parametrize("prop", ["stale_configs_blocked", "choosable_later_leaders"])
-def test_a_new_entry_keeps_the_configuration_lemmas(prop: str) -> None:
-    # Formerly unknown: a leader's new entry (propose) can neither make a stale
-    # configuration's quorum able to win nor be chosen behind a later term's back; the
-    # case analysis the spec's header gives, with raft_member.hints' cores, each query
-    # in a context of its own (the verdict must not depend on what was asked before).
+# The obligations this spec's proof closed last: a leader's new entry (propose) or
+# configuration change (propose_config) can neither make a stale configuration's quorum
+# able to win nor be chosen behind a later term's back (the case analysis of the spec's
+# header; by propose_config through config_change_committed), and that lemma is kept by
+# both. Each by raft_member.hints' core, each query in a context of its own (the
+# verdict must not depend on what was asked before).
+CLOSED_LAST = ["stale_configs_blocked", "choosable_later_leaders", "config_change_committed"]
+
+
+@pytest.mark.parametrize("action", ["propose", "propose_config"])
+def test_a_new_entry_keeps_the_configuration_lemmas(action: str) -> None:
     report = prove(
         load_spec("raft_member"),
-        only=[prop],
-        actions=["propose"],
+        only=CLOSED_LAST,
+        actions=[action],
         jobs=1,
         witnesses=False,
         isolated=True,
     )
     assert report.verdict is Verdict.TRUE, [r.label() for r in report.results]
-    routes = [r.route for r in report.results if r.kind is CheckKind.PRESERVE]
-    assert routes == [Route.HINT]
+    routes = {r.subject: r.route for r in report.results if r.kind is CheckKind.PRESERVE}
+    assert routes == dict.fromkeys(CLOSED_LAST, Route.HINT)
+
+
+def test_the_change_lemma_names_its_witnesses_by_ghost_functions() -> None:
+    # every hypothesis of config_change_committed is universal: the change after x in
+    # y's log is named by change_base/change_index/change_term, set by the two actions
+    # that append entries (and nothing else writes them)
+    loaded = load_spec("raft_member")
+    lemma = next(p for p in loaded.spec.properties() if p.name == "config_change_committed")
+    define = next(
+        d for d in loaded.spec.decls if isinstance(d, ast.DefineDecl) and d.name == "change_after"
+    )
+    assert "change_after(" in print_decl(lemma)
+    assert all("exists" not in print_decl(d) for d in (lemma, define))
+    ghosts = {"change_base", "change_index", "change_term"}
+    writers = {
+        a.name
+        for a in loaded.spec.actions()
+        for s in a.body
+        if isinstance(s, ast.Assign) and s.target in ghosts
+    }
+    assert writers == {"propose", "propose_config"}
 
 
 def test_the_prover_refutes_a_configuration_change_before_a_term_commit() -> None:
