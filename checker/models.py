@@ -207,9 +207,14 @@ def reads_and_writes_before(
     """Each ok read's index in `ops`, in the order they returned, with the writes (every
     other operation) invoked since the previous read returned and before this one did:
     what an `impossible` sweep adds to what a read's value may come from."""
-    reads = [i for i, p in enumerate(ops) if p.op.type == "ok" and is_read(p)]
+    reads: list[int] = []
+    writes: list[int] = []
+    for i, p in enumerate(ops):  # one pass, `is_read` asked once per operation
+        if not is_read(p):
+            writes.append(i)
+        elif p.op.type == "ok":
+            reads.append(i)
     reads.sort(key=lambda i: ops[i].op.ret or 0)
-    writes = [i for i, p in enumerate(ops) if not is_read(p)]
     writes.sort(key=lambda i: ops[i].op.call)
     taken = 0
     for read in reads:
