@@ -383,10 +383,9 @@ class _Search:
 
     @cached_property
     def ok_by_ret(self) -> list[int]:
-        rets = [p.op.ret for p in self.items]
-        found = [i for i, ret in enumerate(rets) if ret is not None]
-        found.sort(key=rets.__getitem__)  # stable: ties stay in index order
-        return found
+        returned = [(p.op.ret, i) for i, p in enumerate(self.items) if p.op.ret is not None]
+        returned.sort()  # by position, then index: a stable sort by position
+        return [i for _, i in returned]
 
     @cached_property
     def by_call(self) -> list[int]:

@@ -207,22 +207,24 @@ def reads_and_writes_before(
     """Each ok read's index in `ops`, in the order they returned, with the writes (every
     other operation) invoked since the previous read returned and before this one did:
     what an `impossible` sweep adds to what a read's value may come from."""
-    reads: list[int] = []
-    writes: list[int] = []
+    reads: list[tuple[int, int]] = []  # (return position, index)
+    writes: list[tuple[int, int]] = []  # (call position, index)
     for i, p in enumerate(ops):  # one pass, `is_read` asked once per operation
+        op = p.op
         if not is_read(p):
-            writes.append(i)
-        elif p.op.type == "ok":
-            reads.append(i)
-    reads.sort(key=lambda i: ops[i].op.ret or 0)
-    writes.sort(key=lambda i: ops[i].op.call)
+            writes.append((op.call, i))
+        elif op.type == "ok":
+            reads.append((op.ret or 0, i))
+    reads.sort()  # by position, then index: the order of a stable sort by position
+    writes.sort()
+    calls = [call for call, _ in writes]
+    order = [i for _, i in writes]
     taken = 0
-    for read in reads:
-        ret = ops[read].op.ret or 0
-        start = taken
-        while taken < len(writes) and ops[writes[taken]].op.call < ret:
-            taken += 1
-        yield read, writes[start:taken]
+    for ret, read in reads:
+        # the writes invoked before this read returned (calls sorted: the next ones)
+        end = bisect.bisect_left(calls, ret, taken)
+        yield read, order[taken:end]
+        taken = end
 
 
 def overwritten_reads(

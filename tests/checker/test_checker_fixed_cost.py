@@ -8,6 +8,9 @@ fixed cost per check) decide as the paths they replace.
   of many partitions gives the same result with no limit, with a time limit, and with a
   memory bound (each turn then calls `clock.check`); a spent time limit is still seen,
   and is unknown, never a pass.
+- The register model's `impossible` (one pass over the writes, one over the reads) finds
+  what the read-by-read sweep over `reads_and_writes_before` finds, in the same order,
+  on Hypothesis histories and on simulated ones with stale reads and lost writes.
 - Fused partitions the first turns linearize get no `_Search`: the whole result is the
   one the separate passes give (tests/checker/test_checker_compiled_core.py covers the
   other shapes), and a history whose later partition needs more turns still reports
@@ -17,17 +20,19 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
+import history_strategies
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 from etcdspec.checker import _wgl, compiled_search, linearizability  # type: ignore[attr-defined]
 from etcdspec.checker.budget import Budget
 from etcdspec.checker.history import build_history
 from etcdspec.checker.linearizability import check_linearizable
-from etcdspec.checker.models import get_model
-from etcdspec.checker.simulate import simulate_kv
+from etcdspec.checker.models import PreparedOp, get_model, reads_and_writes_before
+from etcdspec.checker.simulate import REGISTER_FAULTS, simulate_kv, simulate_register
 from etcdspec.verdict import Verdict
 
 
@@ -141,3 +146,78 @@ def test_first_turns_takes_an_infinite_deadline(monkeypatch: pytest.MonkeyPatch)
             2, parts, 1 << 20, 1 << 20, lambda calls=calls: calls.append(1), RuntimeError, deadline
         )
         assert (len(done), out, len(calls)) == (6, 0, expected)
+
+
+def _swept(ops: list[PreparedOp]) -> list[int]:
+    """The impossible reads as the read-by-read sweep finds them (the earlier code)."""
+    written: set[Any] = set()
+    found = []
+    for read, writes in reads_and_writes_before(ops, lambda p: p.payload[1] == "read"):
+        for write in writes:
+            _, f, arg = ops[write].payload
+            written.add(arg if f == "write" else arg[1])
+        value = ops[read].payload[2]
+        if value is not None and value not in written:
+            found.append(read)
+    return found
+
+
+def _impossible_agrees(ops: list[Any]) -> int:
+    model = get_model("register")
+    items = model.prepare_all(ops)[0]
+    groups = model.partitions(items) or {None: items}
+    count = 0
+    for part in groups.values():
+        found = [read for read, _ in model.impossible(part)]
+        assert found == _swept(part)
+        count += len(found)
+    return count
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    ops=history_strategies.histories(
+        "register",
+        max_events=16,
+        register_values=[None, 1, 2, 3, 1.0, True],
+        kv_values=[None],
+        put_texts=[""],
+    )
+)
+def test_register_impossible_is_the_sweep_on_drawn_histories(ops: list[Any]) -> None:
+    _impossible_agrees(ops)
+
+
+def test_register_impossible_is_the_sweep_on_simulated_histories() -> None:
+    found = 0
+    for seed in range(12):
+        for fault in (None, *REGISTER_FAULTS):
+            try:
+                events = simulate_register(seed, ops=120, processes=4, info_rate=0.1, fault=fault)
+            except ValueError:  # the fault never applied at this seed
+                continue
+            ops = list(build_history(events).operations)
+            found += _impossible_agrees(ops)
+            # an early read made to answer the last write's value (written only later)
+            last = next(op for op in reversed(ops) if op.f == "write" and op.type == "ok")
+            early = next(i for i, op in enumerate(ops) if op.f == "read" and op.type == "ok")
+            ops[early] = replace(ops[early], response=last.request)
+            found += _impossible_agrees(ops)
+    assert found > 0  # the comparison saw impossible reads
+    # a read of a value written only later (invoked after the read returned)
+    model = get_model("register")
+    ops = [
+        _reg(0, "read", None, 7, call=0, ret=1),
+        _reg(1, "write", 7, None, call=2, ret=3),
+        _reg(2, "read", None, 7, call=4, ret=5),
+    ]
+    assert [read for read, _ in model.impossible(model.prepare_all(ops)[0])] == [0]
+    assert _impossible_agrees(ops) == 1
+
+
+def _reg(i: int, f: str, request: Any, response: Any, call: int, ret: int) -> Any:
+    from etcdspec.checker.history import Operation
+
+    return Operation(i, 0, f, request, "ok", response, call, ret, call, ret, call, ret)
