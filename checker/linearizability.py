@@ -383,7 +383,8 @@ class _Search:
 
     @cached_property
     def ok_by_ret(self) -> list[int]:
-        returned = [(p.op.ret, i) for i, p in enumerate(self.items) if p.op.ret is not None]
+        rets = [p.op.ret for p in self.items]
+        returned = [(ret, i) for i, ret in enumerate(rets) if ret is not None]
         returned.sort()  # by position, then index: a stable sort by position
         return [i for _, i in returned]
 
