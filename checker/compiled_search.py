@@ -41,7 +41,9 @@ Contract:
   decide or reject, a value not None/bool/int/float/str, NaN, a position not an int)
   makes it return None, and the separate passes above run, with their items and errors.
   The fused partitions' first turns run in one C call (`compiled_first_turns`, in the
-  turns loop's order, with its budget checks) for as long as each linearizes: their
+  turns loop's order, with its budget checks; the time limit tested in C, so
+  `clock.check` is called only once it is passed or when the budget has a memory
+  bound) for as long as each linearizes: their
   results (operation ids, the stepper's state, steps, each one's own seconds) come back
   together; the first partition that is not linearized there goes to the turns loop,
   its Search where the turn left it.
