@@ -156,9 +156,10 @@ class RegisterModel(CheckModel):
 
         One pass over the writes (each value's earliest call position; those invoked
         after the last read returned are never looked at, as a sweep read by read would
-        not), then one over the reads: what `reads_and_writes_before`'s sweep decides,
-        without a Python step per read and write pair (a refuted register partition's
-        sweep was most of its check: docs/benchmarks.md, Session 16: the fixed cost)."""
+        not), then one over the reads: what that sweep (tests/checker/
+        test_checker_fixed_cost.py keeps it as the reference) decides, without a Python
+        step per read and write pair (a refuted register partition's sweep was most of
+        its check: docs/benchmarks.md, Session 16: the fixed cost per check)."""
         reads = [
             (p.op.ret or 0, i)
             for i, p in enumerate(ops)

@@ -21,7 +21,7 @@ Contract:
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from etcdspec.checker.history import Operation
@@ -199,32 +199,6 @@ def prepare_into(model: CheckModel, op: Operation, out: list[PreparedOp]) -> int
         return 1
     out.append(item)
     return 0
-
-
-def reads_and_writes_before(
-    ops: Sequence[PreparedOp], is_read: Callable[[PreparedOp], bool]
-) -> Iterator[tuple[int, list[int]]]:
-    """Each ok read's index in `ops`, in the order they returned, with the writes (every
-    other operation) invoked since the previous read returned and before this one did:
-    what an `impossible` sweep adds to what a read's value may come from."""
-    reads: list[tuple[int, int]] = []  # (return position, index)
-    writes: list[tuple[int, int]] = []  # (call position, index)
-    for i, p in enumerate(ops):  # one pass, `is_read` asked once per operation
-        op = p.op
-        if not is_read(p):
-            writes.append((op.call, i))
-        elif op.type == "ok":
-            reads.append((op.ret or 0, i))
-    reads.sort()  # by position, then index: the order of a stable sort by position
-    writes.sort()
-    calls = [call for call, _ in writes]
-    order = [i for _, i in writes]
-    taken = 0
-    for ret, read in reads:
-        # the writes invoked before this read returned (calls sorted: the next ones)
-        end = bisect.bisect_left(calls, ret, taken)
-        yield read, order[taken:end]
-        taken = end
 
 
 def overwritten_reads(

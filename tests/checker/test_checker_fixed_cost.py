@@ -8,9 +8,10 @@ fixed cost per check) decide as the paths they replace.
   of many partitions gives the same result with no limit, with a time limit, and with a
   memory bound (each turn then calls `clock.check`); a spent time limit is still seen,
   and is unknown, never a pass.
-- The register model's `impossible` (one pass over the writes, one over the reads) finds
-  what the read-by-read sweep over `reads_and_writes_before` finds, in the same order,
-  on Hypothesis histories and on simulated ones with stale reads and lost writes.
+- The register and kv models' `impossible` (one pass over the writes, one over the
+  reads) finds what the read-by-read sweep (the earlier code, kept here as the
+  reference) finds, in the same order, on Hypothesis histories and on simulated ones
+  with a read made to answer a value written only later.
 - Fused partitions the first turns linearize get no `_Search`: the whole result is the
   one the separate passes give (tests/checker/test_checker_compiled_core.py covers the
   other shapes), and a history whose later partition needs more turns still reports
@@ -20,18 +21,20 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, replace
 from typing import Any
 
 import history_strategies
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from etcdspec.checker import _wgl, compiled_search, linearizability  # type: ignore[attr-defined]
 from etcdspec.checker.budget import Budget
 from etcdspec.checker.history import build_history
 from etcdspec.checker.linearizability import check_linearizable
-from etcdspec.checker.models import PreparedOp, get_model, reads_and_writes_before
+from etcdspec.checker.models import PreparedOp, get_model
 from etcdspec.checker.simulate import REGISTER_FAULTS, simulate_kv, simulate_register
 from etcdspec.verdict import Verdict
 
@@ -148,8 +151,26 @@ def test_first_turns_takes_an_infinite_deadline(monkeypatch: pytest.MonkeyPatch)
         assert (len(done), out, len(calls)) == (6, 0, expected)
 
 
+def reads_and_writes_before(
+    ops: list[PreparedOp], is_read: Callable[[PreparedOp], bool]
+) -> Iterator[tuple[int, list[int]]]:
+    """Each ok read's index, in the order they returned, with the writes (every other
+    operation) invoked since the previous read returned and before this one did."""
+    reads = [i for i, p in enumerate(ops) if p.op.type == "ok" and is_read(p)]
+    reads.sort(key=lambda i: ops[i].op.ret or 0)
+    writes = [i for i, p in enumerate(ops) if not is_read(p)]
+    writes.sort(key=lambda i: ops[i].op.call)
+    taken = 0
+    for read in reads:
+        ret = ops[read].op.ret or 0
+        start = taken
+        while taken < len(writes) and ops[writes[taken]].op.call < ret:
+            taken += 1
+        yield read, writes[start:taken]
+
+
 def _swept(ops: list[PreparedOp]) -> list[int]:
-    """The impossible reads as the read-by-read sweep finds them (the earlier code)."""
+    """The register's impossible reads as the read-by-read sweep finds them."""
     written: set[Any] = set()
     found = []
     for read, writes in reads_and_writes_before(ops, lambda p: p.payload[1] == "read"):
@@ -162,32 +183,70 @@ def _swept(ops: list[PreparedOp]) -> list[int]:
     return found
 
 
-def _impossible_agrees(ops: list[Any]) -> int:
-    model = get_model("register")
+def _swept_kv(ops: list[PreparedOp]) -> list[int]:
+    """kv's impossible gets as the get-by-get sweep finds them."""
+    puts: set[str] = set()
+    appends: dict[int, set[str]] = {}
+    found = []
+    for read, writes in reads_and_writes_before(ops, lambda p: p.payload[1] == "get"):
+        for write in writes:
+            _, f, arg = ops[write].payload
+            if f == "put":
+                puts.add(arg)
+            else:
+                appends.setdefault(len(arg), set()).add(arg)
+        value = ops[read].payload[2]
+        if value is None or value in puts or (value == "" and 0 in appends):
+            continue
+        if any(0 < n <= len(value) and value[-n:] in ends for n, ends in appends.items()):
+            continue
+        found.append(read)
+    return found
+
+
+def _impossible_agrees(ops: list[Any], model_name: str = "register") -> int:
+    model = get_model(model_name)
     items = model.prepare_all(ops)[0]
     groups = model.partitions(items) or {None: items}
+    swept = _swept if model_name == "register" else _swept_kv
     count = 0
     for part in groups.values():
         found = [read for read, _ in model.impossible(part)]
-        assert found == _swept(part)
+        assert found == swept(part)
         count += len(found)
     return count
 
 
+@pytest.mark.parametrize("model", ["register", "kv"])
 @settings(
     max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(
-    ops=history_strategies.histories(
-        "register",
-        max_events=16,
-        register_values=[None, 1, 2, 3, 1.0, True],
-        kv_values=[None],
-        put_texts=[""],
+@given(data=st.data())
+def test_impossible_is_the_sweep_on_drawn_histories(model: str, data: st.DataObject) -> None:
+    ops = data.draw(
+        history_strategies.histories(
+            model,
+            max_events=16,
+            register_values=[None, 1, 2, 3, 1.0, True],
+            kv_values=[None, "", "1", "2", "1,2", ",1", ",2", "2,1", ",1,2", "9"],
+            put_texts=["1", "2", ""],
+        )
     )
-)
-def test_register_impossible_is_the_sweep_on_drawn_histories(ops: list[Any]) -> None:
-    _impossible_agrees(ops)
+    _impossible_agrees(ops, model)
+
+
+def test_kv_impossible_is_the_sweep_on_simulated_histories() -> None:
+    found = 0
+    for seed in range(8):
+        ops = _kv(seed, 200, 4, keys=3)
+        found += _impossible_agrees(ops, "kv")
+        # an early get made to answer the last put's or append's value (written later)
+        last = next(op for op in reversed(ops) if op.f != "get" and op.type == "ok")
+        early = next(i for i, op in enumerate(ops) if op.f == "get" and op.type == "ok")
+        response = {**ops[early].response, "value": last.request["value"]}
+        ops[early] = replace(ops[early], response=response)
+        found += _impossible_agrees(ops, "kv")
+    assert found > 0  # the comparison saw impossible gets
 
 
 def test_register_impossible_is_the_sweep_on_simulated_histories() -> None:
