@@ -1730,7 +1730,7 @@ done:
 
 /* ---- The fused partitions' first turns, driven in C ------------------------------
  *
- * first_turns(code, parts, turn, check_every, check, out_of_budget)
+ * first_turns(code, parts, turn, check_every, check, out_of_budget, deadline)
  *   -> (done, stopped_seconds, out): parts are the fused partitions (ops, search, values,
  *   ...) in turn order. Each gets its first turn as compiled_search.compiled_first_turn
  *   runs it: check() first, then the search in runs of at most check_every steps with
@@ -1786,8 +1786,13 @@ static PyObject *stepped_state(int code, PyObject *op, PyObject *values, int32_t
     return PyUnicode_Concat(head, a);
 }
 
-/* check(): 0 passed, 2 `out_of_budget` raised (cleared), -1 any other error. */
-static int call_check(PyObject *check, PyObject *out_of_budget) {
+/* check(): 0 passed, 2 `out_of_budget` raised (cleared), -1 any other error. Not called
+ * while the clock is before `deadline` (CLOCK_MONOTONIC, as time.monotonic): the caller
+ * passes its time limit when check() tests nothing else, -inf when it must always run
+ * (a memory bound); so a check of many small partitions makes no Python call per turn. */
+static int call_check(PyObject *check, PyObject *out_of_budget, double deadline) {
+    if (monotonic_seconds() <= deadline)
+        return 0;
     PyObject *ok = PyObject_CallNoArgs(check);
     if (ok) {
         Py_DECREF(ok);
@@ -1803,9 +1808,9 @@ static int call_check(PyObject *check, PyObject *out_of_budget) {
 /* One partition's first turn: 1 linearized, 0 not (paused or refuted), 2 out of budget
  * (cleared), -1 error. */
 static int first_turn(Search *S, long long turn, long long check_every, PyObject *check,
-                      PyObject *out_of_budget) {
+                      PyObject *out_of_budget, double deadline) {
     long long next_check = check_every;
-    int rc = call_check(check, out_of_budget);
+    int rc = call_check(check, out_of_budget, deadline);
     if (rc)
         return rc;
     for (;;) {
@@ -1821,7 +1826,7 @@ static int first_turn(Search *S, long long turn, long long check_every, PyObject
             return S->status == LINEARIZED;
         if (S->steps >= next_check) {
             next_check += check_every;
-            rc = call_check(check, out_of_budget);
+            rc = call_check(check, out_of_budget, deadline);
             if (rc)
                 return rc;
         }
@@ -1834,8 +1839,9 @@ static PyObject *wgl_first_turns(PyObject *self, PyObject *args) {
     int code;
     PyObject *parts, *check, *out_of_budget;
     long long turn, check_every;
-    if (!PyArg_ParseTuple(args, "iO!LLOO", &code, &PyList_Type, &parts, &turn, &check_every,
-                          &check, &out_of_budget))
+    double deadline;
+    if (!PyArg_ParseTuple(args, "iO!LLOOd", &code, &PyList_Type, &parts, &turn, &check_every,
+                          &check, &out_of_budget, &deadline))
         return NULL;
     if (turn <= 0 || check_every <= 0) {
         PyErr_SetString(PyExc_ValueError, "first_turns: turn and check_every must be > 0");
@@ -1858,7 +1864,7 @@ static PyObject *wgl_first_turns(PyObject *self, PyObject *args) {
         PyObject *ops = PyTuple_GET_ITEM(part, 0), *values = PyTuple_GET_ITEM(part, 2);
         Search *S = (Search *)PyTuple_GET_ITEM(part, 1);
         double started = monotonic_seconds();
-        int rc = first_turn(S, turn, check_every, check, out_of_budget);
+        int rc = first_turn(S, turn, check_every, check, out_of_budget, deadline);
         if (rc < 0)
             goto fail;
         if (rc != 1) {
@@ -1908,7 +1914,26 @@ fail:
     return NULL;
 }
 
+/* getenv(name) -> the process environment's value, or None. The C library's table,
+ * which os.environ's assignments and deletions update (putenv, unsetenv): the choice of
+ * core is read on every check, and os.environ.get costs 10-20 us there when the caches
+ * are cold (docs/benchmarks.md, Session 16: the fixed cost per check). */
+static PyObject *wgl_getenv(PyObject *self, PyObject *name) {
+    if (!PyUnicode_Check(name)) {
+        PyErr_SetString(PyExc_TypeError, "getenv: the name must be a str");
+        return NULL;
+    }
+    const char *text = PyUnicode_AsUTF8(name);
+    if (!text)
+        return NULL;
+    const char *value = getenv(text);
+    if (!value)
+        Py_RETURN_NONE;
+    return PyUnicode_DecodeFSDefault(value);
+}
+
 static PyMethodDef wgl_functions[] = {
+    {"getenv", wgl_getenv, METH_O, "getenv(name) -> the environment's value of name, or None"},
     {"prepare", wgl_prepare, METH_VARARGS,
      "prepare(code, operations, prepared_type, tail, no_key, fallback) -> (list, dropped)"},
     {"flatten", wgl_flatten, METH_VARARGS,
@@ -1917,8 +1942,8 @@ static PyMethodDef wgl_functions[] = {
      "fuse(code, operations, op_type, no_key, init, seed) -> (dropped, [(key, ops, search, "
      "values, infos), ...]) or None"},
     {"first_turns", wgl_first_turns, METH_VARARGS,
-     "first_turns(code, parts, turn, check_every, check, out_of_budget) -> (done, seconds, "
-     "out)"},
+     "first_turns(code, parts, turn, check_every, check, out_of_budget, deadline) -> (done, "
+     "seconds, out)"},
     {"group", wgl_group, METH_O, "group(items) -> {payload[0]: [item, ...]}"},
     {"infos", wgl_infos, METH_O, "infos(items) -> how many operations are not ok"},
     {"op_ids", wgl_op_ids, METH_VARARGS, "op_ids(items, order) -> (items[i].op.id, ...)"},

@@ -41,7 +41,9 @@ Contract:
   decide or reject, a value not None/bool/int/float/str, NaN, a position not an int)
   makes it return None, and the separate passes above run, with their items and errors.
   The fused partitions' first turns run in one C call (`compiled_first_turns`, in the
-  turns loop's order, with its budget checks) for as long as each linearizes: their
+  turns loop's order, with its budget checks; the time limit tested in C, so
+  `clock.check` is called only once it is passed or when the budget has a memory
+  bound) for as long as each linearizes: their
   results (operation ids, the stepper's state, steps, each one's own seconds) come back
   together; the first partition that is not linearized there goes to the turns loop,
   its Search where the turn left it.
@@ -51,6 +53,7 @@ Contract:
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Generator, Hashable, Sequence
 from typing import Any, NamedTuple
@@ -79,8 +82,15 @@ class CoreUnavailable(RuntimeError):
 
 
 def core_choice() -> str:
-    """The core ETCDSPEC_CHECKER_CORE asks for: auto, pure or compiled."""
-    choice = os.environ.get(CORE_ENV, "auto").strip().lower() or "auto"
+    """The core ETCDSPEC_CHECKER_CORE asks for: auto, pure or compiled.
+
+    Read on every check (tests and the benchmark set it between checks); through the C
+    library's getenv when the extension is built (os.environ's assignments update it),
+    a tenth of os.environ.get's cost on a check that starts cold."""
+    raw = _wgl.getenv(CORE_ENV) if _wgl is not None else os.environ.get(CORE_ENV)
+    if raw is None:
+        return "auto"
+    choice = raw.strip().lower() or "auto"
     if choice not in _CHOICES:
         raise ValueError(
             f"{CORE_ENV}={choice!r}: choose one of {', '.join(_CHOICES)} "
@@ -306,7 +316,15 @@ def compiled_first_turns(
     operation ids of the linearization, the state as the model's stepper gives it,
     steps, seconds), and the seconds of the first one it does not linearize (paused,
     refuted, or out of budget: the turns loop then goes on from where its Search is,
-    and meets a spent budget again), with its progress recorded."""
+    and meets a spent budget again), with its progress recorded. `clock.check` is
+    called where the turns loop calls it, but only once the time limit is passed (then
+    it raises), unless the budget has a memory bound (then always)."""
+    # clock.check is called only once the time limit is passed (it then raises), unless
+    # it has a memory bound to read too: no Python call per partition otherwise.
+    if clock.budget.max_memory_mb is not None:
+        deadline = -math.inf
+    else:
+        deadline = math.inf if clock.deadline is None else clock.deadline
     done, seconds, _ = _wgl.first_turns(
         getattr(model, "flat_code", None),
         parts,
@@ -314,6 +332,7 @@ def compiled_first_turns(
         check_every * TURN_FACTOR,
         clock.check,
         OutOfBudget,
+        deadline,
     )
     return done, seconds
 

@@ -21,20 +21,31 @@ time at 100k operations).
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
-from contextlib import contextmanager
+from types import TracebackType
 
 
-@contextmanager
-def paused_gc() -> Iterator[None]:
+class paused_gc:  # lower case: used as the function it was, `with paused_gc():`
     """Disable the cyclic garbage collector for the body; restore it afterwards, with
-    what the body left alive counted as old (see the module docstring)."""
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if collecting:
+    what the body left alive counted as old (see the module docstring).
+
+    A class, not a `contextlib.contextmanager` generator: a check of a small history
+    (checker/linearizability.py) enters it once per check, and the generator's frames
+    cost more there than the check's own work (docs/benchmarks.md, Session 16: the
+    fixed cost per check)."""
+
+    __slots__ = ("collecting",)
+
+    def __enter__(self) -> None:
+        self.collecting = gc.isenabled()
+        gc.disable()
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        if self.collecting:
             age_survivors()
             gc.enable()
 

@@ -93,7 +93,7 @@ from etcdspec.checker.models import CheckModel, PreparedOp
 from etcdspec.verdict import Verdict
 
 _CHECK_EVERY = 512
-SLICE_STEPS = 2048  # a partition's turn, in search steps (see _search_partitions)
+SLICE_STEPS = 2048  # a partition's turn, in search steps (see _take_turns)
 
 
 def check_linearizable(
@@ -139,38 +139,63 @@ def _check(
     clock = BudgetClock(budget)
     # Register and kv: one C pass to the partitions' searches (compiled_search.py).
     fused = compiled_fuse(model, operations, budget.seed)
-    prepared: list[PreparedOp] = []
+    if fused is not None:
+        return _check_fused(model, operations, clock, observed, allow_empty, *fused)
+    prepared, dropped = model.prepare_all(operations)
     synthetic: list[PreparedOp] = []
-    if fused is not None:
-        dropped, named = fused
-        count = sum([len(part.ops) for _, part in named])
-    else:
-        prepared, dropped = model.prepare_all(operations)
-        if type(model).synthetic_ops is not CheckModel.synthetic_ops:  # only when asked
-            next_id = max((op.id for op in operations), default=-1) + 1
-            synthetic = model.synthetic_ops(prepared, next_id)
-            prepared.extend(synthetic)
-        count = len(prepared)
+    if type(model).synthetic_ops is not CheckModel.synthetic_ops:  # only when asked
+        next_id = max((op.id for op in operations), default=-1) + 1
+        synthetic = model.synthetic_ops(prepared, next_id)
+        prepared.extend(synthetic)
+    count = len(prepared)
     if not count and not allow_empty:
-        return LinearizabilityResult(
-            verdict=Verdict.UNKNOWN,
-            model=model.name,
-            operations=0,
-            partitions=(),
-            seconds=time.monotonic() - clock.start,
-            reason=_nothing_to_check(len(operations)),
-            dropped=dropped,
-            notes=tuple(getattr(model, "notes", ())),
-        )
-    if fused is not None:
-        searches = [_Search(model, None, name, clock, observed, part) for name, part in named]
-    else:
-        parts = model.partitions(prepared)
-        groups: list[tuple[str | None, list[PreparedOp]]] = (
-            [(None, prepared)] if parts is None else [(k, parts[k]) for k in sorted(parts)]
-        )
-        searches = [_Search(model, items, name, clock, observed) for name, items in groups]
-    results, reason = _search_partitions(searches)
+        return _empty(model, operations, clock, dropped)
+    parts = model.partitions(prepared)
+    groups: list[tuple[str | None, list[PreparedOp]]] = (
+        [(None, prepared)] if parts is None else [(k, parts[k]) for k in sorted(parts)]
+    )
+    searches = [_Search(model, items, name, clock, observed) for name, items in groups]
+    order = (
+        sorted(range(len(searches)), key=lambda i: _difficulty(searches[i]))
+        if len(searches) > 1
+        else list(range(len(searches)))
+    )
+    pending = [(i, searches[i]) for i in order]
+    results: dict[int, PartitionResult] = {}
+    spent = [0.0] * len(searches)
+    searches = []  # _take_turns holds them, and drops each when it is finished
+    reason = _take_turns(pending, results, spent)
+    listed = [results[i] for i in range(len(results))]
+    synthetic_ops = tuple(p.op for p in synthetic)
+    return _result(model, count, listed, reason, clock, dropped, synthetic_ops)
+
+
+def _empty(
+    model: CheckModel, operations: Sequence[Operation], clock: BudgetClock, dropped: int
+) -> LinearizabilityResult:
+    """Nothing to check: unknown, saying why."""
+    return LinearizabilityResult(
+        verdict=Verdict.UNKNOWN,
+        model=model.name,
+        operations=0,
+        partitions=(),
+        seconds=time.monotonic() - clock.start,
+        reason=_nothing_to_check(len(operations)),
+        dropped=dropped,
+        notes=tuple(getattr(model, "notes", ())),
+    )
+
+
+def _result(
+    model: CheckModel,
+    count: int,
+    results: list[PartitionResult],
+    reason: str,
+    clock: BudgetClock,
+    dropped: int,
+    synthetic: tuple[Operation, ...] = (),
+) -> LinearizabilityResult:
+    """The history's result from its partitions' (merged: false > unknown > true)."""
     verdict = Verdict.merge_all([r.verdict for r in results])
     if verdict is Verdict.UNKNOWN:
         decided = sum(1 for r in results if r.verdict is not Verdict.UNKNOWN)
@@ -184,53 +209,80 @@ def _check(
         reason=reason if verdict is Verdict.UNKNOWN else "",
         dropped=dropped,
         notes=tuple(getattr(model, "notes", ())),
-        synthetic=tuple(p.op for p in synthetic),
+        synthetic=synthetic,
     )
+
+
+def _check_fused(
+    model: CheckModel,
+    operations: Sequence[Operation],
+    clock: BudgetClock,
+    observed: Mapping[int, set[Hashable]],
+    allow_empty: bool,
+    dropped: int,
+    named: list[tuple[str | None, FusedPartition]],
+) -> LinearizabilityResult:
+    """`_check` of the partitions the fused pass built. Their first turns run in one C
+    call, in the turns' order, while each linearizes (most do): a history all of whose
+    partitions it linearizes costs no `_Search` and no further Python per partition
+    than its result. The first partition it does not linearize, and all after it, go on
+    taking turns as `_check`'s searches do, from where the C call left them."""
+    count = sum([len(part.ops) for _, part in named])
+    if not count and not allow_empty:
+        return _empty(model, operations, clock, dropped)
+    # The turns' order: fewest info operations, then fewest operations, first (as
+    # `_difficulty` orders the searches).
+    order = (
+        sorted(range(len(named)), key=lambda i: (named[i][1].infos, len(named[i][1].ops)))
+        if len(named) > 1
+        else list(range(len(named)))
+    )
+    parts = [named[i][1] for i in order]
+    done, seconds = compiled_first_turns(model, parts, clock, SLICE_STEPS, _CHECK_EVERY)
+    true = Verdict.TRUE
+    results = {
+        i: PartitionResult(named[i][0], true, len(part.ops), ids, state, None, "", steps, took)
+        for i, part, (ids, state, steps, took) in zip(order, parts, done, strict=False)
+    }
+    if len(done) == len(order):  # every partition linearized in its first turn
+        listed = [results[i] for i in range(len(order))]
+        return LinearizabilityResult(
+            true, model.name, count, tuple(listed), time.monotonic() - clock.start, "",
+            dropped, tuple(getattr(model, "notes", ())),
+        )  # fmt: skip
+    first = len(done)
+    rest = [(i, _Search(model, None, named[i][0], clock, observed, named[i][1])) for i in order[first:]]  # fmt: skip
+    spent = [0.0] * len(order)
+    spent[order[first]] = seconds
+    fused_progress(parts[first], rest[0][1].progress)
+    reason = _take_turns(rest, results, spent)
+    return _result(model, count, [results[i] for i in range(len(order))], reason, clock, dropped)
 
 
 def _difficulty(search: _Search) -> tuple[int, int]:
     """What a partition's search is expected to cost, for the order of the first turns:
     info operations fork the search, so fewer of them (then fewer operations) first."""
-    infos = search.fused.infos if search.fused is not None else compiled_infos(search.items)
+    infos = compiled_infos(search.items)
     if infos is None:
         infos = len(search.is_ok) - sum(search.is_ok)
     return (infos, search.size)
 
 
-def _search_partitions(searches: list[_Search]) -> tuple[list[PartitionResult], str]:
-    """Every partition's result (in the order given) and, when the budget ran out, why.
+def _take_turns(
+    pending: list[tuple[int, _Search]], results: dict[int, PartitionResult], spent: list[float]
+) -> str:
+    """Run the searches of `pending` (index, search), in that order, to their results
+    (into `results` by index) and return, when the budget ran out, why. `spent`: the
+    seconds of each partition's own turns so far (by index; added to).
 
     The searches take turns of SLICE_STEPS steps (round-robin, the cheapest-looking
     first), so no partition whose search is hard holds the others back: a partition
     that can be refuted is refuted after about (partitions x its own steps) steps
     whatever comes before it, and that refutation decides the history (the searches
     still running end unknown, saying so). Running out of budget ends them all."""
-    results: dict[int, PartitionResult] = {}
-    spent = [0.0] * len(searches)  # seconds of each partition's own turns
-    order = (
-        sorted(range(len(searches)), key=lambda i: _difficulty(searches[i]))
-        if len(searches) > 1
-        else list(range(len(searches)))
-    )
-    # The fused partitions' first turns, in order, in one C call while each linearizes
-    # (most do); the first that does not, and all after it, go on as below.
-    fused = [searches[i].fused for i in order]
-    parts = [part for part in fused if part is not None]
-    first = 0
-    if parts and len(parts) == len(fused):
-        head = searches[order[0]]
-        done, seconds = compiled_first_turns(
-            head.model, parts, head.clock, SLICE_STEPS, _CHECK_EVERY
-        )
-        for i, (ids, state, steps, took) in zip(order, done, strict=False):
-            results[i] = searches[i].linearized_at_once(ids, state, steps, took)
-        first = len(done)
-        if first < len(order):
-            spent[order[first]] = seconds
-            fused_progress(parts[first], searches[order[first]].progress)
     # A finished search is dropped at once: its memo is the bulk of its memory.
-    running = {i: (searches[i], searches[i].search()) for i in order[first:]}
-    searches = []
+    running = {i: (search, search.search()) for i, search in pending}
+    pending.clear()
     reason = ""
     while running:
         for i, (_, turns) in list(running.items()):
@@ -258,7 +310,7 @@ def _search_partitions(searches: list[_Search]) -> tuple[list[PartitionResult], 
                 results[j] = other.unfinished(why, spent[j])
             running.clear()
             break
-    return [results[i] for i in range(len(results))], reason
+    return reason
 
 
 # Where a frame's enumeration of candidates stands (`_Frame.phase`), in the order
@@ -376,10 +428,10 @@ class _Search:
 
     @cached_property
     def ok_by_ret(self) -> list[int]:
-        rets = [p.op.ret or 0 for p in self.items]
-        return sorted(
-            (i for i, p in enumerate(self.items) if p.op.ret is not None), key=rets.__getitem__
-        )
+        rets = [p.op.ret for p in self.items]
+        returned = [(ret, i) for i, ret in enumerate(rets) if ret is not None]
+        returned.sort()  # by position, then index: a stable sort by position
+        return [i for _, i in returned]
 
     @cached_property
     def by_call(self) -> list[int]:
@@ -744,15 +796,6 @@ class _Search:
         return ret_ptr
 
     # -- the search -----------------------------------------------------------------
-    def linearized_at_once(
-        self, ids: tuple[int, ...], state: Any, steps: int, seconds: float
-    ) -> PartitionResult:
-        """The result of a fused partition its first turn linearized (compiled_first_turns)."""
-        self.steps = steps
-        return PartitionResult(
-            self.name, Verdict.TRUE, self.size, ids, state, None, "", steps, seconds
-        )
-
     def unfinished(self, reason: str, seconds: float) -> PartitionResult:
         """The result of a search stopped before it was decided."""
         self.steps = max(self.steps, self.progress.steps)

@@ -37,7 +37,6 @@ from etcdspec.checker.models import (
     PreparedOp,
     overwritten_reads,
     prepare_into,
-    reads_and_writes_before,
 )
 
 _FLAT_KIND = {"get": READ, "put": SET, "append": TRANSFORM}  # flat_ops' kinds
@@ -136,21 +135,46 @@ class KvModel(CheckModel):
 
     def impossible(self, ops: Sequence[PreparedOp]) -> list[tuple[int, str]]:
         """Gets of a value no write invoked before the get returned can leave: it is
-        neither a put's value nor ends with an appended one."""
-        puts: set[str] = set()
-        appends: dict[int, set[str]] = {}  # length -> appended values of that length
-        found = []
-        for read, writes in reads_and_writes_before(ops, lambda p: p.payload[1] == "get"):
-            for write in writes:
-                _, f, arg = ops[write].payload
-                if f == "put":
-                    puts.add(arg)
-                else:
-                    appends.setdefault(len(arg), set()).add(arg)
-            key, _, value = ops[read].payload
-            if value is None or value in puts or (value == "" and 0 in appends):
+        neither a put's value nor ends with an appended one; in the order they returned.
+
+        One pass over the writes (each put value's and each appended value's earliest
+        call position; those invoked after the last get returned are never looked at,
+        as a sweep get by get would not), then one over the gets: what that sweep
+        (tests/checker/test_checker_fixed_cost.py keeps it as the reference) decides,
+        without a Python step per get and write pair (docs/benchmarks.md, Session 16:
+        the fixed cost per check)."""
+        gets = [
+            (p.op.ret or 0, i)
+            for i, p in enumerate(ops)
+            if p.payload[1] == "get" and p.op.type == "ok"
+        ]
+        if not gets:
+            return []
+        gets.sort()  # by return position, then index: a stable sort by position
+        last = gets[-1][0]
+        put_call: dict[str, int] = {}  # value -> the earliest call of a put of it
+        append_call: dict[str, int] = {}  # appended value -> the earliest call
+        lengths: set[int] = set()  # the lengths of the appended values
+        for p in ops:
+            _, f, arg = p.payload
+            call = p.op.call
+            if f == "get" or call >= last:
                 continue
-            if any(0 < n <= len(value) and value[-n:] in ends for n, ends in appends.items()):
+            earliest = put_call if f == "put" else append_call
+            known = earliest.get(arg)
+            if known is None or call < known:
+                earliest[arg] = call
+            if f != "put":
+                lengths.add(len(arg))
+        sizes = sorted(lengths)
+        found = []
+        for ret, read in gets:
+            key, _, value = ops[read].payload
+            if value is None or put_call.get(value, ret) < ret:
+                continue
+            if value == "" and append_call.get("", ret) < ret:
+                continue
+            if any(0 < n <= len(value) and append_call.get(value[-n:], ret) < ret for n in sizes):
                 continue
             found.append(
                 (

@@ -37,7 +37,6 @@ from etcdspec.checker.models import (
     PreparedOp,
     overwritten_reads,
     prepare_into,
-    reads_and_writes_before,
 )
 
 _NO_KEY = ""
@@ -152,15 +151,40 @@ class RegisterModel(CheckModel):
         return kinds, a, b
 
     def impossible(self, ops: Sequence[PreparedOp]) -> list[tuple[int, str]]:
-        """Reads of a value no write or cas invoked before the read returned writes."""
-        written: set[Any] = set()
+        """Reads of a value no write or cas invoked before the read returned writes, in
+        the order they returned.
+
+        One pass over the writes (each value's earliest call position; those invoked
+        after the last read returned are never looked at, as a sweep read by read would
+        not), then one over the reads: what that sweep (tests/checker/
+        test_checker_fixed_cost.py keeps it as the reference) decides, without a Python
+        step per read and write pair (a refuted register partition's sweep was most of
+        its check: docs/benchmarks.md, Session 16: the fixed cost per check)."""
+        reads = [
+            (p.op.ret or 0, i)
+            for i, p in enumerate(ops)
+            if p.payload[1] == "read" and p.op.type == "ok"
+        ]
+        if not reads:
+            return []
+        reads.sort()  # by return position, then index: a stable sort by position
+        last = reads[-1][0]
+        first_call: dict[Any, int] = {}  # value -> the earliest call of a write of it
+        for p in ops:
+            _, f, arg = p.payload
+            call = p.op.call
+            if f != "read" and call < last:
+                value = arg if f == "write" else arg[1]
+                known = first_call.get(value)
+                if known is None or call < known:
+                    first_call[value] = call
         found = []
-        for read, writes in reads_and_writes_before(ops, lambda p: p.payload[1] == "read"):
-            for write in writes:
-                _, f, arg = ops[write].payload
-                written.add(arg if f == "write" else arg[1])
+        for ret, read in reads:
             value = ops[read].payload[2]
-            if value is not None and value not in written:
+            if value is None:
+                continue
+            earliest = first_call.get(value)
+            if earliest is None or earliest >= ret:
                 found.append(
                     (
                         read,

@@ -21,7 +21,7 @@ Contract:
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from etcdspec.checker.history import Operation
@@ -199,25 +199,6 @@ def prepare_into(model: CheckModel, op: Operation, out: list[PreparedOp]) -> int
         return 1
     out.append(item)
     return 0
-
-
-def reads_and_writes_before(
-    ops: Sequence[PreparedOp], is_read: Callable[[PreparedOp], bool]
-) -> Iterator[tuple[int, list[int]]]:
-    """Each ok read's index in `ops`, in the order they returned, with the writes (every
-    other operation) invoked since the previous read returned and before this one did:
-    what an `impossible` sweep adds to what a read's value may come from."""
-    reads = [i for i, p in enumerate(ops) if p.op.type == "ok" and is_read(p)]
-    reads.sort(key=lambda i: ops[i].op.ret or 0)
-    writes = [i for i, p in enumerate(ops) if not is_read(p)]
-    writes.sort(key=lambda i: ops[i].op.call)
-    taken = 0
-    for read in reads:
-        ret = ops[read].op.ret or 0
-        start = taken
-        while taken < len(writes) and ops[writes[taken]].op.call < ret:
-            taken += 1
-        yield read, writes[start:taken]
 
 
 def overwritten_reads(
