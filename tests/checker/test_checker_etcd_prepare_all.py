@@ -7,11 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from etcd_differential import SIMULATION_FIELDS, SIMULATIONS, simulated_operations
 
-from etcdspec.checker.history import Operation, build_history
+from etcdspec.checker.history import Operation
 from etcdspec.checker.model_etcd import EtcdModel
 from etcdspec.checker.models import CheckModel, ModelInputError, PreparedOp
-from etcdspec.checker.simulate import simulate_etcd
 
 
 def _typed(value: Any) -> Any:
@@ -33,25 +33,11 @@ def _both(operations: list[Operation]) -> tuple[Any, Any]:
     return (_summary(inline[0]), inline[1]), (_summary(one_by_one[0]), one_by_one[1])
 
 
-@pytest.mark.parametrize(
-    ("seed", "processes", "fault", "leases", "watch"),
-    [
-        (1, 5, None, False, False),
-        (2, 30, None, True, True),
-        (3, 12, "stale_read", True, False),
-        (4, 8, "lost_write", False, True),
-        (5, 20, "revision_backwards", True, True),
-        (6, 25, "phantom_read", False, False),
-    ],
-)
+@pytest.mark.parametrize(SIMULATION_FIELDS, [*SIMULATIONS, (6, 25, "phantom_read", False, False)])
 def test_simulated_histories_prepare_as_prepare_does(
     seed: int, processes: int, fault: str | None, leases: bool, watch: bool
 ) -> None:
-    events = simulate_etcd(
-        seed, ops=400, processes=processes, info_rate=0.15, fault=fault, leases=leases,
-        watch=watch,
-    )  # fmt: skip
-    operations = list(build_history(events).operations)
+    operations = simulated_operations(seed, processes, fault, leases, watch, ops=400)
     inline, one_by_one = _both(operations)
     assert inline == one_by_one
     fs = {(op.f, op.type) for op in operations}

@@ -9,27 +9,16 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from etcd_differential import SIMULATION_FIELDS, SIMULATIONS, applied_step, simulated_operations
 
-from etcdspec.checker.history import Operation, build_history
+from etcdspec.checker.history import Operation
 from etcdspec.checker.linearizability import check_linearizable
 from etcdspec.checker.model_etcd import EtcdModel
 from etcdspec.checker.models import PreparedOp
-from etcdspec.checker.simulate import simulate_etcd
 from etcdspec.model.errors import StoreError
 from etcdspec.model.requests import KeyValue, PutRequest, PutResponse, ResponseHeader
 from etcdspec.model.store import apply, initial_state
 from etcdspec.verdict import Verdict
-
-
-def _applied(state: Any, request: Any, observed: Any) -> list[Any]:
-    """The step of a put as `apply` answers it."""
-    try:
-        new_state, response = apply(state, request)
-    except StoreError:
-        return []
-    if observed is not None and response != observed:
-        return []
-    return [new_state]
 
 
 class _Compared(EtcdModel):
@@ -45,37 +34,24 @@ class _Compared(EtcdModel):
         request, observed = prepared.payload
         if type(request) is PutRequest and prepared.op.user is None:
             self.puts += 1
-            assert found == _applied(state, request, observed)
+            assert found == applied_step(state, request, observed)
             if isinstance(observed, PutResponse):
                 for other in (
                     replace(observed, header=ResponseHeader(observed.header.revision + 1)),
                     replace(observed, prev_kv=KeyValue(request.key, 1, 1, 1, b"x", 0)),
                 ):
                     altered = prepared._replace(payload=(request, other))
-                    assert super().step(state, altered) == _applied(state, request, other)
+                    assert super().step(state, altered) == applied_step(state, request, other)
         return found
 
 
-@pytest.mark.parametrize(
-    ("seed", "processes", "fault", "leases", "watch"),
-    [
-        (1, 5, None, False, False),
-        (2, 30, None, True, True),
-        (3, 12, "stale_read", True, False),
-        (4, 8, "lost_write", False, True),
-        (5, 20, "revision_backwards", True, True),
-    ],
-)
+@pytest.mark.parametrize(SIMULATION_FIELDS, SIMULATIONS)
 def test_every_put_step_of_a_search_is_apply_s(
     seed: int, processes: int, fault: str | None, leases: bool, watch: bool
 ) -> None:
-    events = simulate_etcd(
-        seed, ops=250, processes=processes, info_rate=0.15, fault=fault, leases=leases,
-        watch=watch,
-    )  # fmt: skip
-    history = build_history(events)
+    operations = simulated_operations(seed, processes, fault, leases, watch, ops=250)
     model = _Compared()
-    result = check_linearizable(model, history.operations)
+    result = check_linearizable(model, operations)
     assert result.verdict is not Verdict.UNKNOWN
     assert model.puts > 0  # a refuted history may stop after a few
 
@@ -100,4 +76,4 @@ def test_put_shapes_step_as_apply_answers(request_: PutRequest) -> None:
         answers.append(apply(state, request_)[1])
     for observed in answers:
         prepared = PreparedOp(op, (request_, observed))
-        assert model.step(state, prepared) == _applied(state, request_, observed)
+        assert model.step(state, prepared) == applied_step(state, request_, observed)
