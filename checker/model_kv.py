@@ -35,6 +35,7 @@ from etcdspec.checker.models import (
     CheckModel,
     ModelInputError,
     PreparedOp,
+    ok_reads_by_return,
     overwritten_reads,
     prepare_into,
 )
@@ -143,14 +144,9 @@ class KvModel(CheckModel):
         (tests/checker/test_checker_fixed_cost.py keeps it as the reference) decides,
         without a Python step per get and write pair (docs/benchmarks.md, Session 16:
         the fixed cost per check)."""
-        gets = [
-            (p.op.ret or 0, i)
-            for i, p in enumerate(ops)
-            if p.payload[1] == "get" and p.op.type == "ok"
-        ]
+        gets = ok_reads_by_return(ops, "get")
         if not gets:
             return []
-        gets.sort()  # by return position, then index: a stable sort by position
         last = gets[-1][0]
         put_call: dict[str, int] = {}  # value -> the earliest call of a put of it
         append_call: dict[str, int] = {}  # appended value -> the earliest call

@@ -35,6 +35,7 @@ from etcdspec.checker.models import (
     CheckModel,
     ModelInputError,
     PreparedOp,
+    ok_reads_by_return,
     overwritten_reads,
     prepare_into,
 )
@@ -160,14 +161,9 @@ class RegisterModel(CheckModel):
         test_checker_fixed_cost.py keeps it as the reference) decides, without a Python
         step per read and write pair (a refuted register partition's sweep was most of
         its check: docs/benchmarks.md, Session 16: the fixed cost per check)."""
-        reads = [
-            (p.op.ret or 0, i)
-            for i, p in enumerate(ops)
-            if p.payload[1] == "read" and p.op.type == "ok"
-        ]
+        reads = ok_reads_by_return(ops, "read")
         if not reads:
             return []
-        reads.sort()  # by return position, then index: a stable sort by position
         last = reads[-1][0]
         first_call: dict[Any, int] = {}  # value -> the earliest call of a write of it
         for p in ops:

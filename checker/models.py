@@ -201,6 +201,16 @@ def prepare_into(model: CheckModel, op: Operation, out: list[PreparedOp]) -> int
     return 0
 
 
+def ok_reads_by_return(ops: Sequence[PreparedOp], read: str) -> list[tuple[int, int]]:
+    """(return position, index) of each ok operation of `f` `read`, in the order they
+    returned (ties by index): what a model's `impossible` sweeps."""
+    reads = [
+        (p.op.ret or 0, i) for i, p in enumerate(ops) if p.payload[1] == read and p.op.type == "ok"
+    ]
+    reads.sort()
+    return reads
+
+
 def overwritten_reads(
     ops: Sequence[PreparedOp],
     reads: Sequence[int],
