@@ -10,7 +10,13 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from etcd_differential import SIMULATION_FIELDS, SIMULATIONS, applied_step, simulated_operations
+from etcd_differential import (
+    SIMULATION_FIELDS,
+    SIMULATIONS,
+    ComparedSteps,
+    applied_step,
+    simulated_operations,
+)
 
 from etcdspec.checker.history import Operation
 from etcdspec.checker.linearizability import check_linearizable
@@ -33,7 +39,7 @@ from etcdspec.model.store import StoreConfig, apply, initial_state
 from etcdspec.verdict import Verdict
 
 
-def _altered(observed: TxnResponse) -> list[TxnResponse]:
+def _altered(request: TxnRequest, observed: TxnResponse) -> list[TxnResponse]:
     """The recorded answer with one thing changed: the revision, the outcome, a
     response dropped."""
     header = ResponseHeader(observed.header.revision + 1)
@@ -44,40 +50,18 @@ def _altered(observed: TxnResponse) -> list[TxnResponse]:
     ]
 
 
-class _Compared(EtcdModel):
-    """The etcd model whose every txn step is checked against `_applied`, with the
-    recorded response as it is and altered."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.txns = 0
-        self.simple = 0
-
-    def step(self, state: Any, prepared: PreparedOp) -> list[Any]:
-        found = super().step(state, prepared)
-        request, observed = prepared.payload
-        if type(request) is TxnRequest and prepared.op.user is None:
-            self.txns += 1
-            self.simple += _simple_txn(state, request) is not None
-            assert found == applied_step(state, request, observed)
-            if isinstance(observed, TxnResponse):
-                for other in _altered(observed):
-                    altered = prepared._replace(payload=(request, other))
-                    assert super().step(state, altered) == applied_step(state, request, other)
-        return found
-
-
 @pytest.mark.parametrize(SIMULATION_FIELDS, SIMULATIONS)
 def test_every_txn_step_of_a_search_is_apply_s(
     seed: int, processes: int, fault: str | None, leases: bool, watch: bool
 ) -> None:
     operations = simulated_operations(seed, processes, fault, leases, watch, ops=250)
-    model = _Compared()
+    model = ComparedSteps(TxnRequest, TxnResponse, _altered)
     result = check_linearizable(model, operations)
     assert result.verdict is not Verdict.UNKNOWN
     if fault is None:  # a refuted history may stop before its first txn
         assert result.verdict is Verdict.TRUE
-        assert model.simple > 0 and model.txns > model.simple
+        simple = sum(_simple_txn(state, txn) is not None for state, txn in model.compared)
+        assert simple > 0 and len(model.compared) > simple
 
 
 def _mod_equals(key: bytes, revision: int) -> Compare:
@@ -127,7 +111,7 @@ def test_txn_shapes_step_as_apply_answers(request_: TxnRequest, max_ops: int) ->
         pass
     else:
         assert isinstance(answer, TxnResponse)
-        answers += [answer, *_altered(answer)] if answer.responses else [answer]
+        answers += [answer, *_altered(request_, answer)] if answer.responses else [answer]
     for observed in answers:
         prepared = PreparedOp(op, (request_, observed))
         assert model.step(state, prepared) == applied_step(state, request_, observed)
