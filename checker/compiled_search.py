@@ -284,15 +284,9 @@ def compiled_fused_search(
     check_every: int,
 ) -> Generator[None, None, EntryOutcome]:
     """`compiled_entry_search` of a partition the fused pass built (its Search ready)."""
-
-    def item_at(i: int) -> PreparedOp:
-        item = model.prepare(part.ops[i])
-        assert item is not None  # the fused pass dropped what prepare drops
-        return item
-
     return _drive(
         model,
-        item_at,
+        _fused_item_at(model, part),
         part.search,
         part.values,
         model.init(),
@@ -337,6 +331,30 @@ def compiled_first_turns(
     return done, seconds
 
 
+def fused_refuted(part: FusedPartition) -> bool:
+    """Whether the partition's search has ended refuted (`run(0)` takes no step: it
+    says where the search stands)."""
+    return bool(part.search.run(0) == _REFUTED)
+
+
+def fused_outcome(model: CheckModel, part: FusedPartition) -> tuple[EntryOutcome, int]:
+    """(outcome, steps) of a fused partition whose search has ended, as
+    `compiled_fused_search` returns them."""
+    search = part.search
+    return _outcome(model, _fused_item_at(model, part), search, part.values, model.init()), int(
+        search.steps
+    )
+
+
+def _fused_item_at(model: CheckModel, part: FusedPartition) -> Callable[[int], PreparedOp]:
+    def item_at(i: int) -> PreparedOp:
+        item = model.prepare(part.ops[i])
+        assert item is not None  # the fused pass dropped what prepare drops
+        return item
+
+    return item_at
+
+
 def fused_progress(part: FusedPartition, progress: EntryProgress) -> None:
     """`progress` as the search's generator leaves it after its last run."""
     search = part.search
@@ -370,13 +388,25 @@ def _drive(
         if steps >= next_turn:
             next_turn = steps + slice_steps
             yield
+    outcome = _outcome(model, item_at, search, values, init)
+    if not outcome.linearized:
+        progress.placed = 0
+    return outcome
+
+
+def _outcome(
+    model: CheckModel,
+    item_at: Callable[[int], PreparedOp],
+    search: Any,
+    values: list[Any],
+    init: Hashable,
+) -> EntryOutcome:
+    """The ended search's linearization, or its deepest configuration when refuted, with
+    the state the model's stepper gives there."""
     order, _, before = search.outcome()
     if order:
         last = item_at(order[-1])
         state = model.stepper(last)(values[before])[0]
     else:
         state = init
-    if status == _LINEARIZED:
-        return EntryOutcome(True, order, state)
-    progress.placed = 0
-    return EntryOutcome(False, order, state)
+    return EntryOutcome(bool(search.run(0) == _LINEARIZED), order, state)

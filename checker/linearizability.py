@@ -70,7 +70,6 @@ import bisect
 import random
 import time
 from collections.abc import Generator, Hashable, Iterator, Mapping, Sequence
-from dataclasses import replace
 from functools import cached_property
 from typing import Any
 
@@ -83,12 +82,19 @@ from etcdspec.checker.compiled_search import (
     compiled_fused_search,
     compiled_infos,
     compiled_op_ids,
+    fused_outcome,
     fused_progress,
+    fused_refuted,
 )
 from etcdspec.checker.entry_search import EntryProgress, entry_search
 from etcdspec.checker.gc_pause import paused_gc
 from etcdspec.checker.history import Operation
-from etcdspec.checker.linearizability_result import Failure, LinearizabilityResult, PartitionResult
+from etcdspec.checker.linearizability_result import (
+    Failure,
+    LinearizabilityResult,
+    PartitionResult,
+    Refutation,
+)
 from etcdspec.checker.models import CheckModel, PreparedOp
 from etcdspec.verdict import Verdict
 
@@ -251,12 +257,41 @@ def _check_fused(
             dropped, tuple(getattr(model, "notes", ())),
         )  # fmt: skip
     first = len(done)
+    name, part = named[order[first]]
+    if fused_refuted(part):  # refuted in its first turn: that decides the history
+        results[order[first]] = PartitionResult.refuted(
+            name, len(part.ops), _fused_refutation(model, name, part, clock, observed), seconds
+        )
+        why = _decided_by(name)
+        for j in order[first + 1 :]:
+            unsearched = len(named[j][1].ops)
+            results[j] = PartitionResult(named[j][0], Verdict.UNKNOWN, unsearched, (), None, None, why, 0, 0.0)  # fmt: skip
+        return _result(model, count, [results[i] for i in range(len(order))], "", clock, dropped)
     rest = [(i, _Search(model, None, named[i][0], clock, observed, named[i][1])) for i in order[first:]]  # fmt: skip
     spent = [0.0] * len(order)
     spent[order[first]] = seconds
     fused_progress(parts[first], rest[0][1].progress)
     reason = _take_turns(rest, results, spent)
     return _result(model, count, [results[i] for i in range(len(order))], reason, clock, dropped)
+
+
+def _fused_refutation(
+    model: CheckModel,
+    name: str | None,
+    part: FusedPartition,
+    clock: BudgetClock,
+    observed: Mapping[int, set[Hashable]],
+) -> Refutation:
+    """The report of a fused partition whose compiled search refuted it in its first turn,
+    worked out when read, as the turns loop would have made it (`_Search.search`): its
+    items, the deepest configuration and the `impossible` sweep. It keeps this
+    partition's operations and search only."""
+    return Refutation(lambda: _Search(model, None, name, clock, observed, part).explain_fused())
+
+
+def _decided_by(partition: str | None) -> str:
+    """Why the partitions still running when `partition` was refuted end unknown."""
+    return f"not searched to the end: partition {partition} is refuted, which decides the history"
 
 
 def _difficulty(search: _Search) -> tuple[int, int]:
@@ -294,15 +329,12 @@ def _take_turns(
             except StopIteration as done:
                 spent[i] += time.monotonic() - started
                 result: PartitionResult = done.value
-            results[i] = replace(result, seconds=spent[i])
+            results[i] = result.with_seconds(spent[i])
             del running[i]
             if result.verdict is Verdict.TRUE:
                 continue
             if result.verdict is Verdict.FALSE:
-                why = (
-                    f"not searched to the end: partition {result.partition} is refuted, "
-                    "which decides the history"
-                )
+                why = _decided_by(result.partition)
             else:
                 reason = why = result.reason
             for j, (other, rest) in running.items():
@@ -400,6 +432,7 @@ class _Search:
         self.bump_only: set[int] = set()  # lazy candidates yielded only to fill a revision
         self.steps = 0
         self.progress = EntryProgress()  # entry_search's count of steps
+        self.deepest: Refutation | None = None  # a refuted entry search's report, unread
         init = model.init()
         self.hinted = model.revision(init) is not None
         if self.hinted:
@@ -834,6 +867,12 @@ class _Search:
             decided: PartitionResult = done.value
             if self.hinted or decided.verdict is Verdict.TRUE:
                 return decided
+            if decided.verdict is Verdict.FALSE and self.deepest is not None:
+                # Refuted: the sweep can only give a simpler report, so it runs when the
+                # report is read.
+                deepest = self.deepest
+                refutation = Refutation(lambda: self._impossible_or(deepest))
+                return PartitionResult.refuted(self.name, self.size, refutation, decided.seconds)
             doomed = self.model.impossible(self.items)
             if doomed:
                 return self._refuted_at_once(*doomed[0], time.monotonic() - start, steps=0)
@@ -1000,24 +1039,42 @@ class _Search:
                 self.steps,
                 time.monotonic() - start,
             )
-        path = list(outcome.order)
-        for i in path:
-            self.placed[i] = 1
-        frame = _Frame(outcome.state, 0, -1, self._advance_ret(0), self._advance_call(0), None)
-        frame.rejected = self._rejected(frame)
-        for i in path:
-            self.placed[i] = 0
-        return PartitionResult(
-            self.name,
-            Verdict.FALSE,
-            len(self.items),
-            (),
-            None,
-            self._failure(path, frame),
-            "",
-            self.steps,
-            time.monotonic() - start,
-        )
+        self.entry_memo = {}  # the report needs the deepest configuration only
+        self.deepest = self._deepest(outcome.order, outcome.state)
+        return PartitionResult.refuted(self.name, self.size, self.deepest, time.monotonic() - start)
+
+    def _deepest(self, order: Sequence[int], state: Any) -> Refutation:
+        """The report of a refuted entry search, from the deepest configuration it reached
+        (`order` placed, leaving `state`), worked out when read; steps as searched."""
+        steps = self.steps
+
+        def explain() -> tuple[Failure, int]:
+            path = list(order)
+            for i in path:
+                self.placed[i] = 1
+            frame = _Frame(state, 0, -1, self._advance_ret(0), self._advance_call(0), None)
+            frame.rejected = self._rejected(frame)
+            for i in path:
+                self.placed[i] = 0
+            return self._failure(path, frame), steps
+
+        return Refutation(explain)
+
+    def _impossible_or(self, deepest: Refutation) -> tuple[Failure, int]:
+        """The report of a partition its search refuted in the first turn, as when the
+        `impossible` sweep runs first: its first read no reachable state gives (no
+        steps, no prefix), or else the search's deepest configuration."""
+        doomed = self.model.impossible(self.items)
+        if doomed:
+            return self._failure_at_once(*doomed[0]), 0
+        return deepest.found()
+
+    def explain_fused(self) -> tuple[Failure, int]:
+        """`_impossible_or` for a fused partition whose compiled search ended refuted in
+        its first turn (`_check_fused`)."""
+        assert self.fused is not None
+        outcome, self.steps = fused_outcome(self.model, self.fused)
+        return self._impossible_or(self._deepest(outcome.order, outcome.state))
 
     def _rejected(self, frame: _Frame) -> list[int]:
         """The ok candidates at `frame` (placed flags set for its path) that the model
@@ -1036,8 +1093,15 @@ class _Search:
         the partition can reach gives op `i`'s response. `steps`: the count to report
         (default: the steps searched)."""
         self.steps = max(self.steps, self.progress.steps) if steps is None else steps
+        failure = self._failure_at_once(i, why)
+        return PartitionResult(
+            self.name, Verdict.FALSE, len(self.items), (), None, failure, "", self.steps, seconds
+        )
+
+    def _failure_at_once(self, i: int, why: str) -> Failure:
+        """The failure of op `i`, whose response no state the partition reaches gives."""
         op = self.items[i].op
-        failure = Failure(
+        return Failure(
             partition=self.name,
             failing_op=op.id,
             reason=why,
@@ -1046,9 +1110,6 @@ class _Search:
             state="any: no state the partition can reach gives this response",
             state_json=None,
             prefix_end_index=op.complete_index if op.complete_index is not None else -1,
-        )
-        return PartitionResult(
-            self.name, Verdict.FALSE, len(self.items), (), None, failure, "", self.steps, seconds
         )
 
     def _short_of_observed(self, path: list[int], frame: _Frame) -> Failure:

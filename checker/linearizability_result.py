@@ -11,10 +11,19 @@ Contract
   around it, and the model state there (text and JSON).
 - `describe()` is the one text of each, `to_json()` its part of result.json.
   Frozen dataclasses: made by checker/linearizability.py, read by reports.
+- The verdict first, the explanation when asked for: a refuted partition's `failure`
+  and `steps` may be given as a `Refutation`, which works them out (the failure from
+  the finished search's deepest configuration, or a model sweep's simpler one) the
+  first time either is read, and keeps them. Every read goes through the fields
+  (`describe`, `to_json`, ==, `asdict`, repr), so each sees exactly what an eager
+  result holds; a caller that reads only `verdict` never pays for the report.
+  `with_seconds` copies a result without working it out.
 """
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,8 +65,57 @@ class Failure:
         }
 
 
+class Refutation:
+    """A refuted partition's (failure, steps), worked out by `explain` when first asked
+    for and kept; `explain` (and the search it holds) is dropped then. An error in it
+    propagates to the reader and is raised again at the next read."""
+
+    __slots__ = ("_explain", "_found")
+
+    def __init__(self, explain: Callable[[], tuple[Failure, int]]) -> None:
+        self._explain: Callable[[], tuple[Failure, int]] | None = explain
+        self._found: tuple[Failure, int] | None = None
+
+    def found(self) -> tuple[Failure, int]:
+        if self._found is None:
+            assert self._explain is not None
+            self._found = self._explain()
+            self._explain = None
+        return self._found
+
+    @property
+    def pending(self) -> bool:
+        """Whether it has not been worked out yet."""
+        return self._found is None
+
+
+class _Explained:
+    """A data descriptor standing for one dataclass field that may be set to a
+    `Refutation`: read, it is `pick` of the refutation's (failure, steps), worked out
+    once. The dataclass's __init__, ==, repr and `asdict` all go through it."""
+
+    def __init__(self, name: str, pick: Callable[[tuple[Failure, int]], Any]) -> None:
+        self.slot = f"_{name}_value"
+        self.pick = pick
+
+    def __get__(self, obj: object | None, owner: type | None = None) -> Any:
+        if obj is None:
+            raise AttributeError(self.slot)
+        value = obj.__dict__[self.slot]
+        if type(value) is Refutation:
+            value = obj.__dict__[self.slot] = self.pick(value.found())
+        return value
+
+    def __set__(self, obj: object, value: Any) -> None:
+        obj.__dict__[self.slot] = value
+
+
 @dataclass(frozen=True)
 class PartitionResult:
+    """One partition's verdict. `failure` and `steps` may be given one `Refutation` (a
+    refuted partition whose report is worked out when first read; see the module
+    docstring)."""
+
     partition: str | None
     verdict: Verdict
     operations: int
@@ -68,6 +126,26 @@ class PartitionResult:
     steps: int
     seconds: float
 
+    @classmethod
+    def refuted(
+        cls, partition: str | None, operations: int, refutation: Refutation, seconds: float
+    ) -> PartitionResult:
+        """A refuted partition whose failure and steps `refutation` works out when either
+        is first read."""
+        return cls(partition, Verdict.FALSE, operations, (), None, refutation, "", refutation, seconds)  # type: ignore[arg-type]  # fmt: skip
+
+    def with_seconds(self, seconds: float) -> PartitionResult:
+        """This result with `seconds` set; a pending report stays pending."""
+        timed = copy.copy(self)
+        object.__setattr__(timed, "seconds", seconds)
+        return timed
+
+    @property
+    def explained(self) -> bool:
+        """False while its failure is a `Refutation` not yet worked out."""
+        value = self.__dict__["_failure_value"]
+        return not (type(value) is Refutation and value.pending)
+
     def describe(self) -> str:
         name = self.partition if self.partition is not None else "(all)"
         text = f"{name}: {self.verdict.describe()} — {self.operations} ops, {self.steps} steps"
@@ -76,6 +154,12 @@ class PartitionResult:
         elif self.reason:
             text += f"; {self.reason}"
         return text
+
+
+# The two fields a Refutation may stand for, set after the dataclass is made (which then
+# has no default for them): its __init__ and every read go through the descriptors.
+PartitionResult.failure = _Explained("failure", lambda found: found[0])  # type: ignore[assignment]
+PartitionResult.steps = _Explained("steps", lambda found: found[1])  # type: ignore[assignment]
 
 
 @dataclass(frozen=True)
