@@ -266,7 +266,11 @@ def _check_fused(
         for j in order[first + 1 :]:
             unsearched = len(named[j][1].ops)
             results[j] = PartitionResult(named[j][0], Verdict.UNKNOWN, unsearched, (), None, None, why, 0, 0.0)  # fmt: skip
-        return _result(model, count, [results[i] for i in range(len(order))], "", clock, dropped)
+        listed = [results[i] for i in range(len(order))]
+        return LinearizabilityResult(
+            Verdict.FALSE, model.name, count, tuple(listed), time.monotonic() - clock.start,
+            "", dropped, tuple(getattr(model, "notes", ())),
+        )  # fmt: skip
     rest = [(i, _Search(model, None, named[i][0], clock, observed, named[i][1])) for i in order[first:]]  # fmt: skip
     spent = [0.0] * len(order)
     spent[order[first]] = seconds

@@ -11,10 +11,10 @@ Contract
   around it, and the model state there (text and JSON).
 - `describe()` is the one text of each, `to_json()` its part of result.json.
   Frozen dataclasses: made by checker/linearizability.py, read by reports.
-- The verdict first, the explanation when asked for: a refuted partition's `failure`
-  and `steps` may be given as a `Refutation`, which works them out (the failure from
-  the finished search's deepest configuration, or a model sweep's simpler one) the
-  first time either is read, and keeps them. Every read goes through the fields
+- The verdict first, the explanation when asked for: `PartitionResult.refuted` makes a
+  refuted partition's result whose `failure` and `steps` a `Refutation` works out (the
+  failure from the finished search's deepest configuration, or a model sweep's simpler
+  one) the first time either is read, and keeps. Every read goes through the fields
   (`describe`, `to_json`, ==, `asdict`, repr), so each sees exactly what an eager
   result holds; a caller that reads only `verdict` never pays for the report.
   `with_seconds` copies a result without working it out.
@@ -90,24 +90,21 @@ class Refutation:
 
 
 class _Explained:
-    """A data descriptor standing for one dataclass field that may be set to a
-    `Refutation`: read, it is `pick` of the refutation's (failure, steps), worked out
-    once. The dataclass's __init__, ==, repr and `asdict` all go through it."""
+    """`failure` or `steps` of a result made by `PartitionResult.refuted`: absent from
+    its __dict__ until read, then both are worked out by its Refutation and kept there.
+    A non-data descriptor, so a result made with the values (the dataclass's __init__
+    puts them in its __dict__) reads them as plain attributes; ==, repr and `asdict`
+    read every field, so they work a pending one out."""
 
-    def __init__(self, name: str, pick: Callable[[tuple[Failure, int]], Any]) -> None:
-        self.slot = f"_{name}_value"
-        self.pick = pick
+    def __init__(self, name: str) -> None:
+        self.name = name
 
     def __get__(self, obj: object | None, owner: type | None = None) -> Any:
         if obj is None:
-            raise AttributeError(self.slot)
-        value = obj.__dict__[self.slot]
-        if type(value) is Refutation:
-            value = obj.__dict__[self.slot] = self.pick(value.found())
-        return value
-
-    def __set__(self, obj: object, value: Any) -> None:
-        obj.__dict__[self.slot] = value
+            raise AttributeError(self.name)
+        fields = obj.__dict__
+        fields["failure"], fields["steps"] = fields["_refutation"].found()
+        return fields[self.name]
 
 
 @dataclass(frozen=True)
@@ -132,7 +129,11 @@ class PartitionResult:
     ) -> PartitionResult:
         """A refuted partition whose failure and steps `refutation` works out when either
         is first read."""
-        return cls(partition, Verdict.FALSE, operations, (), None, refutation, "", refutation, seconds)  # type: ignore[arg-type]  # fmt: skip
+        result = cls(partition, Verdict.FALSE, operations, (), None, None, "", 0, seconds)
+        fields = result.__dict__
+        del fields["failure"], fields["steps"]  # read through `_Explained`
+        fields["_refutation"] = refutation
+        return result
 
     def with_seconds(self, seconds: float) -> PartitionResult:
         """This result with `seconds` set; a pending report stays pending."""
@@ -143,8 +144,8 @@ class PartitionResult:
     @property
     def explained(self) -> bool:
         """False while its failure is a `Refutation` not yet worked out."""
-        value = self.__dict__["_failure_value"]
-        return not (type(value) is Refutation and value.pending)
+        fields = self.__dict__
+        return "failure" in fields or not fields["_refutation"].pending
 
     def describe(self) -> str:
         name = self.partition if self.partition is not None else "(all)"
@@ -156,10 +157,10 @@ class PartitionResult:
         return text
 
 
-# The two fields a Refutation may stand for, set after the dataclass is made (which then
-# has no default for them): its __init__ and every read go through the descriptors.
-PartitionResult.failure = _Explained("failure", lambda found: found[0])  # type: ignore[assignment]
-PartitionResult.steps = _Explained("steps", lambda found: found[1])  # type: ignore[assignment]
+# The two fields a Refutation may stand for, set after the dataclass is made (so that it
+# has no default for them).
+PartitionResult.failure = _Explained("failure")  # type: ignore[assignment]
+PartitionResult.steps = _Explained("steps")  # type: ignore[assignment]
 
 
 @dataclass(frozen=True)
