@@ -18,7 +18,9 @@ jepsen, 103 small register histories, one of them empty) are a set too.
 For each history: our `check_linearizable(model, operations, budget)` in this process
 (wall and CPU time of that call alone: the model's prepare is inside it; the model
 object and the Budget are made before the clock starts, as the harness makes porcupine's
-model before its timer), then porcupine
+model before its timer), and apart from it the report a caller that reads the result
+would then make (`describe()` and `to_json()`: on a violation the failure, which is worked
+out only when read; the "with the report" figures add it), then porcupine
 on the same operations, exported to JSON (format "etcdspec-porcupine-histories", version
 1: each operation's fields as our History has them) and checked by bench/porcupine/
 main.go with `porcupine.CheckOperationsTimeout`, timed inside the Go process (not start-
@@ -292,6 +294,7 @@ class Outcome:
     seconds: float
     cpu_seconds: float
     note: str = ""
+    report_cpu_seconds: float = 0.0  # ours: describe() and to_json() after the check
 
     @property
     def decided(self) -> bool:
@@ -311,6 +314,9 @@ def check_ours(
         start, start_cpu = time.perf_counter(), time.process_time()
         result = check_linearizable(checked, operations, budget)
         seconds, cpu = time.perf_counter() - start, time.process_time() - start_cpu
+        start_cpu = time.process_time()
+        result.describe(), result.to_json()  # the report, timed apart from the verdict
+        report_cpu = time.process_time() - start_cpu
     finally:
         if saved is None:
             os.environ.pop(CORE_ENV, None)
@@ -321,7 +327,7 @@ def check_ours(
     if verdict == "unknown":
         reasons = sorted({part.reason for part in result.partitions if part.reason})
         note = (result.reason or "; ".join(reasons))[:200]
-    return Outcome(verdict, seconds, cpu, note)
+    return Outcome(verdict, seconds, cpu, note, report_cpu)
 
 
 @dataclass(frozen=True)
@@ -506,6 +512,8 @@ class Summary:
     pure_cpu_s: float | None = None  # --pure: ours with the pure-Python search
     pure_cpu_ratio: float | None = None
     pure_median_cpu_ratio: float | None = None
+    report_cpu_s: float | None = None  # ours: the describe() and to_json() after each check
+    report_cpu_ratio: float | None = None  # ours with the report / porcupine, CPU
 
     def to_json(self) -> dict[str, Any]:
         return {"set": self.name, **{k: v for k, v in asdict(self).items() if k != "name"}}
@@ -537,6 +545,7 @@ def summarize(name: str, rows: Sequence[Row]) -> Summary:
     per_cpu = cpu_ratios(lambda r: r.ours)
     per_pure = cpu_ratios(lambda r: r.pure)
     pure_rows = [r for r in both if r.pure is not None and r.theirs is not None]
+    reported = sum(r.ours.cpu_seconds + r.ours.report_cpu_seconds for r in both)
     return Summary(
         name=name,
         histories=len(rows),
@@ -567,6 +576,10 @@ def summarize(name: str, rows: Sequence[Row]) -> Summary:
         if pure_rows
         else None,
         pure_median_cpu_ratio=statistics.median(per_pure) if per_pure else None,
+        report_cpu_s=sum(r.ours.report_cpu_seconds for r in rows),
+        report_cpu_ratio=ratio(reported, sum(r.theirs.cpu_seconds for r in both if r.theirs))
+        if both
+        else None,
         ours_decided=sum(r.ours.decided for r in rows),
         theirs_decided=sum(r.theirs.decided for r in rows if r.theirs) if have else None,
         disagreements=tuple(r.name for r in rows if r.disagrees),
@@ -595,15 +608,16 @@ def table(summaries: Sequence[Summary]) -> str:
     lines += [
         "",
         "| set | ours Σ CPU s | pure Σ CPU s | porcupine Σ CPU s | CPU ratio: ours | "
-        "pure | median CPU ratio: ours | pure |",
-        "|" + "---|" * 8,
+        "pure | median CPU ratio: ours | pure | report Σ CPU s | CPU ratio with the report |",
+        "|" + "---|" * 10,
     ]
     for s in summaries:
         lines.append(
             f"| {s.name} | {s.ours_cpu_s:.3f} | {_num(s.pure_cpu_s, '.3f')} | "
             f"{_num(s.theirs_cpu_s, '.3f')} | {_num(s.cpu_ratio, '.2f')}x | "
             f"{_num(s.pure_cpu_ratio, '.2f')}x | {_num(s.median_cpu_ratio, '.2f')}x | "
-            f"{_num(s.pure_median_cpu_ratio, '.2f')}x |"
+            f"{_num(s.pure_median_cpu_ratio, '.2f')}x | {_num(s.report_cpu_s, '.4f')} | "
+            f"{_num(s.report_cpu_ratio, '.2f')}x |"
         )
     return "\n".join(lines)
 

@@ -199,3 +199,18 @@ def test_porcupine_agrees_with_us_on_small_histories_and_model_corners() -> None
     assert verdicts["hand/absent-after-put"] == ("false", "false")
     assert all(ours == theirs for ours, theirs in verdicts.values()), verdicts
     assert any(ours == "false" for ours, _ in verdicts.values())
+
+
+def test_the_report_is_timed_apart_and_added_in_its_own_ratio() -> None:
+    # Our check is timed for its verdict; describe() and to_json() after it (the failure
+    # of a refuted history worked out there) in their own figure, "with the report".
+    rows = run_set(_tiny(), Porcupine(None, "no go"), 30.0, 1, None, lambda _: None)
+    assert all(r.ours.report_cpu_seconds >= 0 for r in rows)
+    summary = summarize("tiny", rows)
+    assert summary.report_cpu_s == sum(r.ours.report_cpu_seconds for r in rows)
+    assert summary.report_cpu_ratio is None  # no porcupine: no ratio
+    ours = Outcome("false", 0.1, 0.3, report_cpu_seconds=0.1)
+    decided = [Row("a", 1, None, ours, Outcome("false", 0.2, 0.2))]
+    timed = summarize("s", decided)
+    assert timed.cpu_ratio == pytest.approx(1.5) and timed.report_cpu_ratio == pytest.approx(2.0)
+    assert "2.00x |" in table([timed])
