@@ -24,8 +24,9 @@ Contract:
   answers so (`CheckModel.impossible`: a read of a value no write invoked before it
   returned can leave); the first of them refutes the partition at once, with no
   linearizable prefix to show (register and kv: swept for only when the partition's
-  first turn does not linearize it; sound cuts, so the verdicts and reports are the
-  same). Reads the model shows were surely overwritten
+  first turn does not linearize it, and when that turn refutes it only for the report,
+  when it is read; sound cuts, so the verdicts and reports are the same). Reads the
+  model shows were surely overwritten
   (`CheckModel.overwritten`: every write that could leave the value was followed by an
   ok write that returned before the read was invoked) refute it too, but only after the
   search's first turn, which may decide it with a full report.
@@ -58,6 +59,13 @@ Contract:
 - Budgets (checker/budget.py): `Budget.timeout_s` and `Budget.max_memory_mb` (resident
   memory, read from /proc when available). Running out gives Verdict.UNKNOWN with what
   was decided so far (partitions finished, the longest prefix reached) — never a pass.
+- The verdict first, the report when read: a register or kv partition its search
+  refutes gets a `Refutation` (checker/linearizability_result.py) that works out its
+  failure and steps (and the `impossible` sweep above, which there can only give a
+  simpler report) when either is first read, and keeps only that partition's search;
+  a sweep that can still decide a verdict runs at once. A fused partition refuted in
+  its first compiled turn decides the history with no `_Search` and no turns loop
+  (tests/checker/test_checker_lazy_report.py).
 - The result (checker/linearizability_result.py) gives, on a violation: the longest
   linearizable prefix (the placed operations, in order), the operation that could not
   be placed with the model's reason, the window of concurrent operations around it,
@@ -1056,10 +1064,12 @@ class _Search:
             path = list(order)
             for i in path:
                 self.placed[i] = 1
-            frame = _Frame(state, 0, -1, self._advance_ret(0), self._advance_call(0), None)
-            frame.rejected = self._rejected(frame)
-            for i in path:
-                self.placed[i] = 0
+            try:  # an error (a model's) leaves the search as it was, for the next read
+                frame = _Frame(state, 0, -1, self._advance_ret(0), self._advance_call(0), None)
+                frame.rejected = self._rejected(frame)
+            finally:
+                for i in path:
+                    self.placed[i] = 0
             return self._failure(path, frame), steps
 
         return Refutation(explain)
