@@ -46,7 +46,9 @@ Contract:
   bound) for as long as each linearizes: their
   results (operation ids, the stepper's state, steps, each one's own seconds) come back
   together; the first partition that is not linearized there goes to the turns loop,
-  its Search where the turn left it.
+  its Search where the turn left it. When that turn refuted it (`fused_refuted`: the
+  Search says so itself, no step taken), the history is decided there, and
+  `fused_outcome` gives the deepest configuration only if the report is read.
 - ETCDSPEC_CHECKER_CORE: "auto" (default: compiled when built), "pure", or "compiled"
   (the extension is required: its absence is an error saying how to build it).
 """
