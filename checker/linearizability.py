@@ -1051,7 +1051,11 @@ class _Search:
                 self.steps,
                 time.monotonic() - start,
             )
-        self.entry_memo = {}  # the report needs the deepest configuration only
+        # The report needs the deepest configuration only: not the memo (of the pure
+        # loop, or the compiled search's, which may be millions of configurations).
+        self.entry_memo = {}
+        if self.fused is not None:
+            self.fused = self.fused._replace(search=None)
         self.deepest = self._deepest(outcome.order, outcome.state)
         return PartitionResult.refuted(self.name, self.size, self.deepest, time.monotonic() - start)
 

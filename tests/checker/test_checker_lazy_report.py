@@ -16,7 +16,8 @@ Refutation), and then are exactly what the checker built at once before.
   collected gives the report a result read at once gives; the pending report holds
   only its own partition's search.
 - Where a sweep decides the verdict it still runs at once (register and kv: after a
-  first turn that did not decide the partition)."""
+  first turn that did not decide the partition); a search refuted by the turns loop
+  keeps no memo for its report."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ import gc
 import hashlib
 import json
 import re
+import time
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,7 @@ from typing import Any
 import pytest
 
 from etcdspec.checker import compiled_search, linearizability
+from etcdspec.checker.budget import UNBOUNDED, BudgetClock
 from etcdspec.checker.check import CheckOptions, check_history, load_history
 from etcdspec.checker.compiled_search import FusedPartition
 from etcdspec.checker.history import HistoryEvent, build_history, write_history
@@ -276,3 +279,37 @@ def test_where_the_sweep_decides_it_runs_at_once(monkeypatch: pytest.MonkeyPatch
     (refuted,) = [p for p in result.partitions if p.verdict is Verdict.FALSE]
     assert refuted.explained and _Reluctant.sweeps == 1 and refuted.steps == 2048
     assert refuted.failure is not None and "surely overwritten" in refuted.failure.reason
+
+
+def test_a_search_the_turns_loop_refutes_keeps_no_memo_for_its_report(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A fused partition searched to its end by the turns loop's search (not its first C
+    # turn): the pending report holds the partition's operations, not its compiled
+    # search, whose memo can be millions of configurations after many turns.
+    monkeypatch.setenv(compiled_search.CORE_ENV, "compiled")
+    model, events = _histories()["kv stale get 5 clients 19"]
+    checked = get_model(model)
+    ops = build_history(events).operations
+    fused = compiled_search.compiled_fuse(checked, ops, 0)
+    assert fused is not None
+    clock = BudgetClock(UNBOUNDED)
+    refuted = []
+    for name, part in fused[1]:
+        search = linearizability._Search(checked, None, name, clock, {}, part)
+        result = _run(search.entry_search(time.monotonic()))
+        if result.verdict is Verdict.FALSE:
+            refuted.append((search, result))
+    ((search, result),) = refuted
+    assert not result.explained and search.fused is not None and search.fused.search is None
+    # The same report as the whole check's (whose `impossible` sweep finds nothing here).
+    (whole,) = [p for p in check_linearizable(get_model(model), ops).partitions if p.failure]
+    assert (result.failure, result.steps) == (whole.failure, whole.steps)
+
+
+def _run(search: Any) -> Any:
+    while True:
+        try:
+            next(search)
+        except StopIteration as done:
+            return done.value
