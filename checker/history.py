@@ -343,59 +343,23 @@ def long_digit_run(text: str) -> bool:
 
 
 class _Pairing:
-    """`build_history`'s pairing of invokes and completions, done while the lines are
-    read (one pass over the events instead of two). It only records: at the first
-    event that breaks a rule `broken` is set and the caller hands the events to
-    `build_history`, which raises the error it always raised."""
+    """`build_history`'s pairing of invokes and completions, done by `_parse_lines`
+    while it reads the lines, each operation built as its completion is read (one pass
+    over the events instead of three: read, pair, build). An invoke takes the next
+    operation id (ids follow the invokes' order, as `build_history`'s sorted pairs give
+    them) and a slot in `operations`, filled when it completes or, never completed, at
+    the end (info, with a note). It only records: at the first event that breaks a rule
+    `broken` is set, and the caller hands the events to `build_history`, which raises
+    the error it always raised."""
 
-    __slots__ = ("broken", "crashed", "last_index", "last_time", "open_ops", "pairs", "watch")
+    __slots__ = ("broken", "open_ops", "operations", "watch")
 
     def __init__(self) -> None:
-        self.open_ops: dict[int | str, tuple[int, str]] = {}  # process -> (position, f)
-        self.crashed: set[int | str] = set()
-        self.pairs: list[tuple[int, int | None]] = []
+        # process -> (position, f, operation id, the invoke)
+        self.open_ops: dict[int | str, tuple[int, str, int, HistoryEvent]] = {}
+        self.operations: list[Operation | None] = []
         self.watch: list[HistoryEvent] = []
-        self.last_index = -1
-        self.last_time = -1
         self.broken = False
-
-    def add(self, position: int, event: HistoryEvent) -> None:
-        """`add_fields` for an event read by the full schema walk."""
-        self.add_fields(
-            position, event, event.index, event.time, event.type, event.process, event.f
-        )
-
-    def add_fields(
-        self,
-        position: int,
-        event: HistoryEvent,
-        index: int,
-        time: int,
-        kind: str,
-        process: int | str,
-        f: str,
-    ) -> None:
-        if index <= self.last_index or time < self.last_time:
-            self.broken = True
-            return
-        self.last_index, self.last_time = index, time
-        if kind == "watch":
-            self.watch.append(event)
-            return
-        open_ops = self.open_ops
-        if kind == "invoke":
-            if process in open_ops or process in self.crashed:
-                self.broken = True
-                return
-            open_ops[process] = (position, f)
-            return
-        start = open_ops.pop(process, None)
-        if start is None or start[1] != f:
-            self.broken = True
-            return
-        if kind == "info":
-            self.crashed.add(process)
-        self.pairs.append((start[0], position))
 
 
 def _parse_lines(text: str, source: str) -> tuple[list[HistoryEvent], _Pairing | None]:
@@ -406,15 +370,25 @@ def _parse_lines(text: str, source: str) -> tuple[list[HistoryEvent], _Pairing |
     `parse_event`'s full schema walk. A line is decoded by orjson unless it holds a long
     digit run (`long_digit_run`) or orjson refuses it (NaN, a float out of range, an
     escaped lone surrogate, text around the value): then by the stdlib, which decides
-    what the line is."""
+    what the line is. The pairing (`_Pairing`, `build_history`'s rules in its order)
+    is inline: it runs once per line."""
     events: list[HistoryEvent] = []
     append = events.append
     pairing = _Pairing()
-    pair = pairing.add_fields
+    open_ops, operations, watch = pairing.open_ops, pairing.operations, pairing.watch
+    add_operation = operations.append
+    crashed: set[int | str] = set()
+    last_index = last_time = -1
+    paired = True  # no rule broken so far
     fast = _orjson_loads if _FAST_JSON else None
     per_line = fast is not None and long_digit_run(text)  # else no line has one
     plain_keys, event_types, process_types = _PLAIN_KEYS, _EVENT_TYPE_SET, _PROCESS_TYPES
-    new_event, set_attribute = _new_object, _set_attribute
+    new_object, set_attribute = _new_object, _set_attribute
+    index: Any
+    time: Any
+    process: Any
+    kind: Any
+    f: Any
     for number, raw in enumerate(text.splitlines(), start=1):
         try:
             if fast is not None and not (per_line and long_digit_run(raw)):
@@ -435,9 +409,9 @@ def _parse_lines(text: str, source: str) -> tuple[list[HistoryEvent], _Pairing |
                 raise HistoryError(
                     source, number, f"not valid JSON ({error.msg} at column {error.colno}){hint}"
                 ) from error
+        event: Any = None
         if type(obj) is dict and obj.keys() <= plain_keys:  # _plainly_valid, inline
-            fields: Any = obj
-            get = fields.get
+            get = obj.get
             index, time, process, kind, f = (
                 get("index"),
                 get("time"),
@@ -465,16 +439,64 @@ def _parse_lines(text: str, source: str) -> tuple[list[HistoryEvent], _Pairing |
                     obj["error"] = None
                 if "user" not in obj:
                     obj["user"] = None
-                event = new_event(HistoryEvent)
+                event = new_object(HistoryEvent)
                 set_attribute(event, "__dict__", obj)
-                if not pairing.broken:
-                    pair(len(events), event, index, time, kind, process, f)
-                append(event)
-                continue
-        event = parse_event(obj, source, number)
-        if not pairing.broken:
-            pairing.add(len(events), event)
+        if event is None:
+            event = parse_event(obj, source, number)
+            index, time, process, kind, f = (
+                event.index,
+                event.time,
+                event.process,
+                event.type,
+                event.f,
+            )
+        position = len(events)
         append(event)
+        if not paired:
+            continue
+        # build_history's rules, in its order.
+        if index <= last_index or time < last_time:
+            paired = False
+            continue
+        last_index, last_time = index, time
+        if kind == "invoke":
+            if process in open_ops or process in crashed:
+                paired = False
+                continue
+            open_ops[process] = (position, f, len(operations), event)
+            add_operation(None)
+            continue
+        if kind == "watch":
+            watch.append(event)
+            continue
+        begun = open_ops.pop(process, None)
+        if begun is None or begun[1] != f:
+            paired = False
+            continue
+        start, _, op_id, invoke = begun
+        if kind != "ok":
+            if kind == "info":
+                crashed.add(process)
+            operations[op_id] = _operation_of(op_id, invoke, start, event, position)
+            continue
+        # `_operation` of an ok one, inline and field by field in the constructor's
+        # order (see `_history_from_pairs`).
+        made = new_object(Operation)
+        set_attribute(made, "id", op_id)
+        set_attribute(made, "process", invoke.process)
+        set_attribute(made, "f", f)
+        set_attribute(made, "request", invoke.value)
+        set_attribute(made, "type", "ok")
+        set_attribute(made, "response", event.value)
+        set_attribute(made, "call", start)
+        set_attribute(made, "ret", position)
+        set_attribute(made, "call_time", invoke.time)
+        set_attribute(made, "return_time", time)
+        set_attribute(made, "invoke_index", invoke.index)
+        set_attribute(made, "complete_index", index)
+        set_attribute(made, "user", invoke.user)
+        operations[op_id] = made
+    pairing.broken = not paired
     return events, None if pairing.broken else pairing
 
 
@@ -560,9 +582,18 @@ def build_history(events: Sequence[HistoryEvent], source: str = "<memory>") -> H
 
 
 def _assembled_history(events: list[HistoryEvent], paired: _Pairing, source: str) -> History:
-    """The History of events `_parse_lines` paired as it read them."""
-    open_ops = {process: start for process, (start, _) in paired.open_ops.items()}
-    return _history_from_pairs(events, paired.pairs, open_ops, paired.watch, source)
+    """The History of events `_parse_lines` paired as it read them: the invokes never
+    completed become info operations, with a note each (as `_history_from_pairs`)."""
+    operations = paired.operations
+    notes: list[str] = []
+    for process, (start, f, op_id, invoke) in paired.open_ops.items():
+        operations[op_id] = _operation_of(op_id, invoke, start, None, None)
+        notes.append(
+            f"process {process}: {f} on line {invoke.line} never "
+            "completed; treated as info (it may or may not have taken effect)"
+        )
+    made: tuple[Operation, ...] = tuple(operations)  # type: ignore[arg-type]  # all filled
+    return History(tuple(events), made, tuple(paired.watch), source, tuple(notes))
 
 
 def _history_from_pairs(
@@ -616,8 +647,18 @@ def _history_from_pairs(
 def _operation(
     op_id: int, events: Sequence[HistoryEvent], start: int, end: int | None
 ) -> Operation:
-    invoke = events[start]
-    complete = events[end] if end is not None else None
+    return _operation_of(op_id, events[start], start, events[end] if end is not None else None, end)
+
+
+def _operation_of(
+    op_id: int,
+    invoke: HistoryEvent,
+    start: int,
+    complete: HistoryEvent | None,
+    end: int | None,
+) -> Operation:
+    """The operation of `invoke` (at position `start`) and `complete` (at `end`; None:
+    never completed)."""
     if complete is None or complete.type == "info":
         kind, response, ret, return_time = "info", None, None, None
         if complete is not None:
