@@ -344,11 +344,12 @@ def long_digit_run(text: str) -> bool:
 
 class _Pairing:
     """`build_history`'s pairing of invokes and completions, done by `_parse_lines`
-    while it reads the lines, each operation built as its completion is read (one pass
-    over the events instead of three: read, pair, build). An invoke takes the next
-    operation id (ids follow the invokes' order, as `build_history`'s sorted pairs give
-    them) and a slot in `operations`, filled when it completes or, never completed, at
-    the end (info, with a note). It only records: at the first event that breaks a rule
+    while it reads the lines (one pass over the events: no pairs list to sort, no second
+    walk over the events). An invoke takes the next operation id (ids follow the
+    invokes' order, as `build_history`'s sorted pairs give them) and a slot in
+    `operations`, filled with what its operation is made of when it completes or,
+    never completed, at the end (info, with a note); `_assembled_history` makes the
+    operations, all together. It only records: at the first event that breaks a rule
     `broken` is set, and the caller hands the events to `build_history`, which raises
     the error it always raised."""
 
@@ -357,7 +358,9 @@ class _Pairing:
     def __init__(self) -> None:
         # process -> (position, f, operation id, the invoke)
         self.open_ops: dict[int | str, tuple[int, str, int, HistoryEvent]] = {}
-        self.operations: list[Operation | None] = []
+        # by id: None while open; then an ok one's fields in the constructor's order
+        # (but id and type), any other's (start, end, invoke, completion)
+        self.operations: list[tuple[Any, ...] | None] = []
         self.watch: list[HistoryEvent] = []
         self.broken = False
 
@@ -474,28 +477,27 @@ def _parse_lines(text: str, source: str) -> tuple[list[HistoryEvent], _Pairing |
             paired = False
             continue
         start, _, op_id, invoke = begun
-        if kind != "ok":
-            if kind == "info":
-                crashed.add(process)
-            operations[op_id] = _operation_of(op_id, invoke, start, event, position)
-            continue
-        # `_operation` of an ok one, inline and field by field in the constructor's
-        # order (see `_history_from_pairs`).
-        made = new_object(Operation)
-        set_attribute(made, "id", op_id)
-        set_attribute(made, "process", invoke.process)
-        set_attribute(made, "f", f)
-        set_attribute(made, "request", invoke.value)
-        set_attribute(made, "type", "ok")
-        set_attribute(made, "response", event.value)
-        set_attribute(made, "call", start)
-        set_attribute(made, "ret", position)
-        set_attribute(made, "call_time", invoke.time)
-        set_attribute(made, "return_time", time)
-        set_attribute(made, "invoke_index", invoke.index)
-        set_attribute(made, "complete_index", index)
-        set_attribute(made, "user", invoke.user)
-        operations[op_id] = made
+        if kind == "info":
+            crashed.add(process)
+        # Built in a second pass (`_assembled_history`), all together: operations made
+        # here would lie scattered among the events in memory, and every later pass
+        # over them (prepare, the search's tables) would pay for it in cache misses.
+        if kind == "ok":  # its fields, read while the two events are in the cache
+            operations[op_id] = (
+                invoke.process,
+                f,
+                invoke.value,
+                event.value,
+                start,
+                position,
+                invoke.time,
+                time,
+                invoke.index,
+                index,
+                invoke.user,
+            )
+        else:
+            operations[op_id] = (start, position, invoke, event)
     pairing.broken = not paired
     return events, None if pairing.broken else pairing
 
@@ -582,18 +584,45 @@ def build_history(events: Sequence[HistoryEvent], source: str = "<memory>") -> H
 
 
 def _assembled_history(events: list[HistoryEvent], paired: _Pairing, source: str) -> History:
-    """The History of events `_parse_lines` paired as it read them: the invokes never
-    completed become info operations, with a note each (as `_history_from_pairs`)."""
-    operations = paired.operations
+    """The History of events `_parse_lines` paired as it read them: each operation built
+    from its invoke and completion (`paired.operations`, by id), the invokes never
+    completed as info operations with a note each (as `_history_from_pairs`)."""
+    found: list[Any] = paired.operations
     notes: list[str] = []
     for process, (start, f, op_id, invoke) in paired.open_ops.items():
-        operations[op_id] = _operation_of(op_id, invoke, start, None, None)
+        found[op_id] = (start, None, invoke, None)
         notes.append(
             f"process {process}: {f} on line {invoke.line} never "
             "completed; treated as info (it may or may not have taken effect)"
         )
-    made: tuple[Operation, ...] = tuple(operations)  # type: ignore[arg-type]  # all filled
-    return History(tuple(events), made, tuple(paired.watch), source, tuple(notes))
+    operations: list[Operation] = []
+    append, new_object, set_attribute = operations.append, _new_object, _set_attribute
+    for op_id, fields in enumerate(found):
+        if len(fields) == 4:  # not ok
+            start, end, invoke, complete = fields
+            append(_operation_of(op_id, invoke, start, complete, end))
+            continue
+        process, f, request, response, start, end, call_time, return_time, called, done, user = (
+            fields
+        )
+        # `_operation` of an ok one, inline, field by field in the constructor's order
+        # (see `_history_from_pairs`).
+        made = new_object(Operation)
+        set_attribute(made, "id", op_id)
+        set_attribute(made, "process", process)
+        set_attribute(made, "f", f)
+        set_attribute(made, "request", request)
+        set_attribute(made, "type", "ok")
+        set_attribute(made, "response", response)
+        set_attribute(made, "call", start)
+        set_attribute(made, "ret", end)
+        set_attribute(made, "call_time", call_time)
+        set_attribute(made, "return_time", return_time)
+        set_attribute(made, "invoke_index", called)
+        set_attribute(made, "complete_index", done)
+        set_attribute(made, "user", user)
+        append(made)
+    return History(tuple(events), tuple(operations), tuple(paired.watch), source, tuple(notes))
 
 
 def _history_from_pairs(
