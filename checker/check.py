@@ -324,7 +324,6 @@ def _model_hint(history: History, options: CheckOptions) -> str:
 
 
 def _linearizable_result(lin: LinearizabilityResult, history: History) -> CheckResult:
-    by_id = {op.id: op for op in history.operations}
     parts = len(lin.partitions)
     summary = f"{lin.operations} operations" + (f", {parts} keys" if parts > 1 else "")
     if lin.dropped:
@@ -334,6 +333,7 @@ def _linearizable_result(lin: LinearizabilityResult, history: History) -> CheckR
     failure = lin.failure
     if failure is not None:
         details = (failure.describe(),)
+        by_id = {op.id: op for op in history.operations}  # only for a failure's window
         for op_id in failure.window:
             op = by_id.get(op_id)
             if op is not None:

@@ -342,25 +342,32 @@ def long_digit_run(text: str) -> bool:
     return b"0" * LONG_DIGITS in digits
 
 
+_SLOT = 11  # values per operation in `_Pairing.fields`
+
+
 class _Pairing:
     """`build_history`'s pairing of invokes and completions, done by `_parse_lines`
     while it reads the lines (one pass over the events: no pairs list to sort, no second
     walk over the events). An invoke takes the next operation id (ids follow the
     invokes' order, as `build_history`'s sorted pairs give them) and a slot in
-    `operations`, filled with what its operation is made of when it completes or,
-    never completed, at the end (info, with a note); `_assembled_history` makes the
-    operations, all together. It only records: at the first event that breaks a rule
+    `fields` (_SLOT values each), filled with what its operation is made of when it
+    completes; `_assembled_history` makes the operations, all together (never completed:
+    info, with a note). It only records: at the first event that breaks a rule
     `broken` is set, and the caller hands the events to `build_history`, which raises
     the error it always raised."""
 
-    __slots__ = ("broken", "open_ops", "operations", "watch")
+    __slots__ = ("broken", "count", "fields", "open_ops", "watch")
 
     def __init__(self) -> None:
         # process -> (position, f, operation id, the invoke)
         self.open_ops: dict[int | str, tuple[int, str, int, HistoryEvent]] = {}
-        # by id: None while open; then an ok one's fields in the constructor's order
-        # (but id and type), any other's (start, end, invoke, completion)
-        self.operations: list[tuple[Any, ...] | None] = []
+        # _SLOT values per operation, by id: an ok one's fields in the constructor's
+        # order (but id and type); any other's None, start, end, invoke, completion
+        # (end and completion None while open). One flat list, not a tuple each: tuples
+        # made while reading lie scattered among the events, and once freed their
+        # slots would scatter whatever is made next in their size (the prepared items).
+        self.fields: list[Any] = []
+        self.count = 0
         self.watch: list[HistoryEvent] = []
         self.broken = False
 
@@ -378,8 +385,9 @@ def _parse_lines(text: str, source: str) -> tuple[list[HistoryEvent], _Pairing |
     events: list[HistoryEvent] = []
     append = events.append
     pairing = _Pairing()
-    open_ops, operations, watch = pairing.open_ops, pairing.operations, pairing.watch
-    add_operation = operations.append
+    open_ops, fields, watch = pairing.open_ops, pairing.fields, pairing.watch
+    add_fields = fields.extend
+    count = 0
     crashed: set[int | str] = set()
     last_index = last_time = -1
     paired = True  # no rule broken so far
@@ -466,8 +474,9 @@ def _parse_lines(text: str, source: str) -> tuple[list[HistoryEvent], _Pairing |
             if process in open_ops or process in crashed:
                 paired = False
                 continue
-            open_ops[process] = (position, f, len(operations), event)
-            add_operation(None)
+            open_ops[process] = (position, f, count, event)
+            add_fields((None, position, None, event, None, None, None, None, None, None, None))
+            count += 1
             continue
         if kind == "watch":
             watch.append(event)
@@ -479,11 +488,12 @@ def _parse_lines(text: str, source: str) -> tuple[list[HistoryEvent], _Pairing |
         start, _, op_id, invoke = begun
         if kind == "info":
             crashed.add(process)
-        # Built in a second pass (`_assembled_history`), all together: operations made
+        # Made in a second pass (`_assembled_history`), all together: operations made
         # here would lie scattered among the events in memory, and every later pass
         # over them (prepare, the search's tables) would pay for it in cache misses.
+        base = op_id * _SLOT
         if kind == "ok":  # its fields, read while the two events are in the cache
-            operations[op_id] = (
+            fields[base : base + _SLOT] = (
                 invoke.process,
                 f,
                 invoke.value,
@@ -497,8 +507,11 @@ def _parse_lines(text: str, source: str) -> tuple[list[HistoryEvent], _Pairing |
                 invoke.user,
             )
         else:
-            operations[op_id] = (start, position, invoke, event)
+            fields[base + 2] = position
+            fields[base + 4] = event
+    pairing.count = count
     pairing.broken = not paired
+    assert paired is False or len(fields) == count * _SLOT
     return events, None if pairing.broken else pairing
 
 
@@ -585,26 +598,24 @@ def build_history(events: Sequence[HistoryEvent], source: str = "<memory>") -> H
 
 def _assembled_history(events: list[HistoryEvent], paired: _Pairing, source: str) -> History:
     """The History of events `_parse_lines` paired as it read them: each operation built
-    from its invoke and completion (`paired.operations`, by id), the invokes never
+    from its invoke and completion (`paired.fields`, by id), the invokes never
     completed as info operations with a note each (as `_history_from_pairs`)."""
-    found: list[Any] = paired.operations
     notes: list[str] = []
-    for process, (start, f, op_id, invoke) in paired.open_ops.items():
-        found[op_id] = (start, None, invoke, None)
+    for process, (_, f, _, invoke) in paired.open_ops.items():
         notes.append(
             f"process {process}: {f} on line {invoke.line} never "
             "completed; treated as info (it may or may not have taken effect)"
         )
     operations: list[Operation] = []
     append, new_object, set_attribute = operations.append, _new_object, _set_attribute
-    for op_id, fields in enumerate(found):
-        if len(fields) == 4:  # not ok
-            start, end, invoke, complete = fields
+    each = iter(paired.fields)
+    # zip hands back its one tuple when it is free again: no tuple per operation.
+    for op_id, slot in enumerate(zip(*(each,) * _SLOT, strict=False)):
+        if slot[0] is None:  # not ok
+            _, start, end, invoke, complete = slot[:5]
             append(_operation_of(op_id, invoke, start, complete, end))
             continue
-        process, f, request, response, start, end, call_time, return_time, called, done, user = (
-            fields
-        )
+        process, f, request, response, start, end, call_time, return_time, called, done, user = slot
         # `_operation` of an ok one, inline, field by field in the constructor's order
         # (see `_history_from_pairs`).
         made = new_object(Operation)

@@ -428,10 +428,12 @@ class _Search:
 
     @cached_property
     def ok_by_ret(self) -> list[int]:
-        rets = [p.op.ret for p in self.items]
-        returned = [(ret, i) for i, ret in enumerate(rets) if ret is not None]
-        returned.sort()  # by position, then index: a stable sort by position
-        return [i for _, i in returned]
+        rets: list[Any] = [p.op.ret for p in self.items]
+        returned = [i for i, ret in enumerate(rets) if ret is not None]
+        # By position, then index (a stable sort; rets come nearly in order, which
+        # timsort takes in runs).
+        returned.sort(key=rets.__getitem__)
+        return returned
 
     @cached_property
     def by_call(self) -> list[int]:

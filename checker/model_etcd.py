@@ -524,9 +524,19 @@ class EtcdModel(CheckModel):
         for prepared in ops:
             payload = prepared.payload
             request, response = payload
-            if not _kv_answer(response):
+            kind = type(response)
+            # The second loop reads the kvs a response shows (and a txn's, a delete's):
+            # a put without prev_kv and a range with no kv show none.
+            if kind is PutResponse:
+                if response.prev_kv is not None:
+                    answered.append(payload)
+            elif kind is RangeResponse:
+                if response.kvs:
+                    answered.append(payload)
+            elif _kv_answer(response):
+                answered.append(payload)
+            else:
                 continue
-            answered.append(payload)
             bumps_to = prepared.bumps_to
             if bumps_to is not None:
                 claimed.append(bumps_to)
@@ -539,7 +549,8 @@ class EtcdModel(CheckModel):
                     continue
                 for key in sure_put_keys(request, response):
                     puts.setdefault(key, []).append(bumps_to)
-            elif bumped(request, response) is not False:  # it may have written
+            elif type(request) is not RangeRequest and bumped(request, response) is not False:
+                # it may have written (a range never does)
                 uncertain |= put_keys(request)
         self._ok_puts = ok_puts = {key: sorted(revisions) for key, revisions in puts.items()}
         self._claimed = sorted(claimed)
@@ -676,6 +687,7 @@ class EtcdModel(CheckModel):
             return {}
         owners: dict[Hashable, list[int]] = {}
         blind: set[bytes] = set()
+        wanted_keys = {signature[1] for signature in wanted}
         for i, prepared in enumerate(ops):
             request = prepared.payload[0]
             kind = type(request)
@@ -684,7 +696,7 @@ class EtcdModel(CheckModel):
             if kind is PutRequest:  # write_signatures and blind_put_keys, inline
                 if request.ignore_value:
                     blind.add(request.key)
-                else:
+                elif request.key in wanted_keys:
                     put: Hashable = ("put", request.key, request.value)
                     if put in wanted:
                         owners.setdefault(put, []).append(i)
@@ -696,8 +708,9 @@ class EtcdModel(CheckModel):
         seen_at: dict[Hashable, list[int]] = {}
         owned = set(owners)  # few (info writes' puts): intersect each revision's with them
         for revision, signatures in observed.items():
-            for signature in signatures & owned:
-                seen_at.setdefault(signature, []).append(revision)
+            for signature in signatures:  # a few each: no intersection set made
+                if signature in owned:
+                    seen_at.setdefault(signature, []).append(revision)
         pins: dict[int, int] = {}
         for signature, revisions in seen_at.items():
             assert isinstance(signature, tuple)
