@@ -360,7 +360,7 @@ class _Frame:
         self.zobrist = zobrist
         self.item = item  # local index placed to reach this frame (-1 at the root)
         self.ret_ptr = ret_ptr  # first unplaced ok op in return order
-        self.call_ptr = call_ptr  # first unplaced op in call order
+        self.call_ptr = call_ptr  # first unplaced op in call order (no revision hints)
         self.revision = revision  # the state's revision (None: no revision hints)
         # ok candidates the model rejected here, in the order tried (a list once any)
         self.rejected: Sequence[int] = _NO_REJECTS
@@ -872,6 +872,7 @@ class _Search:
             self._advance_call,
             len(self.ok_by_ret),
         )
+        by_revision = self.hinted  # then no frame reads its position in call order
         try:
             self.clock.check()
             while stack:
@@ -880,7 +881,8 @@ class _Search:
                     yield
                 frame = stack[-1]
                 if frame.ret_ptr >= ok_count and self._reaches_observed(frame):
-                    order = tuple(self.items[f.item].op.id for f in stack[1:])
+                    items = self.items
+                    order = tuple([items[f.item].op.id for f in stack[1:]])
                     return PartitionResult(
                         self.name,
                         Verdict.TRUE,
@@ -909,7 +911,7 @@ class _Search:
                     frame.zobrist ^ zob[i],
                     i,
                     advance_ret(frame.ret_ptr),
-                    advance_call(frame.call_ptr),
+                    frame.call_ptr if by_revision else advance_call(frame.call_ptr),
                     revision,
                 )
                 stack.append(new)

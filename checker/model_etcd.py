@@ -857,7 +857,11 @@ def _simple_txn(state: StoreState, request: TxnRequest) -> tuple[StoreState, Txn
                     return None
             elif kind is not RangeRequest or not op.key or op.revision != 0:  # type: ignore[union-attr]
                 return None
-    holds = all(compare_holds(state, compare) for compare in compares)
+    holds = True
+    for compare in compares:  # all(...), without a generator
+        if not compare_holds(state, compare):
+            holds = False
+            break
     branch = success if holds else failure
     if not branch:
         return state, TxnResponse(ResponseHeader(state.revision), holds, ())
