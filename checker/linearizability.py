@@ -721,6 +721,7 @@ class _Search:
         model, items, memo = self.model, self.items, self.memo
         hinted = self.hinted
         observed_revisions = self.observed_revisions if hinted else set()
+        pending_max = self.pending_max if hinted else {}
         state_before = frame.state
         before = frame.revision
         pending = frame.pending
@@ -762,7 +763,11 @@ class _Search:
                     if bump_only and after == before:
                         continue
                     if after > before:
-                        if not self._revision_allows(before, after, self.max_pre[i]):
+                        if after == before + 1:  # `_revision_allows`' common case, inline
+                            own = self.max_pre[i]
+                            if pending_max.get(before, 0) != (1 if own == before else 0):
+                                continue
+                        elif not self._revision_allows(before, after, self.max_pre[i]):
                             continue
                         # What was seen written at the revision this op takes must be
                         # what it wrote (one revision is one write).
@@ -771,9 +776,10 @@ class _Search:
                         ):
                             continue
                 key = (frame.zobrist ^ self.zob[i], state)
-                if key in memo:
+                seen = len(memo)
+                memo.add(key)  # one hash of the state (`in`, then `add`, hashed it twice)
+                if len(memo) == seen:  # the configuration was there already
                     continue
-                memo.add(key)
                 if k + 1 < len(states):
                     frame.pending = (i, states, k + 1, bump_only)
                 return i, state, after
