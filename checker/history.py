@@ -50,6 +50,21 @@ def _find_orjson_loads() -> Callable[[str | bytes], Any] | None:
 
 _orjson_loads = _find_orjson_loads()
 
+
+def _find_read_plain() -> Callable[..., Any] | None:
+    """The C loop over plainly valid lines (checker/_histread.c), or None where the
+    extension is not built; `_history_of_lines` reads the same with or without it."""
+    try:
+        module = importlib.import_module("etcdspec.checker._histread")
+    except ImportError:
+        return None
+    read: Callable[..., Any] = module.read_plain
+    return read
+
+
+_read_plain = _find_read_plain()
+_COMPILED_READ = True  # use the C loop when it is built (tests switch it off)
+
 _new_object = object.__new__
 _set_attribute = object.__setattr__
 
@@ -333,9 +348,20 @@ def parse_history_text(text: str, source: str = "<memory>") -> History:
 
 
 def _history_of_lines(lines: Sequence[str | bytes], whole: str | bytes, source: str) -> History:
-    """The validated History of `lines`, the lines of `whole` (str, or ASCII bytes)."""
+    """The validated History of `lines`, the lines of `whole` (str, or ASCII bytes).
+    The C loop (`_read_plain`) reads them when every line is plainly valid and paired
+    (most files); it declines anything else, and `_parse_lines` reads them all."""
+    fast = _orjson_loads if _FAST_JSON else None
+    per_line = fast is not None and long_digit_run(whole)  # else no line has one
     with paused_gc():
-        events, paired = _parse_lines(lines, whole, source)
+        compiled = _read_plain if _COMPILED_READ else None
+        if compiled is not None and fast is not None and not per_line and type(lines) is list:
+            read = compiled(lines, fast, _PLAIN_KEYS, _EVENT_TYPE_SET, HistoryEvent)
+            if read is not None:
+                pairing = _Pairing()
+                events, pairing.fields, pairing.open_ops, pairing.watch, pairing.count = read
+                return _assembled_history(events, pairing, source)
+        events, paired = _parse_lines(lines, whole, source, per_line)
         if paired is None:  # something to say about the order: build_history says it
             return build_history(events, source)
         return _assembled_history(events, paired, source)
@@ -396,7 +422,7 @@ def _as_text(raw: str | bytes) -> str:
 
 
 def _parse_lines(
-    lines: Sequence[str | bytes], whole: str | bytes, source: str
+    lines: Sequence[str | bytes], whole: str | bytes, source: str, per_line: bool
 ) -> tuple[list[HistoryEvent], _Pairing | None]:
     """Every non-blank line of `lines` (of `whole`: str, or ASCII bytes, which a line
     is decoded from where orjson does not read it) as a HistoryEvent, and the events paired into operations
@@ -418,7 +444,7 @@ def _parse_lines(
     last_index = last_time = -1
     paired = True  # no rule broken so far
     fast = _orjson_loads if _FAST_JSON else None
-    per_line = fast is not None and long_digit_run(whole)  # else no line has one
+    # per_line: whether a line may hold a long digit run (`long_digit_run` of `whole`)
     plain_keys, event_types, process_types = _PLAIN_KEYS, _EVENT_TYPE_SET, _PROCESS_TYPES
     new_object, set_attribute = _new_object, _set_attribute
     index: Any
