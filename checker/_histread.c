@@ -8,7 +8,8 @@
  * else (a blank line, one orjson refuses, a schema_version, a field of another type, an
  * index or time beyond 64 bits, a broken order) it builds nothing and returns None, and
  * the Python loop reads the whole text, so its events, operations and errors are the
- * Python loop's. tests/checker/test_checker_read_compiled.py holds the two to the same
+ * Python loop's (`assemble` makes the operations as `_assembled_history`'s loop does).
+ * tests/checker/test_checker_read_compiled.py holds the two to the same
  * History on every shape and error the reader tests use.
  */
 #define PY_SSIZE_T_CLEAN
@@ -220,11 +221,62 @@ done:
     return result;
 }
 
+static PyObject *s_names[13]; /* Operation's fields, in the constructor's order */
+static PyObject *s_ok;
+
+/* assemble(fields, operation_class, operation_of) -> the operations of `_Pairing.fields`
+ * (SLOT values each, by id), as `_assembled_history`'s loop makes them: an ok one field
+ * by field in the constructor's order (object.__setattr__, so its values stay inline),
+ * any other by `operation_of(op_id, invoke, start, complete, end)`. */
+static PyObject *assemble(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *fields, *operation_class, *operation_of;
+    if (!PyArg_ParseTuple(args, "O!O!O", &PyList_Type, &fields, &PyType_Type, &operation_class,
+                          &operation_of))
+        return NULL;
+    Py_ssize_t total = PyList_GET_SIZE(fields);
+    if (total % SLOT != 0) {
+        PyErr_SetString(PyExc_ValueError, "fields: not a whole number of operations");
+        return NULL;
+    }
+    Py_ssize_t count = total / SLOT;
+    PyObject *operations = PyList_New(count);
+    if (operations == NULL) return NULL;
+    for (Py_ssize_t op_id = 0; op_id < count; op_id++) {
+        PyObject **slot = &PyList_GET_ITEM(fields, op_id * SLOT);
+        PyObject *id = PyLong_FromSsize_t(op_id);
+        if (id == NULL) goto fail;
+        PyObject *made;
+        if (slot[0] == Py_None) { /* not ok: None, start, end, invoke, completion */
+            made = PyObject_CallFunctionObjArgs(operation_of, id, slot[3], slot[1], slot[4],
+                                                slot[2], NULL);
+        } else {
+            made = PyBaseObject_Type.tp_new((PyTypeObject *)operation_class, s_empty, NULL);
+            /* id, process, f, request, "ok", response, call, ret, call_time,
+               return_time, invoke_index, complete_index, user */
+            PyObject *values[13] = {id,      slot[0], slot[1], slot[2], s_ok,
+                                    slot[3], slot[4], slot[5], slot[6], slot[7],
+                                    slot[8], slot[9], slot[10]};
+            for (int k = 0; k < 13 && made != NULL; k++) {
+                if (PyObject_GenericSetAttr(made, s_names[k], values[k]) < 0) Py_CLEAR(made);
+            }
+        }
+        Py_DECREF(id);
+        if (made == NULL) goto fail;
+        PyList_SET_ITEM(operations, op_id, made); /* steals */
+    }
+    return operations;
+fail:
+    Py_DECREF(operations);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"read_plain", read_plain, METH_VARARGS,
      "read_plain(lines, loads, plain_keys, event_types, event_class): the events, "
      "fields, open invokes, watch events and operation count of plainly valid lines, "
      "or None."},
+    {"assemble", assemble, METH_VARARGS,
+     "assemble(fields, operation_class, operation_of): the operations of the fields."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -245,6 +297,16 @@ PyMODINIT_FUNC PyInit__histread(void) {
     s_line = PyUnicode_InternFromString("line");
     s_dict = PyUnicode_InternFromString("__dict__");
     s_empty = PyTuple_New(0);
+    static const char *names[13] = {
+        "id",        "process",     "f",           "request",      "type",
+        "response",  "call",        "ret",         "call_time",    "return_time",
+        "invoke_index", "complete_index", "user"};
+    for (int k = 0; k < 13; k++) {
+        s_names[k] = PyUnicode_InternFromString(names[k]);
+        if (s_names[k] == NULL) return NULL;
+    }
+    s_ok = PyUnicode_InternFromString("ok");
+    if (s_ok == NULL) return NULL;
     if (!s_index || !s_time || !s_process || !s_type || !s_f || !s_user || !s_value ||
         !s_error || !s_line || !s_dict || !s_empty)
         return NULL;

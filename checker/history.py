@@ -51,19 +51,20 @@ def _find_orjson_loads() -> Callable[[str | bytes], Any] | None:
 _orjson_loads = _find_orjson_loads()
 
 
-def _find_read_plain() -> Callable[..., Any] | None:
-    """The C loop over plainly valid lines (checker/_histread.c), or None where the
-    extension is not built; `_history_of_lines` reads the same with or without it."""
+def _find_compiled_reader() -> Any:
+    """The C loops of the reader (checker/_histread.c: `read_plain` over plainly valid
+    lines, `assemble` of the operations), or None where the extension is not built;
+    `_history_of_lines` reads the same with or without them."""
     try:
-        module = importlib.import_module("etcdspec.checker._histread")
+        return importlib.import_module("etcdspec.checker._histread")
     except ImportError:
         return None
-    read: Callable[..., Any] = module.read_plain
-    return read
 
 
-_read_plain = _find_read_plain()
-_COMPILED_READ = True  # use the C loop when it is built (tests switch it off)
+_compiled_reader = _find_compiled_reader()
+_read_plain: Callable[..., Any] | None = getattr(_compiled_reader, "read_plain", None)
+_assemble: Callable[..., Any] | None = getattr(_compiled_reader, "assemble", None)
+_COMPILED_READ = True  # use the C loops when they are built (tests switch them off)
 
 _new_object = object.__new__
 _set_attribute = object.__setattr__
@@ -659,6 +660,9 @@ def _assembled_history(events: list[HistoryEvent], paired: _Pairing, source: str
             f"process {process}: {f} on line {invoke.line} never "
             "completed; treated as info (it may or may not have taken effect)"
         )
+    if _assemble is not None and _COMPILED_READ:  # this loop, in C
+        built: list[Operation] = _assemble(paired.fields, Operation, _operation_of)
+        return History(tuple(events), tuple(built), tuple(paired.watch), source, tuple(notes))
     operations: list[Operation] = []
     append, new_object, set_attribute = operations.append, _new_object, _set_attribute
     each = iter(paired.fields)
