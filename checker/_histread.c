@@ -48,13 +48,43 @@ static int set_missing(PyObject *obj, PyObject *key) {
     return PyDict_SetItem(obj, key, Py_None);
 }
 
-/* read_plain(lines, loads, plain_keys, event_types, event_class)
- *   -> (events, fields, open_ops, watch, count), or None (not plain: read in Python). */
+/* Whether the line holds a run of `longest` digits (as `long_digit_run` tells of its UTF-8
+ * bytes), or cannot be looked at here: 1; 0 when it holds none. */
+static int long_digit_run(PyObject *raw, Py_ssize_t longest) {
+    const char *text;
+    Py_ssize_t size;
+    if (PyBytes_CheckExact(raw)) {
+        text = PyBytes_AS_STRING(raw);
+        size = PyBytes_GET_SIZE(raw);
+    } else if (PyUnicode_CheckExact(raw)) {
+        text = PyUnicode_AsUTF8AndSize(raw, &size);
+        if (text == NULL) { /* a lone surrogate: the Python loop decides */
+            PyErr_Clear();
+            return 1;
+        }
+    } else {
+        return 1;
+    }
+    Py_ssize_t run = 0;
+    for (Py_ssize_t i = 0; i < size; i++) {
+        if (text[i] >= '0' && text[i] <= '9') {
+            if (++run >= longest) return 1;
+        } else {
+            run = 0;
+        }
+    }
+    return 0;
+}
+
+/* read_plain(lines, loads, plain_keys, event_types, event_class, long_digits)
+ *   -> (events, fields, open_ops, watch, count), or None (not plain: read in Python;
+ *   a line with a run of long_digits digits is not plain: orjson may not read it). */
 static PyObject *read_plain(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *lines, *loads, *plain_keys, *event_types, *event_class;
-    if (!PyArg_ParseTuple(args, "O!OO!O!O!", &PyList_Type, &lines, &loads, &PyFrozenSet_Type,
+    Py_ssize_t long_digits;
+    if (!PyArg_ParseTuple(args, "O!OO!O!O!n", &PyList_Type, &lines, &loads, &PyFrozenSet_Type,
                           &plain_keys, &PyFrozenSet_Type, &event_types, &PyType_Type,
-                          &event_class))
+                          &event_class, &long_digits))
         return NULL;
     PyObject *events = PyList_New(0), *fields = PyList_New(0), *open_ops = PyDict_New(),
              *crashed = PySet_New(NULL), *watch = PyList_New(0);
@@ -64,7 +94,9 @@ static PyObject *read_plain(PyObject *Py_UNUSED(self), PyObject *args) {
     Py_ssize_t count = 0;
     Py_ssize_t n = PyList_GET_SIZE(lines);
     for (Py_ssize_t i = 0; i < n; i++) {
-        obj = PyObject_CallOneArg(loads, PyList_GET_ITEM(lines, i));
+        PyObject *raw = PyList_GET_ITEM(lines, i);
+        if (long_digit_run(raw, long_digits)) goto plain_no_more;
+        obj = PyObject_CallOneArg(loads, raw);
         if (obj == NULL) {
             if (PyErr_ExceptionMatches(PyExc_ValueError)) { /* blank, or not for orjson */
                 PyErr_Clear();
@@ -272,7 +304,7 @@ fail:
 
 static PyMethodDef methods[] = {
     {"read_plain", read_plain, METH_VARARGS,
-     "read_plain(lines, loads, plain_keys, event_types, event_class): the events, "
+     "read_plain(lines, loads, plain_keys, event_types, event_class, long_digits): the events, "
      "fields, open invokes, watch events and operation count of plainly valid lines, "
      "or None."},
     {"assemble", assemble, METH_VARARGS,

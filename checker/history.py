@@ -353,15 +353,16 @@ def _history_of_lines(lines: Sequence[str | bytes], whole: str | bytes, source: 
     The C loop (`_read_plain`) reads them when every line is plainly valid and paired
     (most files); it declines anything else, and `_parse_lines` reads them all."""
     fast = _orjson_loads if _FAST_JSON else None
-    per_line = fast is not None and long_digit_run(whole)  # else no line has one
     with paused_gc():
         compiled = _read_plain if _COMPILED_READ else None
-        if compiled is not None and fast is not None and not per_line and type(lines) is list:
-            read = compiled(lines, fast, _PLAIN_KEYS, _EVENT_TYPE_SET, HistoryEvent)
+        if compiled is not None and fast is not None and type(lines) is list:
+            # It declines a line with a long digit run itself (no copy of the whole text)
+            read = compiled(lines, fast, _PLAIN_KEYS, _EVENT_TYPE_SET, HistoryEvent, LONG_DIGITS)
             if read is not None:
                 pairing = _Pairing()
                 events, pairing.fields, pairing.open_ops, pairing.watch, pairing.count = read
                 return _assembled_history(events, pairing, source)
+        per_line = fast is not None and long_digit_run(whole)  # else no line has one
         events, paired = _parse_lines(lines, whole, source, per_line)
         if paired is None:  # something to say about the order: build_history says it
             return build_history(events, source)

@@ -111,6 +111,16 @@ def test_plain_lines_with_every_kind_and_an_open_invoke_are_taken(
     assert counted.taken == 1
 
 
+@pytest.mark.parametrize("digits", ["999999999999999999", "-999999999999999999", "1" * 18])
+def test_runs_of_fewer_digits_are_taken(digits: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    invoke = _line(0, 1, "invoke", "put", value={"lease": "LEASE"})
+    ok = _line(1, 1, "ok", "put", value="VALUE")
+    text = "\n".join(json.dumps(obj) for obj in (invoke, ok))
+    text = text.replace('"LEASE"', digits).replace("VALUE", digits)
+    counted = _compared(text, monkeypatch)
+    assert counted.taken == 1
+
+
 DECLINED = {
     "a blank line": [OPEN[0], "", OPEN[3]],
     "schema_version": [{**OPEN[0], "schema_version": 2}, OPEN[3]],
@@ -139,6 +149,11 @@ DECLINED = {
         _line(0, 1, "invoke", "put", value={"key": "a", "lease": 7587869185929184775}),
         OPEN[3],
     ],
+    "a long digit run in a string": [
+        _line(0, 1, "invoke", "put", value={"key": "1234567890123456789"}),
+        OPEN[3],
+    ],
+    "an escaped lone surrogate": [_line(0, 1, "invoke", "put", value={"key": "\ud800"})],
 }
 
 
