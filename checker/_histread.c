@@ -5,7 +5,7 @@
  *
  * It reads only the common case: a file every line of which orjson decodes to a plainly
  * valid object, in an order that breaks no rule. At the first line that is anything
- * else (a blank line, one orjson refuses, a schema_version, a field of another type, an
+ * else (a blank line, one its decoder refuses, a schema_version, a field of another type, an
  * index or time beyond 64 bits, a broken order) it builds nothing and returns None, and
  * the Python loop reads the whole text, so its events, operations and errors are the
  * Python loop's (`assemble` makes the operations as `_assembled_history`'s loop does).
@@ -76,15 +76,17 @@ static int long_digit_run(PyObject *raw, Py_ssize_t longest) {
     return 0;
 }
 
-/* read_plain(lines, loads, plain_keys, event_types, event_class, long_digits)
- *   -> (events, fields, open_ops, watch, count), or None (not plain: read in Python;
- *   a line with a run of long_digits digits is not plain: orjson may not read it). */
+/* read_plain(lines, loads, exact_loads, plain_keys, event_types, event_class, long_digits)
+ *   -> (events, fields, open_ops, watch, count), or None (not plain: read in Python).
+ *   A line with a run of long_digits digits is decoded by exact_loads (the stdlib's,
+ *   which keeps big integers exact), any other by loads (orjson), as the Python loop
+ *   decodes them. */
 static PyObject *read_plain(PyObject *Py_UNUSED(self), PyObject *args) {
-    PyObject *lines, *loads, *plain_keys, *event_types, *event_class;
+    PyObject *lines, *loads, *exact_loads, *plain_keys, *event_types, *event_class;
     Py_ssize_t long_digits;
-    if (!PyArg_ParseTuple(args, "O!OO!O!O!n", &PyList_Type, &lines, &loads, &PyFrozenSet_Type,
-                          &plain_keys, &PyFrozenSet_Type, &event_types, &PyType_Type,
-                          &event_class, &long_digits))
+    if (!PyArg_ParseTuple(args, "O!OOO!O!O!n", &PyList_Type, &lines, &loads, &exact_loads,
+                          &PyFrozenSet_Type, &plain_keys, &PyFrozenSet_Type, &event_types,
+                          &PyType_Type, &event_class, &long_digits))
         return NULL;
     PyObject *events = PyList_New(0), *fields = PyList_New(0), *open_ops = PyDict_New(),
              *crashed = PySet_New(NULL), *watch = PyList_New(0);
@@ -95,8 +97,7 @@ static PyObject *read_plain(PyObject *Py_UNUSED(self), PyObject *args) {
     Py_ssize_t n = PyList_GET_SIZE(lines);
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *raw = PyList_GET_ITEM(lines, i);
-        if (long_digit_run(raw, long_digits)) goto plain_no_more;
-        obj = PyObject_CallOneArg(loads, raw);
+        obj = PyObject_CallOneArg(long_digit_run(raw, long_digits) ? exact_loads : loads, raw);
         if (obj == NULL) {
             if (PyErr_ExceptionMatches(PyExc_ValueError)) { /* blank, or not for orjson */
                 PyErr_Clear();
@@ -304,7 +305,8 @@ fail:
 
 static PyMethodDef methods[] = {
     {"read_plain", read_plain, METH_VARARGS,
-     "read_plain(lines, loads, plain_keys, event_types, event_class, long_digits): the events, "
+     "read_plain(lines, loads, exact_loads, plain_keys, event_types, event_class, "
+     "long_digits): the events, "
      "fields, open invokes, watch events and operation count of plainly valid lines, "
      "or None."},
     {"assemble", assemble, METH_VARARGS,

@@ -356,8 +356,10 @@ def _history_of_lines(lines: Sequence[str | bytes], whole: str | bytes, source: 
     with paused_gc():
         compiled = _read_plain if _COMPILED_READ else None
         if compiled is not None and fast is not None and type(lines) is list:
-            # It declines a line with a long digit run itself (no copy of the whole text)
-            read = compiled(lines, fast, _PLAIN_KEYS, _EVENT_TYPE_SET, HistoryEvent, LONG_DIGITS)
+            # It looks for long digit runs line by line itself (no copy of the whole text)
+            read = compiled(
+                lines, fast, _exact_loads, _PLAIN_KEYS, _EVENT_TYPE_SET, HistoryEvent, LONG_DIGITS
+            )
             if read is not None:
                 pairing = _Pairing()
                 events, pairing.fields, pairing.open_ops, pairing.watch, pairing.count = read
@@ -416,6 +418,16 @@ class _Pairing:
         self.count = 0
         self.watch: list[HistoryEvent] = []
         self.broken = False
+
+
+def _exact_loads(raw: str | bytes) -> Any:
+    """A line with a long digit run, decoded as `_parse_lines` decodes it when it holds
+    one (the stdlib, exactly one value): ValueError when it does not decode so."""
+    line = _as_text(raw)
+    obj, end = _DECODE(line)
+    if end != len(line):
+        raise ValueError("trailing text")
+    return obj
 
 
 def _as_text(raw: str | bytes) -> str:
