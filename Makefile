@@ -7,8 +7,8 @@ STAMP := $(VENV)/.installed-stamp
 
 .PHONY: verify test pytest lint typecheck format bench clean
 
-# setup.py and checker/_wgl.c: the compiled search core, rebuilt by the install when they change.
-$(STAMP): pyproject.toml setup.py checker/_wgl.c
+# setup.py, checker/_wgl.c and checker/_histread.c: the compiled modules, rebuilt by the install when they change.
+$(STAMP): pyproject.toml setup.py checker/_wgl.c checker/_histread.c
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip setuptools wheel
 	$(BIN)/python -m pip install --quiet -e '.[test]'

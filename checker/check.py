@@ -223,10 +223,8 @@ def _check_history(history: History, options: CheckOptions) -> CheckReport:
             lin = check_linearizable(
                 model, history.operations, budget, allow_empty=options.allow_empty
             )
-            if options.model == "etcd":
-                from etcdspec.checker.watch_checks import check_watches
-
-                watch_results = check_watches(history, lin)
+            # No watch event here (or not the etcd model): no watch guarantee to judge
+            # (check_watches would return no result), so watch_checks is not loaded.
     except ModelInputError as error:
         raise BadInput(f"{history.source}: {error}{_model_hint(history, options)}") from error
     except HistoryError as error:
@@ -324,7 +322,6 @@ def _model_hint(history: History, options: CheckOptions) -> str:
 
 
 def _linearizable_result(lin: LinearizabilityResult, history: History) -> CheckResult:
-    by_id = {op.id: op for op in history.operations}
     parts = len(lin.partitions)
     summary = f"{lin.operations} operations" + (f", {parts} keys" if parts > 1 else "")
     if lin.dropped:
@@ -334,6 +331,7 @@ def _linearizable_result(lin: LinearizabilityResult, history: History) -> CheckR
     failure = lin.failure
     if failure is not None:
         details = (failure.describe(),)
+        by_id = {op.id: op for op in history.operations}  # only for a failure's window
         for op_id in failure.window:
             op = by_id.get(op_id)
             if op is not None:

@@ -136,42 +136,51 @@ class _Plain:
     (the common case: our recorder writes every field); `decode` gives None otherwise,
     and the caller takes the careful per-field path (zero values, decimal strings,
     {"b64": ...}, precise errors). With `shared`, equal field values give the same
-    immutable message from a small cache: histories repeat their reads and kvs."""
+    immutable message from a small cache: histories repeat their reads and kvs.
+    `decode` is generated for the message's fields (a look-up and a type test each,
+    inline: no tuple of the values and their types per read, the checker's hot path)."""
 
-    __slots__ = ("build", "cache", "names", "types")
+    __slots__ = ("build", "cache", "decode", "names", "types")
 
-    def __init__(self, build: Callable[..., Any], shared: bool, **fields: type) -> None:
+    def __init__(self, build: Callable[..., Any], shared: bool, label: str, **fields: type) -> None:
         self.build = build
         self.names = tuple(fields)
         self.types = tuple(fields.values())
         self.cache: dict[tuple[Any, ...], Any] | None = {} if shared else None
+        self.decode: Callable[[dict[str, Any]], Any] = self._generated(label)
 
-    def decode(self, obj: dict[str, Any]) -> Any:
-        raw = tuple(map(obj.get, self.names))
-        if tuple(map(type, raw)) != self.types:
-            return None
+    def _generated(self, label: str) -> Callable[[dict[str, Any]], Any]:
+        values = [f"a{i}" for i in range(len(self.names))]
+        namespace: dict[str, Any] = {"build": self.build, "miss": self._miss}
+        lines = ["def decode(obj):"]
+        lines += [
+            f"    {v} = obj.get({name!r})" for v, name in zip(values, self.names, strict=True)
+        ]
+        for i, (v, kind) in enumerate(zip(values, self.types, strict=True)):
+            namespace[f"t{i}"] = kind
+            lines += [f"    if type({v}) is not t{i}:", "        return None"]
+        if self.cache is None:
+            lines.append(f"    return build({', '.join(values)})")
+        else:
+            namespace["cached"] = self.cache.get
+            lines += [
+                f"    raw = ({', '.join(values)},)",
+                "    message = cached(raw)",  # exact types: True is not 1 here
+                "    return message if message is not None else miss(raw)",
+            ]
+        decode: Callable[[dict[str, Any]], Any] = generate(
+            f"json plain decode {label}", lines, namespace
+        )["decode"]
+        return decode
+
+    def _miss(self, raw: tuple[Any, ...]) -> Any:
+        """A shared message not in the cache yet: built, and kept."""
         cache = self.cache
-        if cache is None:
-            return self.build(*raw)
-        # Exact types: True is not 1 here, so equal tuples make equal messages.
-        message = cache.get(raw)
-        if message is None:
-            if len(cache) >= _SHARED_MAX:
-                cache.clear()
-            message = cache[raw] = self.build(*raw)
+        assert cache is not None
+        if len(cache) >= _SHARED_MAX:
+            cache.clear()
+        message = cache[raw] = self.build(*raw)
         return message
-
-
-class _PlainOne(_Plain):
-    """`_Plain` for a message of one field (a response header): one lookup, no tuples."""
-
-    __slots__ = ()
-
-    def decode(self, obj: dict[str, Any]) -> Any:
-        value = obj.get(self.names[0])
-        if type(value) is not self.types[0]:
-            return None
-        return self.build(value)
 
 
 _SHARED_MAX = 1 << 16  # messages kept per kind; then the cache starts again
@@ -195,9 +204,7 @@ def _plain(message_type: type, shared: bool) -> _Plain:
         )
     build = _builder(message_type, fields)
     types = {f.name: _JSON_TYPES[f.kind] for f in fields}
-    if len(fields) == 1 and not shared:
-        return _PlainOne(build, False, **types)
-    return _Plain(build, shared, **types)
+    return _Plain(build, shared, message_type.__name__, **types)
 
 
 def _builder(message_type: type, fields: tuple[Field, ...]) -> Callable[..., Any]:
@@ -391,6 +398,15 @@ def _one_of_reader(field: Field) -> _Read:
     def read_one_of(obj: dict[str, Any], path: str) -> tuple[Any, ...]:
         out = []
         for i, item in enumerate(field_list(obj, name, path)):
+            if type(item) is dict and len(item) == 1:  # the common case: {member: op}
+                for member_name, value in item.items():
+                    member = types.get(member_name)
+                    if member is not None:
+                        out.append(_decoded(_DECODERS[member], value, path, name, i, member_name))
+                        break
+                else:
+                    raise EtcdJsonError(f"{path}.{name}[{i}]", expected)
+                continue
             where = f"{path}.{name}[{i}]"
             op = as_object(item, where)
             found = [member_name for member_name in names if member_name in op]
@@ -400,6 +416,20 @@ def _one_of_reader(field: Field) -> _Read:
         return tuple(out)
 
     return read_one_of
+
+
+_UNNAMED = "<unnamed>"  # the path a nested message is first read at: errors read it again
+
+
+def _decoded(decode: _Decode, value: Any, path: str, name: str, i: int, member: str) -> Any:
+    """`decode(value, path.name[i].member)`, with the path written out only when
+    decoding fails: read again at its path, the message raises the same error, naming
+    it (the readers are deterministic; a path is read only for an error's text)."""
+    try:
+        return decode(value, _UNNAMED)
+    except Exception:
+        decode(value, f"{path}.{name}[{i}].{member}")
+        raise
 
 
 def _choice_reader(field: Field) -> Callable[[dict[str, Any], str, Any], Any]:

@@ -37,18 +37,34 @@ from etcdspec.checker.gc_pause import paused_gc
 _T = TypeVar("_T")
 
 
-def _find_orjson_loads() -> Callable[[str], Any] | None:
+def _find_orjson_loads() -> Callable[[str | bytes], Any] | None:
     """orjson.loads (a dependency: it parses the JSON lines about twice as fast), or None
     where it is missing; `_parse_lines` reads the same with or without it."""
     try:
         module = importlib.import_module("orjson")
     except ImportError:
         return None
-    loads: Callable[[str], Any] = module.loads
+    loads: Callable[[str | bytes], Any] = module.loads
     return loads
 
 
 _orjson_loads = _find_orjson_loads()
+
+
+def _find_compiled_reader() -> Any:
+    """The C loops of the reader (checker/_histread.c: `read_plain` over plainly valid
+    lines, `assemble` of the operations), or None where the extension is not built;
+    `_history_of_lines` reads the same with or without them."""
+    try:
+        return importlib.import_module("etcdspec.checker._histread")
+    except ImportError:
+        return None
+
+
+_compiled_reader = _find_compiled_reader()
+_read_plain: Callable[..., Any] | None = getattr(_compiled_reader, "read_plain", None)
+_assemble: Callable[..., Any] | None = getattr(_compiled_reader, "assemble", None)
+_COMPILED_READ = True  # use the C loops when they are built (tests switch them off)
 
 _new_object = object.__new__
 _set_attribute = object.__setattr__
@@ -304,20 +320,52 @@ def read_history(path: Path | str) -> History:
     """Read and validate a JSON Lines history file."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except FileNotFoundError as error:
         raise HistoryError(str(path), 0, "no such file") from error
     except OSError as error:
         raise HistoryError(str(path), 0, f"cannot read ({error.strerror})") from error
+    if data.isascii() and not any(mark in data for mark in _STR_ONLY_BREAKS):
+        # The lines of ASCII text without those marks are the same bytes or str (split
+        # at \n, \r and \r\n), and orjson reads bytes as it reads their str: read as
+        # bytes, with no decoded copy of the whole file (40 MB at 100k operations) and
+        # no encoded one for `long_digit_run`. A line orjson refuses is decoded and read
+        # as `parse_history_text` reads it.
+        return _history_of_lines(data.splitlines(), data, str(path))
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError as error:
         raise HistoryError(str(path), 0, f"not UTF-8 text ({error.reason})") from error
     return parse_history_text(text, source=str(path))
 
 
+# ASCII characters at which str.splitlines splits a line and bytes.splitlines does not.
+_STR_ONLY_BREAKS = (b"\x0b", b"\x0c", b"\x1c", b"\x1d", b"\x1e")
+
+
 def parse_history_text(text: str, source: str = "<memory>") -> History:
     """Parse JSON Lines text into a validated History."""
+    return _history_of_lines(text.splitlines(), text, source)
+
+
+def _history_of_lines(lines: Sequence[str | bytes], whole: str | bytes, source: str) -> History:
+    """The validated History of `lines`, the lines of `whole` (str, or ASCII bytes).
+    The C loop (`_read_plain`) reads them when every line is plainly valid and paired
+    (most files); it declines anything else, and `_parse_lines` reads them all."""
+    fast = _orjson_loads if _FAST_JSON else None
     with paused_gc():
-        events, paired = _parse_lines(text, source)
+        compiled = _read_plain if _COMPILED_READ else None
+        if compiled is not None and fast is not None and type(lines) is list:
+            # It looks for long digit runs line by line itself (no copy of the whole text)
+            read = compiled(
+                lines, fast, _exact_loads, _PLAIN_KEYS, _EVENT_TYPE_SET, HistoryEvent, LONG_DIGITS
+            )
+            if read is not None:
+                pairing = _Pairing()
+                events, pairing.fields, pairing.open_ops, pairing.watch, pairing.count = read
+                return _assembled_history(events, pairing, source)
+        per_line = fast is not None and long_digit_run(whole)  # else no line has one
+        events, paired = _parse_lines(lines, whole, source, per_line)
         if paired is None:  # something to say about the order: build_history says it
             return build_history(events, source)
         return _assembled_history(events, paired, source)
@@ -336,108 +384,112 @@ _PLAIN_KEYS = _ALLOWED - {"schema_version"}  # a line with schema_version takes 
 _PROCESS_TYPES = (int, str)
 
 
-def long_digit_run(text: str) -> bool:
+def long_digit_run(text: str | bytes) -> bool:
     """Whether `text` holds a run of LONG_DIGITS digits."""
-    digits = text.encode("utf-8", "surrogatepass").translate(_DIGITS_TO_ZERO)
-    return b"0" * LONG_DIGITS in digits
+    data = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
+    return b"0" * LONG_DIGITS in data.translate(_DIGITS_TO_ZERO)
+
+
+_SLOT = 11  # values per operation in `_Pairing.fields`
 
 
 class _Pairing:
-    """`build_history`'s pairing of invokes and completions, done while the lines are
-    read (one pass over the events instead of two). It only records: at the first
-    event that breaks a rule `broken` is set and the caller hands the events to
-    `build_history`, which raises the error it always raised."""
+    """`build_history`'s pairing of invokes and completions, done by `_parse_lines`
+    while it reads the lines (one pass over the events: no pairs list to sort, no second
+    walk over the events). An invoke takes the next operation id (ids follow the
+    invokes' order, as `build_history`'s sorted pairs give them) and a slot in
+    `fields` (_SLOT values each), filled with what its operation is made of when it
+    completes; `_assembled_history` makes the operations, all together (never completed:
+    info, with a note). It only records: at the first event that breaks a rule
+    `broken` is set, and the caller hands the events to `build_history`, which raises
+    the error it always raised."""
 
-    __slots__ = ("broken", "crashed", "last_index", "last_time", "open_ops", "pairs", "watch")
+    __slots__ = ("broken", "count", "fields", "open_ops", "watch")
 
     def __init__(self) -> None:
-        self.open_ops: dict[int | str, tuple[int, str]] = {}  # process -> (position, f)
-        self.crashed: set[int | str] = set()
-        self.pairs: list[tuple[int, int | None]] = []
+        # process -> (position, f, operation id, the invoke)
+        self.open_ops: dict[int | str, tuple[int, str, int, HistoryEvent]] = {}
+        # _SLOT values per operation, by id: an ok one's fields in the constructor's
+        # order (but id and type); any other's None, start, end, invoke, completion
+        # (end and completion None while open). One flat list, not a tuple each: tuples
+        # made while reading lie scattered among the events, and once freed their
+        # slots would scatter whatever is made next in their size (the prepared items).
+        self.fields: list[Any] = []
+        self.count = 0
         self.watch: list[HistoryEvent] = []
-        self.last_index = -1
-        self.last_time = -1
         self.broken = False
 
-    def add(self, position: int, event: HistoryEvent) -> None:
-        """`add_fields` for an event read by the full schema walk."""
-        self.add_fields(
-            position, event, event.index, event.time, event.type, event.process, event.f
-        )
 
-    def add_fields(
-        self,
-        position: int,
-        event: HistoryEvent,
-        index: int,
-        time: int,
-        kind: str,
-        process: int | str,
-        f: str,
-    ) -> None:
-        if index <= self.last_index or time < self.last_time:
-            self.broken = True
-            return
-        self.last_index, self.last_time = index, time
-        if kind == "watch":
-            self.watch.append(event)
-            return
-        open_ops = self.open_ops
-        if kind == "invoke":
-            if process in open_ops or process in self.crashed:
-                self.broken = True
-                return
-            open_ops[process] = (position, f)
-            return
-        start = open_ops.pop(process, None)
-        if start is None or start[1] != f:
-            self.broken = True
-            return
-        if kind == "info":
-            self.crashed.add(process)
-        self.pairs.append((start[0], position))
+def _exact_loads(raw: str | bytes) -> Any:
+    """A line with a long digit run, decoded as `_parse_lines` decodes it when it holds
+    one (the stdlib, exactly one value): ValueError when it does not decode so."""
+    line = _as_text(raw)
+    obj, end = _DECODE(line)
+    if end != len(line):
+        raise ValueError("trailing text")
+    return obj
 
 
-def _parse_lines(text: str, source: str) -> tuple[list[HistoryEvent], _Pairing | None]:
-    """Every non-blank line as a HistoryEvent, and the events paired into operations
+def _as_text(raw: str | bytes) -> str:
+    """A line (or the whole text) as str: ASCII bytes decoded."""
+    return raw if isinstance(raw, str) else raw.decode("ascii")
+
+
+def _parse_lines(
+    lines: Sequence[str | bytes], whole: str | bytes, source: str, per_line: bool
+) -> tuple[list[HistoryEvent], _Pairing | None]:
+    """Every non-blank line of `lines` (of `whole`: str, or ASCII bytes, which a line
+    is decoded from where orjson does not read it) as a HistoryEvent, and the events paired into operations
     (None when the order breaks a rule: `build_history` then says which). A plainly
     valid line (the common case: the fields `_plainly_valid` checks, inline) becomes
     its event with the decoded object as the event's fields; anything else takes
     `parse_event`'s full schema walk. A line is decoded by orjson unless it holds a long
     digit run (`long_digit_run`) or orjson refuses it (NaN, a float out of range, an
     escaped lone surrogate, text around the value): then by the stdlib, which decides
-    what the line is."""
+    what the line is. The pairing (`_Pairing`, `build_history`'s rules in its order)
+    is inline: it runs once per line."""
     events: list[HistoryEvent] = []
     append = events.append
     pairing = _Pairing()
-    pair = pairing.add_fields
+    open_ops, fields, watch = pairing.open_ops, pairing.fields, pairing.watch
+    add_fields = fields.extend
+    count = 0
+    crashed: set[int | str] = set()
+    last_index = last_time = -1
+    paired = True  # no rule broken so far
     fast = _orjson_loads if _FAST_JSON else None
-    per_line = fast is not None and long_digit_run(text)  # else no line has one
+    # per_line: whether a line may hold a long digit run (`long_digit_run` of `whole`)
     plain_keys, event_types, process_types = _PLAIN_KEYS, _EVENT_TYPE_SET, _PROCESS_TYPES
-    new_event, set_attribute = _new_object, _set_attribute
-    for number, raw in enumerate(text.splitlines(), start=1):
+    new_object, set_attribute = _new_object, _set_attribute
+    index: Any
+    time: Any
+    process: Any
+    kind: Any
+    f: Any
+    for number, raw in enumerate(lines, start=1):
         try:
             if fast is not None and not (per_line and long_digit_run(raw)):
                 obj = fast(raw)
             else:
-                obj, end = _DECODE(raw)
-                if end != len(raw):
+                line = _as_text(raw)
+                obj, end = _DECODE(line)
+                if end != len(line):
                     raise ValueError("trailing text")
         except ValueError:
-            if not raw.strip():
+            line = _as_text(raw)
+            if not line.strip():
                 continue
             try:
-                obj = json.loads(raw)
+                obj = json.loads(line)
             except json.JSONDecodeError as error:
-                hint = (
-                    "; it reads as Jepsen EDN: pass --format edn" if _looks_like_edn(text) else ""
-                )
+                edn = _looks_like_edn(_as_text(whole))
+                hint = "; it reads as Jepsen EDN: pass --format edn" if edn else ""
                 raise HistoryError(
                     source, number, f"not valid JSON ({error.msg} at column {error.colno}){hint}"
                 ) from error
+        event: Any = None
         if type(obj) is dict and obj.keys() <= plain_keys:  # _plainly_valid, inline
-            fields: Any = obj
-            get = fields.get
+            get = obj.get
             index, time, process, kind, f = (
                 get("index"),
                 get("time"),
@@ -465,16 +517,68 @@ def _parse_lines(text: str, source: str) -> tuple[list[HistoryEvent], _Pairing |
                     obj["error"] = None
                 if "user" not in obj:
                     obj["user"] = None
-                event = new_event(HistoryEvent)
+                event = new_object(HistoryEvent)
                 set_attribute(event, "__dict__", obj)
-                if not pairing.broken:
-                    pair(len(events), event, index, time, kind, process, f)
-                append(event)
-                continue
-        event = parse_event(obj, source, number)
-        if not pairing.broken:
-            pairing.add(len(events), event)
+        if event is None:
+            event = parse_event(obj, source, number)
+            index, time, process, kind, f = (
+                event.index,
+                event.time,
+                event.process,
+                event.type,
+                event.f,
+            )
+        position = len(events)
         append(event)
+        if not paired:
+            continue
+        # build_history's rules, in its order.
+        if index <= last_index or time < last_time:
+            paired = False
+            continue
+        last_index, last_time = index, time
+        if kind == "invoke":
+            if process in open_ops or process in crashed:
+                paired = False
+                continue
+            open_ops[process] = (position, f, count, event)
+            add_fields((None, position, None, event, None, None, None, None, None, None, None))
+            count += 1
+            continue
+        if kind == "watch":
+            watch.append(event)
+            continue
+        begun = open_ops.pop(process, None)
+        if begun is None or begun[1] != f:
+            paired = False
+            continue
+        start, _, op_id, invoke = begun
+        if kind == "info":
+            crashed.add(process)
+        # Made in a second pass (`_assembled_history`), all together: operations made
+        # here would lie scattered among the events in memory, and every later pass
+        # over them (prepare, the search's tables) would pay for it in cache misses.
+        base = op_id * _SLOT
+        if kind == "ok":  # its fields, read while the two events are in the cache
+            fields[base : base + _SLOT] = (
+                invoke.process,
+                f,
+                invoke.value,
+                event.value,
+                start,
+                position,
+                invoke.time,
+                time,
+                invoke.index,
+                index,
+                invoke.user,
+            )
+        else:
+            fields[base + 2] = position
+            fields[base + 4] = event
+    pairing.count = count
+    pairing.broken = not paired
+    assert paired is False or len(fields) == count * _SLOT
     return events, None if pairing.broken else pairing
 
 
@@ -560,9 +664,46 @@ def build_history(events: Sequence[HistoryEvent], source: str = "<memory>") -> H
 
 
 def _assembled_history(events: list[HistoryEvent], paired: _Pairing, source: str) -> History:
-    """The History of events `_parse_lines` paired as it read them."""
-    open_ops = {process: start for process, (start, _) in paired.open_ops.items()}
-    return _history_from_pairs(events, paired.pairs, open_ops, paired.watch, source)
+    """The History of events `_parse_lines` paired as it read them: each operation built
+    from its invoke and completion (`paired.fields`, by id), the invokes never
+    completed as info operations with a note each (as `_history_from_pairs`)."""
+    notes: list[str] = []
+    for process, (_, f, _, invoke) in paired.open_ops.items():
+        notes.append(
+            f"process {process}: {f} on line {invoke.line} never "
+            "completed; treated as info (it may or may not have taken effect)"
+        )
+    if _assemble is not None and _COMPILED_READ:  # this loop, in C
+        built: list[Operation] = _assemble(paired.fields, Operation, _operation_of)
+        return History(tuple(events), tuple(built), tuple(paired.watch), source, tuple(notes))
+    operations: list[Operation] = []
+    append, new_object, set_attribute = operations.append, _new_object, _set_attribute
+    each = iter(paired.fields)
+    # zip hands back its one tuple when it is free again: no tuple per operation.
+    for op_id, slot in enumerate(zip(*(each,) * _SLOT, strict=False)):
+        if slot[0] is None:  # not ok
+            _, start, end, invoke, complete = slot[:5]
+            append(_operation_of(op_id, invoke, start, complete, end))
+            continue
+        process, f, request, response, start, end, call_time, return_time, called, done, user = slot
+        # `_operation` of an ok one, inline, field by field in the constructor's order
+        # (see `_history_from_pairs`).
+        made = new_object(Operation)
+        set_attribute(made, "id", op_id)
+        set_attribute(made, "process", process)
+        set_attribute(made, "f", f)
+        set_attribute(made, "request", request)
+        set_attribute(made, "type", "ok")
+        set_attribute(made, "response", response)
+        set_attribute(made, "call", start)
+        set_attribute(made, "ret", end)
+        set_attribute(made, "call_time", call_time)
+        set_attribute(made, "return_time", return_time)
+        set_attribute(made, "invoke_index", called)
+        set_attribute(made, "complete_index", done)
+        set_attribute(made, "user", user)
+        append(made)
+    return History(tuple(events), tuple(operations), tuple(paired.watch), source, tuple(notes))
 
 
 def _history_from_pairs(
@@ -616,8 +757,18 @@ def _history_from_pairs(
 def _operation(
     op_id: int, events: Sequence[HistoryEvent], start: int, end: int | None
 ) -> Operation:
-    invoke = events[start]
-    complete = events[end] if end is not None else None
+    return _operation_of(op_id, events[start], start, events[end] if end is not None else None, end)
+
+
+def _operation_of(
+    op_id: int,
+    invoke: HistoryEvent,
+    start: int,
+    complete: HistoryEvent | None,
+    end: int | None,
+) -> Operation:
+    """The operation of `invoke` (at position `start`) and `complete` (at `end`; None:
+    never completed)."""
     if complete is None or complete.type == "info":
         kind, response, ret, return_time = "info", None, None, None
         if complete is not None:

@@ -404,7 +404,7 @@ class _Frame:
         self.zobrist = zobrist
         self.item = item  # local index placed to reach this frame (-1 at the root)
         self.ret_ptr = ret_ptr  # first unplaced ok op in return order
-        self.call_ptr = call_ptr  # first unplaced op in call order
+        self.call_ptr = call_ptr  # first unplaced op in call order (no revision hints)
         self.revision = revision  # the state's revision (None: no revision hints)
         # ok candidates the model rejected here, in the order tried (a list once any)
         self.rejected: Sequence[int] = _NO_REJECTS
@@ -473,10 +473,12 @@ class _Search:
 
     @cached_property
     def ok_by_ret(self) -> list[int]:
-        rets = [p.op.ret for p in self.items]
-        returned = [(ret, i) for i, ret in enumerate(rets) if ret is not None]
-        returned.sort()  # by position, then index: a stable sort by position
-        return [i for _, i in returned]
+        rets: list[Any] = [p.op.ret for p in self.items]
+        returned = [i for i, ret in enumerate(rets) if ret is not None]
+        # By position, then index (a stable sort; rets come nearly in order, which
+        # timsort takes in runs).
+        returned.sort(key=rets.__getitem__)
+        return returned
 
     @cached_property
     def by_call(self) -> list[int]:
@@ -764,6 +766,7 @@ class _Search:
         model, items, memo = self.model, self.items, self.memo
         hinted = self.hinted
         observed_revisions = self.observed_revisions if hinted else set()
+        pending_max = self.pending_max if hinted else {}
         state_before = frame.state
         before = frame.revision
         pending = frame.pending
@@ -805,7 +808,11 @@ class _Search:
                     if bump_only and after == before:
                         continue
                     if after > before:
-                        if not self._revision_allows(before, after, self.max_pre[i]):
+                        if after == before + 1:  # `_revision_allows`' common case, inline
+                            own = self.max_pre[i]
+                            if pending_max.get(before, 0) != (1 if own == before else 0):
+                                continue
+                        elif not self._revision_allows(before, after, self.max_pre[i]):
                             continue
                         # What was seen written at the revision this op takes must be
                         # what it wrote (one revision is one write).
@@ -814,9 +821,10 @@ class _Search:
                         ):
                             continue
                 key = (frame.zobrist ^ self.zob[i], state)
-                if key in memo:
+                seen = len(memo)
+                memo.add(key)  # one hash of the state (`in`, then `add`, hashed it twice)
+                if len(memo) == seen:  # the configuration was there already
                     continue
-                memo.add(key)
                 if k + 1 < len(states):
                     frame.pending = (i, states, k + 1, bump_only)
                 return i, state, after
@@ -921,6 +929,7 @@ class _Search:
             self._advance_call,
             len(self.ok_by_ret),
         )
+        by_revision = self.hinted  # then no frame reads its position in call order
         try:
             self.clock.check()
             while stack:
@@ -929,7 +938,8 @@ class _Search:
                     yield
                 frame = stack[-1]
                 if frame.ret_ptr >= ok_count and self._reaches_observed(frame):
-                    order = tuple(self.items[f.item].op.id for f in stack[1:])
+                    items = self.items
+                    order = tuple([items[f.item].op.id for f in stack[1:]])
                     return PartitionResult(
                         self.name,
                         Verdict.TRUE,
@@ -958,7 +968,7 @@ class _Search:
                     frame.zobrist ^ zob[i],
                     i,
                     advance_ret(frame.ret_ptr),
-                    advance_call(frame.call_ptr),
+                    frame.call_ptr if by_revision else advance_call(frame.call_ptr),
                     revision,
                 )
                 stack.append(new)

@@ -6,6 +6,7 @@ the schema walk only for lines that are not plainly valid)."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -276,3 +277,29 @@ def test_response_header_decodes_alike_on_both_paths(value: dict[str, Any], revi
 def test_bad_header_is_named_whichever_path(value: dict[str, Any], where: str) -> None:
     with pytest.raises(EtcdJsonError, match=f"^{where}"):
         response_from_json("txn", value)
+
+
+@pytest.mark.parametrize(
+    ("f", "value", "where"),
+    [
+        ("txn", {"success": [{"request_put": {"key": "a", "value": 3}}]}, "value.success[0]"),
+        (
+            "txn",
+            {"failure": [{"request_range": {"key": "a"}}, {"request_range": {"limit": "x"}}]},
+            "value.failure[1].request_range.limit",
+        ),
+        (
+            "txn",
+            {"success": [{"request_txn": {"success": [{"request_put": {"key": 5}}]}}]},
+            "value.success[0].request_txn.success[0].request_put.key",
+        ),
+        ("txn", {"success": [{"request_nothing": {}}]}, "value.success[0]"),
+        ("txn", {"success": [{"request_put": {}, "request_range": {}}]}, "value.success[0]"),
+        ("txn", {"success": [7]}, "value.success[0]"),
+    ],
+)
+def test_bad_txn_op_is_named_at_its_path(f: str, value: dict[str, Any], where: str) -> None:
+    """A txn's ops are read without their path written out (`_decoded`): a bad one is
+    read again at its path, so the error names it as the field-by-field reader did."""
+    with pytest.raises(EtcdJsonError, match=f"^{re.escape(where)}"):
+        request_from_json(f, value)

@@ -4,11 +4,18 @@ same events, or the same error on the same line."""
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
 from etcdspec.checker import history as history_module
-from etcdspec.checker.history import History, HistoryError, long_digit_run, parse_history_text
+from etcdspec.checker.history import (
+    History,
+    HistoryError,
+    long_digit_run,
+    parse_history_text,
+    read_history,
+)
 from etcdspec.checker.simulate import simulate_etcd
 
 INVOKE = '{"index":0,"process":0,"type":"invoke","f":"put","value":%s,"time":1}'
@@ -114,3 +121,47 @@ def test_only_lines_with_long_digit_runs_leave_orjson(monkeypatch: pytest.Monkey
     assert isinstance(got, History)
     assert got.events[0].value["lease"] == 7587869185929184775
     assert decoded == [OK % '{"header":{"revision":2}}']
+
+
+FILES = {
+    **{name: text.encode() for name, text in TEXTS.items()},
+    "crlf line ends": (INVOKE % PLAIN + "\r\n" + OK % "null" + "\r\n").encode(),
+    "lone cr line ends": (INVOKE % PLAIN + "\r" + OK % "null" + "\r").encode(),
+    "a vertical tab splits a str line": (INVOKE % PLAIN + "\x0b" + OK % "null").encode(),
+    "a form feed between lines": (INVOKE % PLAIN + "\n\x0c\n" + OK % "null").encode(),
+    "a group separator in a value": (INVOKE % '{"key":"a\x1db"}' + "\n" + OK % "1").encode(),
+    "a unit separator line (str whitespace)": (INVOKE % PLAIN + "\n\x1f\n" + OK % "1").encode(),
+    "non-ASCII value": (INVOKE % '{"key":"\u00e9\u2028"}' + "\n" + OK % "1").encode(),
+    "not UTF-8": (INVOKE % '{"key":"a"}').encode() + b"\xff\n",
+    "a long digit run": (INVOKE % '{"lease":7587869185929184775}' + "\n" + OK % "1").encode(),
+    "EDN": b"{:type :invoke, :f :read, :process 0}\n{:type :ok, :f :read, :process 0}\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(FILES))
+@pytest.mark.parametrize("fast", [True, False])
+def test_a_file_reads_as_its_text_did(
+    name: str, fast: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """read_history reads ASCII files as bytes (`_STR_ONLY_BREAKS` aside): every file
+    gives what reading it as text (universal newlines) and parsing that text gave,
+    events, operations and errors alike."""
+    monkeypatch.setattr(history_module, "_FAST_JSON", fast)
+    path = tmp_path / "h.jsonl"
+    path.write_bytes(FILES[name])
+
+    def as_text() -> History | str:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as error:
+            return f"error: {path}: not UTF-8 text ({error.reason})"
+        try:
+            return parse_history_text(text, str(path))
+        except HistoryError as error:
+            return f"error: {error}"
+
+    try:
+        got: History | str = read_history(path)
+    except HistoryError as error:
+        got = f"error: {error}"
+    assert canonical(got) == canonical(as_text())

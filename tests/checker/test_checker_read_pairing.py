@@ -104,3 +104,30 @@ def test_an_order_that_breaks_a_rule_gets_build_history_s_error(
     with pytest.raises(HistoryError) as read:
         parse_history_text(text, "h.jsonl")
     assert str(read.value) == str(careful.value)
+
+
+def test_invokes_never_completed_keep_their_place_among_the_operations() -> None:
+    # Operation ids follow the invokes' order whatever completes when: an open invoke
+    # early, one late, a fail and an info between them; the notes in build_history's order.
+    text = _lines(
+        _ev(0, 1, "invoke", "put", value={"key": "a", "value": "1"}),
+        _ev(1, 2, "invoke", "range", value={"key": "a"}),
+        _ev(2, 3, "invoke", "delete", value={"key": "a"}),
+        _ev(3, 3, "fail", "delete", error="boom"),
+        _ev(4, 2, "ok", "range", value={"header": {"revision": 1}}),
+        _ev(5, 4, "invoke", "put", value={"key": "b", "value": "2"}),
+        _ev(6, 2, "invoke", "range", value={"key": "b"}),
+        _ev(7, 2, "info", "range"),
+        _ev(8, 5, "invoke", "put", value={"key": "c", "value": "3"}),
+    )
+    read = parse_history_text(text, "h.jsonl")
+    assert _fields(read) == _fields(_careful(text))
+    assert [(op.id, op.process, op.type) for op in read.operations] == [
+        (0, 1, "info"),
+        (1, 2, "ok"),
+        (2, 3, "fail"),
+        (3, 4, "info"),
+        (4, 2, "info"),
+        (5, 5, "info"),
+    ]
+    assert len(read.notes) == 3
