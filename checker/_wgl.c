@@ -23,6 +23,17 @@
 #include <string.h>
 #include <time.h>
 
+/* CPython 3.11's layout of an instance's attribute values (see op_attr below): only the
+ * structure of a class's shared attribute keys is taken from its internal header. */
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000 && defined(__has_include)
+#if __has_include("internal/pycore_dict.h")
+#define Py_BUILD_CORE 1
+#include "internal/pycore_dict.h"
+#undef Py_BUILD_CORE
+#define WGL_INLINE_VALUES 1
+#endif
+#endif
+
 enum { K_READ = 0, K_SET = 1, K_CAS = 2, K_TRANSFORM = 3 };
 enum { RUNNING = 0, LINEARIZED = 1, REFUTED = 2 };
 
@@ -60,7 +71,9 @@ typedef struct {
     int32_t *t_a, *t_s, *t_out;
     size_t t_cap, t_used;
     PyObject *transform;
-    size_t first_cap; /* the tables' first size: 64-1024 slots, by the partition's size */
+    size_t first_cap; /* the memo's first size: 64-1024 slots, by the partition's size */
+    size_t t_first;   /* the TRANSFORM cache's: 16-1024, by its TRANSFORM operations */
+    long long *op_id; /* the fused pass's operation ids (NULL: read them from the ops) */
 } Search;
 
 static uint64_t splitmix(uint64_t *x) {
@@ -204,7 +217,7 @@ static size_t transform_slot_hash(void **const *cols, size_t k) {
 static int transform_grow(Search *S) {
     void **cols[] = {(void **)&S->t_a, (void **)&S->t_s, (void **)&S->t_out};
     static const size_t sizes[] = {sizeof(int32_t), sizeof(int32_t), sizeof(int32_t)};
-    return table_grow(cols, sizes, 3, 0, &S->t_cap, S->first_cap, transform_slot_hash);
+    return table_grow(cols, sizes, 3, 0, &S->t_cap, S->t_first, transform_slot_hash);
 }
 
 /* Appender(values, ids, fallback): the kv model's TRANSFORM, append, in C: the id of
@@ -374,6 +387,29 @@ static int entry_cmp(const void *x, const void *y) {
     if (p->typ != q->typ)
         return p->typ < q->typ ? -1 : 1;
     return p->node < q->node ? -1 : (p->node > q->node);
+}
+
+/* The entries in list order. A partition's calls come in history order and most of its
+ * returns soon after their calls, so the keys are nearly sorted: an insertion sort is
+ * linear there (qsort's comparisons through a pointer were most of a 100-operation
+ * partition's set-up). Past 8 moves per key on average (many concurrent operations) the
+ * rest goes to qsort; the order is the same either way (entry_cmp is a total order). */
+static void sort_entries(EntryKey *keys, Py_ssize_t n) {
+    Py_ssize_t budget = 8 * n + 64;
+    for (Py_ssize_t k = 1; k < n; k++) {
+        EntryKey key = keys[k];
+        Py_ssize_t j = k;
+        while (j > 0 && entry_cmp(&key, &keys[j - 1]) < 0) {
+            keys[j] = keys[j - 1];
+            j--;
+        }
+        keys[j] = key;
+        budget -= k - j;
+        if (budget < 0) {
+            qsort(keys, (size_t)n, sizeof(EntryKey), entry_cmp);
+            return;
+        }
+    }
 }
 
 /* -- the search --------------------------------------------------------------------- */
@@ -553,7 +589,8 @@ static void Search_dealloc(Search *S) {
     void *blocks[] = {S->kind,   S->a,       S->b,      S->is_ok,  S->returns, S->z0,
                       S->z1,     S->info_bit, S->nxt,   S->prv,    S->st_op,   S->st_state,
                       S->bits,   S->scratch, S->deep_path, S->m_z0, S->m_z1,   S->m_state,
-                      S->m_head, S->r_next,  S->r_bits, S->t_a,    S->t_s,     S->t_out};
+                      S->m_head, S->r_next,  S->r_bits, S->t_a,    S->t_s,     S->t_out,
+                      S->op_id};
     for (size_t k = 0; k < sizeof(blocks) / sizeof(blocks[0]); k++)
         PyMem_Free(blocks[k]);
     Py_XDECREF(S->transform);
@@ -578,9 +615,17 @@ static int search_setup(Search *S, Py_ssize_t n, const uint8_t *kb, const int32_
     }
     S->n = n;
     size_t m = (size_t)n + 1;
-    S->first_cap = 64; /* a small partition's tables stay small: no 24 KB to clear each */
-    while (S->first_cap < 1024 && S->first_cap < 4 * m)
+    /* A small partition's tables stay small, with room for a configuration per operation
+     * (most searches place each about once) at half load: no 24 KB to clear each. */
+    S->first_cap = 64;
+    while (S->first_cap < 1024 && S->first_cap < 2 * m)
         S->first_cap *= 2;
+    size_t transforms = 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        transforms += kb[i] == K_TRANSFORM;
+    S->t_first = 16;
+    while (S->t_first < 1024 && S->t_first < 4 * transforms)
+        S->t_first *= 2;
     S->kind = PyMem_Calloc(m, sizeof(int32_t));
     S->a = PyMem_Calloc(m, sizeof(int32_t));
     S->b = PyMem_Calloc(m, sizeof(int32_t));
@@ -628,7 +673,7 @@ static int search_setup(Search *S, Py_ssize_t n, const uint8_t *kb, const int32_
             S->must_place++;
         }
     }
-    qsort(keys, (size_t)nkeys, sizeof(EntryKey), entry_cmp);
+    sort_entries(keys, nkeys);
     S->head = (int32_t)(2 * n);
     for (Py_ssize_t k = 0; k < 2 * n + 1; k++)
         S->nxt[k] = S->prv[k] = -1;
@@ -812,7 +857,11 @@ static int intern_names(void) {
 static inline int is_name(PyObject *obj, PyObject *name) {
     if (obj == name)
         return 1;
-    return PyUnicode_CheckExact(obj) && PyUnicode_Compare(obj, name) == 0;
+    /* the names are interned, and an interned str is the only one of its value */
+    if (!PyUnicode_CheckExact(obj) || PyUnicode_CHECK_INTERNED(obj) ||
+        PyUnicode_GET_LENGTH(obj) != PyUnicode_GET_LENGTH(name))
+        return 0;
+    return PyUnicode_Compare(obj, name) == 0;
 }
 
 /* 1 when an exact dict has "key" and no field but "key" and "value" (all exact str). */
@@ -1358,6 +1407,8 @@ typedef struct {
     uint8_t *kind, *ok;
     PyObject **av, **bv; /* borrowed */
     long long *call, *ret;
+    long long *id; /* each operation's id, while every one is an int (ids_ok) */
+    int ids_ok;
 } Part;
 
 static void part_free(Part *P) {
@@ -1368,6 +1419,7 @@ static void part_free(Part *P) {
     PyMem_Free(P->bv);
     PyMem_Free(P->call);
     PyMem_Free(P->ret);
+    PyMem_Free(P->id);
 }
 
 static int part_grow(Part *P) {
@@ -1390,7 +1442,10 @@ static int part_grow(Part *P) {
     void *r = PyMem_Realloc(P->ret, cap * sizeof(long long));
     if (r)
         P->ret = r;
-    if (!k || !o || !a || !b || !c || !r) {
+    void *d = PyMem_Realloc(P->id, cap * sizeof(long long));
+    if (d)
+        P->id = d;
+    if (!k || !o || !a || !b || !c || !r || !d) {
         PyErr_NoMemory();
         return -1;
     }
@@ -1404,16 +1459,82 @@ static inline int plain_scalar(PyObject *v) {
            PyUnicode_CheckExact(v);
 }
 
+/* An Operation's attributes as the fused pass reads them. PyObject_GetAttr finds an
+ * instance attribute in two hashed lookups (the type's attribute cache, then the class's
+ * shared key table) before it reads the value from the instance's values array; with a
+ * thousand operations of seven attributes each, that was a third of the pass. Where
+ * CPython 3.11 keeps the instance's attributes in that array (a class with a managed
+ * dict, the generic getattr, no class attribute of the name, and an instance whose dict
+ * was never made), the pass looks each name's index up once per call, in the class's
+ * shared keys, and reads the array directly; anything else (another Python, another
+ * layout, a missing value) goes through PyObject_GetAttr, so the value is the same. */
+enum { A_ID, A_TYPE, A_F, A_REQUEST, A_RESPONSE, A_CALL, A_RET, N_ATTRS };
+
+typedef struct {
+    int direct;            /* the indices below are usable */
+    Py_ssize_t ix[N_ATTRS]; /* each name's index in the instances' values arrays */
+} OpSlots;
+
+static PyObject **attr_names[N_ATTRS] = {&S_id,       &S_type, &S_f,  &S_request,
+                                         &S_response, &S_call, &S_ret};
+
+static void op_slots(PyTypeObject *tp, OpSlots *slots) {
+    slots->direct = 0;
+#ifdef WGL_INLINE_VALUES
+    if (!(tp->tp_flags & Py_TPFLAGS_MANAGED_DICT) || !(tp->tp_flags & Py_TPFLAGS_HEAPTYPE) ||
+        tp->tp_getattro != PyObject_GenericGetAttr)
+        return;
+    PyDictKeysObject *keys = ((PyHeapTypeObject *)tp)->ht_cached_keys;
+    if (!keys || !DK_IS_UNICODE(keys))
+        return;
+    PyDictUnicodeEntry *entries = DK_UNICODE_ENTRIES(keys);
+    for (int k = 0; k < N_ATTRS; k++) {
+        PyObject *name = *attr_names[k];
+        if (_PyType_Lookup(tp, name) != NULL) /* a class attribute: getattr decides */
+            return;
+        slots->ix[k] = -1;
+        for (Py_ssize_t e = 0; e < keys->dk_nentries; e++) {
+            if (entries[e].me_key == name) { /* both interned */
+                slots->ix[k] = e;
+                break;
+            }
+        }
+        if (slots->ix[k] < 0)
+            return;
+    }
+    slots->direct = 1;
+#endif
+}
+
+/* The attribute `which` of op (borrowed: op holds it), or NULL with an error. */
+static inline PyObject *op_attr(PyObject *op, const OpSlots *slots, int which) {
+#ifdef WGL_INLINE_VALUES
+    if (slots && slots->direct) {
+        /* 3.11: the values array's pointer is the fourth word before the object */
+        PyDictValues *values = *((PyDictValues **)op - 4);
+        if (values) {
+            PyObject *v = values->values[slots->ix[which]];
+            if (v)
+                return v;
+        }
+    }
+#endif
+    PyObject *v = PyObject_GetAttr(op, *attr_names[which]);
+    if (v)
+        Py_DECREF(v); /* the operation holds it */
+    return v;
+}
+
 /* One operation decoded for the fused pass: 1 (key, kind, a, b set, borrowed), 0 dropped,
  * 2 not a common shape, -1 error. `kind` and `f` are exact str. */
-static int register_flat(PyObject *op, PyObject *kind, PyObject *f, PyObject *no_key,
-                         PyObject **key, uint8_t *k, PyObject **a, PyObject **b) {
+static int register_flat(PyObject *op, const OpSlots *slots, PyObject *kind, PyObject *f,
+                         PyObject *no_key, PyObject **key, uint8_t *k, PyObject **a,
+                         PyObject **b) {
     if (is_name(kind, S_fail))
         return 0;
-    PyObject *request = PyObject_GetAttr(op, S_request);
+    PyObject *request = op_attr(op, slots, A_REQUEST);
     if (!request)
         return -1;
-    Py_DECREF(request); /* the operation holds it */
     PyObject *arg = request;
     *key = no_key;
     *b = Py_None;
@@ -1436,10 +1557,9 @@ static int register_flat(PyObject *op, PyObject *kind, PyObject *f, PyObject *no
     if (is_name(f, S_read)) {
         if (is_name(kind, S_info))
             return 0;
-        PyObject *value = PyObject_GetAttr(op, S_response);
+        PyObject *value = op_attr(op, slots, A_RESPONSE);
         if (!value)
             return -1;
-        Py_DECREF(value);
         PyObject *got = value;
         if (PyDict_Check(value)) {
             if (!keyed_shape(value))
@@ -1475,14 +1595,13 @@ static int register_flat(PyObject *op, PyObject *kind, PyObject *f, PyObject *no
 }
 
 /* As register_flat, for the kv model. */
-static int kv_flat(PyObject *op, PyObject *kind, PyObject *f, PyObject **key, uint8_t *k,
-                   PyObject **a, PyObject **b) {
+static int kv_flat(PyObject *op, const OpSlots *slots, PyObject *kind, PyObject *f,
+                   PyObject **key, uint8_t *k, PyObject **a, PyObject **b) {
     if (is_name(kind, S_fail))
         return 0;
-    PyObject *request = PyObject_GetAttr(op, S_request);
+    PyObject *request = op_attr(op, slots, A_REQUEST);
     if (!request)
         return -1;
-    Py_DECREF(request);
     *b = Py_None;
     if (!PyDict_CheckExact(request))
         return 2;
@@ -1494,10 +1613,9 @@ static int kv_flat(PyObject *op, PyObject *kind, PyObject *f, PyObject **key, ui
     if (is_name(f, S_get)) {
         if (is_name(kind, S_info))
             return 0;
-        PyObject *response = PyObject_GetAttr(op, S_response);
+        PyObject *response = op_attr(op, slots, A_RESPONSE);
         if (!response)
             return -1;
-        Py_DECREF(response);
         if (!PyDict_CheckExact(response))
             return 2;
         PyObject *value = PyDict_GetItemWithError(response, S_value);
@@ -1525,8 +1643,9 @@ static int kv_flat(PyObject *op, PyObject *kind, PyObject *f, PyObject **key, ui
 
 /* An exact int attribute as a position: 1 (set), 0 not one (None gives -1 when
  * `none_ok`), -1 error. Positions must be >= 0. */
-static int position_attr(PyObject *op, PyObject *name, int none_ok, long long *out) {
-    PyObject *v = PyObject_GetAttr(op, name);
+static int position_attr(PyObject *op, const OpSlots *slots, int which, int none_ok,
+                         long long *out) {
+    PyObject *v = op_attr(op, slots, which);
     if (!v)
         return -1;
     int rc = 0;
@@ -1543,7 +1662,21 @@ static int position_attr(PyObject *op, PyObject *name, int none_ok, long long *o
             rc = 1;
         }
     }
-    Py_DECREF(v);
+    return rc;
+}
+
+/* An attribute that is an exact int (any sign) fitting a long long: 1 (set), 0 not one,
+ * -1 error. */
+static int int_attr(PyObject *op, const OpSlots *slots, int which, long long *out) {
+    PyObject *v = op_attr(op, slots, which);
+    if (!v)
+        return -1;
+    int rc = 0;
+    if (PyLong_CheckExact(v)) {
+        int overflow = 0;
+        *out = PyLong_AsLongLongAndOverflow(v, &overflow);
+        rc = !overflow && !(*out == -1 && PyErr_Occurred());
+    }
     return rc;
 }
 
@@ -1551,7 +1684,9 @@ static int position_attr(PyObject *op, PyObject *name, int none_ok, long long *o
  * without one when a value cannot be interned (NaN). */
 static PyObject *part_search(Part *P, int code, PyObject *init, uint64_t seed,
                              PyObject *values) {
-    PyObject *ids = PyDict_New(), *search = NULL, *transform = NULL;
+    /* sized for a value per operation (kv's puts and appends are mostly distinct): no
+     * rehash as it fills */
+    PyObject *ids = _PyDict_NewPresized(P->n + 1), *search = NULL, *transform = NULL;
     int32_t *a = PyMem_Calloc((size_t)P->n + 1, sizeof(int32_t));
     int32_t *b = PyMem_Calloc((size_t)P->n + 1, sizeof(int32_t));
     if (!ids || !a || !b) {
@@ -1559,11 +1694,29 @@ static PyObject *part_search(Part *P, int code, PyObject *init, uint64_t seed,
             PyErr_NoMemory();
         goto done;
     }
-    long id = intern_value(ids, values, init);
-    for (Py_ssize_t i = 0; i < P->n && id >= 0; i++)
-        id = a[i] = (int32_t)intern_value(ids, values, P->av[i]);
-    for (Py_ssize_t i = 0; i < P->n && id >= 0; i++)
-        id = b[i] = (int32_t)intern_value(ids, values, P->bv[i]);
+    /* None (every kv b, a register write's b, an absent key's get) is looked up once:
+     * the same ids, in the same order, as interning it each time. */
+    long id = intern_value(ids, values, init), none_id = init == Py_None ? id : -1;
+    for (Py_ssize_t i = 0; i < P->n && id >= 0; i++) {
+        PyObject *v = P->av[i];
+        if (v == Py_None && none_id >= 0) {
+            id = a[i] = (int32_t)none_id;
+            continue;
+        }
+        id = a[i] = (int32_t)intern_value(ids, values, v);
+        if (v == Py_None)
+            none_id = id;
+    }
+    for (Py_ssize_t i = 0; i < P->n && id >= 0; i++) {
+        PyObject *v = P->bv[i];
+        if (v == Py_None && none_id >= 0) {
+            id = b[i] = (int32_t)none_id;
+            continue;
+        }
+        id = b[i] = (int32_t)intern_value(ids, values, v);
+        if (v == Py_None)
+            none_id = id;
+    }
     if (id < 0)
         goto done; /* -1: an error is set; -2: not internable, no error */
     if (code == CODE_KV) {
@@ -1576,8 +1729,12 @@ static PyObject *part_search(Part *P, int code, PyObject *init, uint64_t seed,
     if (!search)
         goto done;
     if (search_setup((Search *)search, P->n, P->kind, a, b, P->ok, P->call, P->ret, 0, seed,
-                     transform ? transform : Py_None) < 0)
+                     transform ? transform : Py_None) < 0) {
         Py_CLEAR(search);
+    } else if (P->ids_ok) {
+        ((Search *)search)->op_id = P->id; /* the Search owns them now */
+        P->id = NULL;
+    }
 done:
     PyMem_Free(a);
     PyMem_Free(b);
@@ -1607,24 +1764,25 @@ static PyObject *wgl_fuse(PyObject *self, PyObject *args) {
     Part *parts = NULL, *last = NULL;
     if (!index)
         goto done;
+    OpSlots slots;
+    op_slots(op_type, &slots);
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *op = ops[i];
         if (Py_TYPE(op) != op_type)
             goto unusual;
-        PyObject *kind = PyObject_GetAttr(op, S_type);
+        PyObject *kind = op_attr(op, &slots, A_TYPE);
         if (!kind)
             goto done;
-        Py_DECREF(kind); /* the operation holds these */
-        PyObject *f = PyObject_GetAttr(op, S_f);
+        PyObject *f = op_attr(op, &slots, A_F);
         if (!f)
             goto done;
-        Py_DECREF(f);
         if (!PyUnicode_CheckExact(kind) || !PyUnicode_CheckExact(f))
             goto unusual;
         PyObject *key = NULL, *a = NULL, *b = NULL;
         uint8_t k = 0;
-        int rc = code == CODE_REGISTER ? register_flat(op, kind, f, no_key, &key, &k, &a, &b)
-                                       : kv_flat(op, kind, f, &key, &k, &a, &b);
+        int rc = code == CODE_REGISTER
+                     ? register_flat(op, &slots, kind, f, no_key, &key, &k, &a, &b)
+                     : kv_flat(op, &slots, kind, f, &key, &k, &a, &b);
         if (rc < 0)
             goto done;
         if (rc == 0) {
@@ -1633,14 +1791,19 @@ static PyObject *wgl_fuse(PyObject *self, PyObject *args) {
         }
         if (rc == 2)
             goto unusual;
-        long long call, ret;
-        int got = position_attr(op, S_call, 0, &call);
+        long long call, ret, id = -1;
+        int got = position_attr(op, &slots, A_CALL, 0, &call);
         if (got == 1)
-            got = position_attr(op, S_ret, 1, &ret);
+            got = position_attr(op, &slots, A_RET, 1, &ret);
         if (got < 0)
             goto done;
         if (got == 0)
             goto unusual;
+        /* The id, for the linearization's ids (first_turns): read here, where the
+         * operation is in cache; any id that is not an int is read there instead. */
+        int id_ok = int_attr(op, &slots, A_ID, &id);
+        if (id_ok < 0)
+            goto done;
         Part *P = last;
         if (key != last_key) {
             PyObject *at = PyDict_GetItemWithError(index, key);
@@ -1662,6 +1825,7 @@ static PyObject *wgl_fuse(PyObject *self, PyObject *args) {
                 }
                 P = parts + nparts;
                 P->key = key;
+                P->ids_ok = 1;
                 P->ops = PyList_New(0);
                 if (!P->ops)
                     goto done;
@@ -1687,6 +1851,8 @@ static PyObject *wgl_fuse(PyObject *self, PyObject *args) {
         P->bv[P->n] = b;
         P->call[P->n] = call;
         P->ret[P->n] = ret;
+        P->id[P->n] = id;
+        P->ids_ok &= id_ok;
         P->infos += !ok;
         P->n++;
     }
@@ -1763,8 +1929,8 @@ static PyObject *stepped_state(int code, PyObject *op, PyObject *values, int32_t
     uint8_t k = 0;
     int rc = -1;
     if (PyUnicode_CheckExact(kind) && PyUnicode_CheckExact(f))
-        rc = code == CODE_REGISTER ? register_flat(op, kind, f, Py_None, &key, &k, &a, &b)
-                                   : kv_flat(op, kind, f, &key, &k, &a, &b);
+        rc = code == CODE_REGISTER ? register_flat(op, NULL, kind, f, Py_None, &key, &k, &a, &b)
+                                   : kv_flat(op, NULL, kind, f, &key, &k, &a, &b);
     if (rc < 0 && PyErr_Occurred())
         return NULL;
     if (rc != 1) {
@@ -1882,7 +2048,8 @@ static PyObject *wgl_first_turns(PyObject *self, PyObject *args) {
                 PyErr_SetString(PyExc_IndexError, "first_turns: the search and ops differ");
                 goto fail;
             }
-            PyObject *id = PyObject_GetAttr(PyList_GET_ITEM(ops, i), S_id);
+            PyObject *id = S->op_id ? PyLong_FromLongLong(S->op_id[i])
+                                    : PyObject_GetAttr(PyList_GET_ITEM(ops, i), S_id);
             if (!id) {
                 Py_DECREF(ids);
                 goto fail;
@@ -1975,6 +2142,11 @@ PyMODINIT_FUNC PyInit__wgl(void) {
         Py_DECREF(m);
         return NULL;
     }
+#ifdef WGL_INLINE_VALUES
+    PyModule_AddIntConstant(m, "INLINE_VALUES", 1); /* op_attr can read values directly */
+#else
+    PyModule_AddIntConstant(m, "INLINE_VALUES", 0);
+#endif
     PyModule_AddIntConstant(m, "READ", K_READ);
     PyModule_AddIntConstant(m, "SET", K_SET);
     PyModule_AddIntConstant(m, "CAS", K_CAS);
