@@ -833,7 +833,7 @@ enum { CODE_REGISTER = 1, CODE_KV = 2 };
 
 static PyObject *S_type, *S_f, *S_request, *S_response, *S_call, *S_ret;
 static PyObject *S_id, *S_key, *S_value, *S_ok, *S_fail, *S_info;
-static PyObject *S_read, *S_write, *S_cas, *S_get, *S_put, *S_append;
+static PyObject *S_read, *S_write, *S_cas, *S_get, *S_put, *S_append, *S_empty;
 
 static int intern_names(void) {
     struct {
@@ -844,7 +844,7 @@ static int intern_names(void) {
                  {&S_key, "key"},     {&S_value, "value"}, {&S_ok, "ok"},
                  {&S_fail, "fail"},   {&S_info, "info"},   {&S_read, "read"},
                  {&S_write, "write"}, {&S_cas, "cas"},     {&S_get, "get"},
-                 {&S_put, "put"},     {&S_append, "append"}};
+                 {&S_put, "put"},     {&S_append, "append"}, {&S_empty, ""}};
     for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
         *names[k].slot = PyUnicode_InternFromString(names[k].text);
         if (!*names[k].slot)
@@ -1743,18 +1743,12 @@ done:
     return search;
 }
 
-static PyObject *wgl_fuse(PyObject *self, PyObject *args) {
-    int code;
-    PyObject *operations, *no_key, *init;
-    PyTypeObject *op_type;
-    unsigned long long seed;
-    if (!PyArg_ParseTuple(args, "iOO!UOK", &code, &operations, &PyType_Type, &op_type, &no_key,
-                          &init, &seed))
-        return NULL;
-    if (code != CODE_REGISTER && code != CODE_KV) {
-        PyErr_Format(PyExc_ValueError, "fuse: model code %d is not 1 or 2", code);
-        return NULL;
-    }
+/* The fused pass: the list of (key, ops, search, values, infos) in first-seen key order,
+ * with the count of operations dropped in *dropped_out; None (a new reference) when it
+ * does not take the history; NULL with an error. `code` is 1 or 2. */
+static PyObject *fuse_parts(int code, PyObject *operations, PyTypeObject *op_type,
+                            PyObject *no_key, PyObject *init, unsigned long long seed,
+                            Py_ssize_t *dropped_out) {
     PyObject *fast = PySequence_Fast(operations, "fuse: operations must be a sequence");
     if (!fast)
         return NULL;
@@ -1881,7 +1875,8 @@ static PyObject *wgl_fuse(PyObject *self, PyObject *args) {
         }
         PyList_SET_ITEM(list, p, entry);
     }
-    result = Py_BuildValue("(nN)", dropped, list);
+    result = list;
+    *dropped_out = dropped;
     goto done;
 unusual:
     result = Py_NewRef(Py_None);
@@ -1892,6 +1887,25 @@ done:
     Py_XDECREF(index);
     Py_DECREF(fast);
     return result;
+}
+
+static PyObject *wgl_fuse(PyObject *self, PyObject *args) {
+    int code;
+    PyObject *operations, *no_key, *init;
+    PyTypeObject *op_type;
+    unsigned long long seed;
+    if (!PyArg_ParseTuple(args, "iOO!UOK", &code, &operations, &PyType_Type, &op_type, &no_key,
+                          &init, &seed))
+        return NULL;
+    if (code != CODE_REGISTER && code != CODE_KV) {
+        PyErr_Format(PyExc_ValueError, "fuse: model code %d is not 1 or 2", code);
+        return NULL;
+    }
+    Py_ssize_t dropped = 0;
+    PyObject *list = fuse_parts(code, operations, op_type, no_key, init, seed, &dropped);
+    if (!list || list == Py_None)
+        return list;
+    return Py_BuildValue("(nN)", dropped, list);
 }
 
 /* ---- The fused partitions' first turns, driven in C ------------------------------
@@ -2001,6 +2015,64 @@ static int first_turn(Search *S, long long turn, long long check_every, PyObject
     }
 }
 
+/* One partition's first turn, as first_turns runs it: 1 linearized (t holds the ids and
+ * state, new references, the steps and seconds), 0 not (paused or refuted) or 2 out of
+ * budget (t.seconds set), -1 error. */
+typedef struct {
+    PyObject *ids, *state;
+    long long steps;
+    double seconds;
+} Turn;
+
+static int turn_of(int code, PyObject *ops, PyObject *search, PyObject *values, long long turn,
+                   long long check_every, PyObject *check, PyObject *out_of_budget,
+                   double deadline, Turn *t) {
+    if (!PyList_Check(ops) || !Py_IS_TYPE(search, &SearchType) || !PyList_Check(values)) {
+        PyErr_SetString(PyExc_TypeError, "first_turns: parts are (ops, search, values, ...)");
+        return -1;
+    }
+    Search *S = (Search *)search;
+    double started = monotonic_seconds();
+    int rc = first_turn(S, turn, check_every, check, out_of_budget, deadline);
+    if (rc != 1) {
+        t->seconds = monotonic_seconds() - started;
+        return rc;
+    }
+    PyObject *ids = PyTuple_New(S->depth), *state;
+    if (!ids)
+        return -1;
+    for (Py_ssize_t k = 0; k < S->depth; k++) {
+        int32_t i = S->st_op[k];
+        if (i < 0 || i >= PyList_GET_SIZE(ops)) {
+            Py_DECREF(ids);
+            PyErr_SetString(PyExc_IndexError, "first_turns: the search and ops differ");
+            return -1;
+        }
+        PyObject *id = S->op_id ? PyLong_FromLongLong(S->op_id[i])
+                                : PyObject_GetAttr(PyList_GET_ITEM(ops, i), S_id);
+        if (!id) {
+            Py_DECREF(ids);
+            return -1;
+        }
+        PyTuple_SET_ITEM(ids, k, id);
+    }
+    if (S->depth) {
+        int32_t last = S->st_op[S->depth - 1];
+        state = stepped_state(code, PyList_GET_ITEM(ops, last), values, S->st_state[S->depth - 1]);
+    } else {
+        state = Py_NewRef(PyList_GET_SIZE(values) ? PyList_GET_ITEM(values, 0) : Py_None);
+    }
+    if (!state) {
+        Py_DECREF(ids);
+        return -1;
+    }
+    t->ids = ids;
+    t->state = state;
+    t->steps = S->steps;
+    t->seconds = monotonic_seconds() - started;
+    return 1;
+}
+
 static PyObject *wgl_first_turns(PyObject *self, PyObject *args) {
     int code;
     PyObject *parts, *check, *out_of_budget;
@@ -2020,55 +2092,22 @@ static PyObject *wgl_first_turns(PyObject *self, PyObject *args) {
     int out = 0;
     for (Py_ssize_t p = 0; p < PyList_GET_SIZE(parts); p++) {
         PyObject *part = PyList_GET_ITEM(parts, p);
-        if (!PyTuple_Check(part) || PyTuple_GET_SIZE(part) < 3 ||
-            !PyList_Check(PyTuple_GET_ITEM(part, 0)) ||
-            !Py_IS_TYPE(PyTuple_GET_ITEM(part, 1), &SearchType) ||
-            !PyList_Check(PyTuple_GET_ITEM(part, 2))) {
+        if (!PyTuple_Check(part) || PyTuple_GET_SIZE(part) < 3) {
             PyErr_SetString(PyExc_TypeError, "first_turns: parts are (ops, search, values, ...)");
             goto fail;
         }
-        PyObject *ops = PyTuple_GET_ITEM(part, 0), *values = PyTuple_GET_ITEM(part, 2);
-        Search *S = (Search *)PyTuple_GET_ITEM(part, 1);
-        double started = monotonic_seconds();
-        int rc = first_turn(S, turn, check_every, check, out_of_budget, deadline);
+        Turn t = {0};
+        int rc = turn_of(code, PyTuple_GET_ITEM(part, 0), PyTuple_GET_ITEM(part, 1),
+                         PyTuple_GET_ITEM(part, 2), turn, check_every, check, out_of_budget,
+                         deadline, &t);
         if (rc < 0)
             goto fail;
         if (rc != 1) {
-            seconds = monotonic_seconds() - started;
+            seconds = t.seconds;
             out = rc == 2;
             break;
         }
-        PyObject *ids = PyTuple_New(S->depth), *state;
-        if (!ids)
-            goto fail;
-        for (Py_ssize_t k = 0; k < S->depth; k++) {
-            int32_t i = S->st_op[k];
-            if (i < 0 || i >= PyList_GET_SIZE(ops)) {
-                Py_DECREF(ids);
-                PyErr_SetString(PyExc_IndexError, "first_turns: the search and ops differ");
-                goto fail;
-            }
-            PyObject *id = S->op_id ? PyLong_FromLongLong(S->op_id[i])
-                                    : PyObject_GetAttr(PyList_GET_ITEM(ops, i), S_id);
-            if (!id) {
-                Py_DECREF(ids);
-                goto fail;
-            }
-            PyTuple_SET_ITEM(ids, k, id);
-        }
-        if (S->depth) {
-            int32_t last = S->st_op[S->depth - 1];
-            state = stepped_state(code, PyList_GET_ITEM(ops, last), values,
-                                  S->st_state[S->depth - 1]);
-        } else {
-            state = Py_NewRef(PyList_GET_SIZE(values) ? PyList_GET_ITEM(values, 0) : Py_None);
-        }
-        if (!state) {
-            Py_DECREF(ids);
-            goto fail;
-        }
-        PyObject *entry = Py_BuildValue("(NNLd)", ids, state, S->steps,
-                                        monotonic_seconds() - started);
+        PyObject *entry = Py_BuildValue("(NNLd)", t.ids, t.state, t.steps, t.seconds);
         if (!entry || PyList_Append(done, entry) < 0) {
             Py_XDECREF(entry);
             goto fail;
@@ -2079,6 +2118,173 @@ static PyObject *wgl_first_turns(PyObject *self, PyObject *args) {
 fail:
     Py_DECREF(done);
     return NULL;
+}
+
+/* ---- The fused check: the fused pass and the first turns in one call -------------
+ *
+ * check_fused(code, operations, op_type, no_key, init, seed, turn, check_every, check,
+ *             out_of_budget, deadline, result_type, fields, true)
+ *   -> None: the fused pass does not take the history (fuse returned None);
+ *   -> (dropped, count, results): every partition's first turn linearized it. results is a
+ *      tuple, in key order, of `result_type` instances (a frozen dataclass, made as
+ *      object.__new__ and object.__setattr__ make it, so equal to its constructor's) with
+ *      the nine `fields` set to: the partition's name (its key; None for a register
+ *      history's one unkeyed partition), `true`, its operations, the linearization's ids,
+ *      the state, None, "", the steps and the seconds, as first_turns gives them;
+ *   -> (dropped, count, parts, order, done, seconds, out) otherwise: parts as fuse gives
+ *      them, sorted by key, order the turns' order (fewest info operations, then fewest
+ *      operations, first; ties by key), and done, seconds and out as first_turns gives
+ *      them for the partitions in that order.
+ * What compiled_search.compiled_fuse and compiled_first_turns do, with no Python step
+ * between them: a check of a clean history touches no Python code per partition. */
+
+typedef struct {
+    Py_ssize_t infos, n, index;
+} TurnKey;
+
+static int turn_key_cmp(const void *x, const void *y) {
+    const TurnKey *p = x, *q = y;
+    if (p->infos != q->infos)
+        return p->infos < q->infos ? -1 : 1;
+    if (p->n != q->n)
+        return p->n < q->n ? -1 : 1;
+    return p->index < q->index ? -1 : (p->index > q->index);
+}
+
+static PyObject *assemble(PyTypeObject *type, PyObject *fields, PyObject *const *values) {
+    PyObject *none = PyTuple_New(0);
+    if (!none)
+        return NULL;
+    PyObject *made = PyBaseObject_Type.tp_new(type, none, NULL);
+    Py_DECREF(none);
+    if (!made)
+        return NULL;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(fields); k++) {
+        if (PyObject_GenericSetAttr(made, PyTuple_GET_ITEM(fields, k), values[k]) < 0) {
+            Py_DECREF(made);
+            return NULL;
+        }
+    }
+    return made;
+}
+
+static PyObject *wgl_check_fused(PyObject *self, PyObject *args) {
+    int code;
+    PyObject *operations, *no_key, *init, *check, *out_of_budget, *fields, *true_;
+    PyTypeObject *op_type, *result_type;
+    unsigned long long seed;
+    long long turn, check_every;
+    double deadline;
+    if (!PyArg_ParseTuple(args, "iOO!UOKLLOOdO!O!O", &code, &operations, &PyType_Type, &op_type,
+                          &no_key, &init, &seed, &turn, &check_every, &check, &out_of_budget,
+                          &deadline, &PyType_Type, &result_type, &PyTuple_Type, &fields, &true_))
+        return NULL;
+    if (code != CODE_REGISTER && code != CODE_KV) {
+        PyErr_Format(PyExc_ValueError, "check_fused: model code %d is not 1 or 2", code);
+        return NULL;
+    }
+    if (turn <= 0 || check_every <= 0 || PyTuple_GET_SIZE(fields) != 9) {
+        PyErr_SetString(PyExc_ValueError,
+                        "check_fused: turn and check_every must be > 0, and fields nine names");
+        return NULL;
+    }
+    Py_ssize_t dropped = 0;
+    PyObject *parts = fuse_parts(code, operations, op_type, no_key, init, seed, &dropped);
+    if (!parts || parts == Py_None)
+        return parts;
+    PyObject *result = NULL, *done = NULL, *order = NULL;
+    TurnKey *keys = NULL;
+    if (PyList_Sort(parts) < 0) /* by key: keys are distinct, so nothing else is compared */
+        goto finish;
+    Py_ssize_t nparts = PyList_GET_SIZE(parts), count = 0;
+    keys = PyMem_Calloc((size_t)nparts + 1, sizeof(TurnKey));
+    if (!keys) {
+        PyErr_NoMemory();
+        goto finish;
+    }
+    for (Py_ssize_t p = 0; p < nparts; p++) {
+        PyObject *part = PyList_GET_ITEM(parts, p);
+        Py_ssize_t n = PyList_GET_SIZE(PyTuple_GET_ITEM(part, 1));
+        keys[p] = (TurnKey){PyLong_AsSsize_t(PyTuple_GET_ITEM(part, 4)), n, p};
+        count += n;
+    }
+    qsort(keys, (size_t)nparts, sizeof(TurnKey), turn_key_cmp);
+    done = PyList_New(0);
+    if (!done)
+        goto finish;
+    Py_ssize_t p = 0;
+    double seconds = 0.0;
+    int out = 0;
+    for (; p < nparts; p++) {
+        PyObject *part = PyList_GET_ITEM(parts, keys[p].index);
+        Turn t = {0};
+        int rc = turn_of(code, PyTuple_GET_ITEM(part, 1), PyTuple_GET_ITEM(part, 2),
+                         PyTuple_GET_ITEM(part, 3), turn, check_every, check, out_of_budget,
+                         deadline, &t);
+        if (rc < 0)
+            goto finish;
+        if (rc != 1) {
+            seconds = t.seconds;
+            out = rc == 2;
+            break;
+        }
+        PyObject *entry = Py_BuildValue("(NNLd)", t.ids, t.state, t.steps, t.seconds);
+        if (!entry || PyList_Append(done, entry) < 0) {
+            Py_XDECREF(entry);
+            goto finish;
+        }
+        Py_DECREF(entry);
+    }
+    if (p < nparts) { /* the turns loop goes on in Python */
+        order = PyList_New(nparts);
+        if (!order)
+            goto finish;
+        for (Py_ssize_t k = 0; k < nparts; k++) {
+            PyObject *index = PyLong_FromSsize_t(keys[k].index);
+            if (!index)
+                goto finish;
+            PyList_SET_ITEM(order, k, index);
+        }
+        result = Py_BuildValue("(nnOOOdi)", dropped, count, parts, order, done, seconds, out);
+        goto finish;
+    }
+    PyObject *results = PyTuple_New(nparts);
+    if (!results)
+        goto finish;
+    int unkeyed = code == CODE_REGISTER && nparts == 1 &&
+                  PyUnicode_GET_LENGTH(PyTuple_GET_ITEM(PyList_GET_ITEM(parts, 0), 0)) == 0;
+    for (Py_ssize_t k = 0; k < nparts; k++) {
+        PyObject *part = PyList_GET_ITEM(parts, keys[k].index);
+        PyObject *entry = PyList_GET_ITEM(done, k);
+        PyObject *operations_n = PyLong_FromSsize_t(keys[k].n);
+        if (!operations_n) {
+            Py_DECREF(results);
+            goto finish;
+        }
+        PyObject *values[9] = {unkeyed ? Py_None : PyTuple_GET_ITEM(part, 0),
+                               true_,
+                               operations_n,
+                               PyTuple_GET_ITEM(entry, 0),
+                               PyTuple_GET_ITEM(entry, 1),
+                               Py_None,
+                               S_empty,
+                               PyTuple_GET_ITEM(entry, 2),
+                               PyTuple_GET_ITEM(entry, 3)};
+        PyObject *made = assemble(result_type, fields, values);
+        Py_DECREF(operations_n);
+        if (!made) {
+            Py_DECREF(results);
+            goto finish;
+        }
+        PyTuple_SET_ITEM(results, keys[k].index, made);
+    }
+    result = Py_BuildValue("(nnN)", dropped, count, results);
+finish:
+    PyMem_Free(keys);
+    Py_XDECREF(order);
+    Py_XDECREF(done);
+    Py_DECREF(parts);
+    return result;
 }
 
 /* getenv(name) -> the process environment's value, or None. The C library's table,
@@ -2108,6 +2314,10 @@ static PyMethodDef wgl_functions[] = {
     {"fuse", wgl_fuse, METH_VARARGS,
      "fuse(code, operations, op_type, no_key, init, seed) -> (dropped, [(key, ops, search, "
      "values, infos), ...]) or None"},
+    {"check_fused", wgl_check_fused, METH_VARARGS,
+     "check_fused(code, operations, op_type, no_key, init, seed, turn, check_every, check, "
+     "out_of_budget, deadline, result_type, fields, true) -> None, (dropped, count, results) "
+     "or (dropped, count, parts, order, done, seconds, out)"},
     {"first_turns", wgl_first_turns, METH_VARARGS,
      "first_turns(code, parts, turn, check_every, check, out_of_budget, deadline) -> (done, "
      "seconds, out)"},

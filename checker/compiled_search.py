@@ -61,7 +61,9 @@ from typing import Any, NamedTuple
 from etcdspec.checker.budget import BudgetClock, OutOfBudget
 from etcdspec.checker.entry_search import EntryOutcome, EntryProgress
 from etcdspec.checker.history import Operation
+from etcdspec.checker.linearizability_result import PartitionResult
 from etcdspec.checker.models import PREPARED_DEFAULTS, CheckModel, PreparedOp
+from etcdspec.verdict import Verdict
 
 try:
     from etcdspec.checker import _wgl  # type: ignore[attr-defined]
@@ -75,6 +77,18 @@ _LINEARIZED, _REFUTED = 1, 2
 TURN_FACTOR = 16
 _SEED_MASK = 0xFFFFFFFFFFFFFFFF
 REGISTER, KV = 1, 2  # the models' `flat_code`s: how the C extension decodes them
+# PartitionResult's fields, in the order `_wgl.check_fused` gives their values
+_RESULT_FIELDS = (
+    "partition",
+    "verdict",
+    "operations",
+    "linearization",
+    "final_state",
+    "failure",
+    "reason",
+    "steps",
+    "seconds",
+)
 
 
 class CoreUnavailable(RuntimeError):
@@ -162,6 +176,69 @@ def compiled_fuse(
         (key, FusedPartition(ops, search, values, infos))
         for key, ops, search, values, infos in parts
     ]
+
+
+class FusedTurns(NamedTuple):
+    """The fused partitions after their first turns, when one was not linearized there
+    (see `compiled_check_fused`)."""
+
+    named: list[tuple[str | None, FusedPartition]]  # sorted by name
+    order: list[int]  # the turns' order (indices into named)
+    done: list[tuple[tuple[int, ...], Any, int, float]]  # as compiled_first_turns gives
+    seconds: float  # the first turn that did not linearize its partition
+
+
+def compiled_check_fused(
+    model: CheckModel,
+    operations: Sequence[Operation],
+    clock: BudgetClock,
+    slice_steps: int,
+    check_every: int,
+) -> tuple[int, int, tuple[PartitionResult, ...] | FusedTurns] | None:
+    """`compiled_fuse` and `compiled_first_turns` in one C call (`_wgl.check_fused`):
+    (dropped, operations, then either every partition's result, in name order, when
+    each first turn linearized its partition, or the `FusedTurns` for the turns loop to
+    go on from), or None when the separate passes must run (as `compiled_fuse`). The
+    turns' order is `compiled_first_turns`' callers' (fewest info operations, then
+    fewest operations, first). A clean history's check then runs no Python per
+    partition: cold, each distinct Python step costs microseconds (docs/benchmarks.md,
+    Session 17: kv-1's clean checks)."""
+    code = getattr(model, "flat_code", None)
+    if code is None or not _use_compiled():
+        return None
+    fused = _wgl.check_fused(
+        code,
+        operations,
+        Operation,
+        "",
+        model.init(),
+        clock.budget.seed & _SEED_MASK,
+        slice_steps * TURN_FACTOR,
+        check_every * TURN_FACTOR,
+        clock.check,
+        OutOfBudget,
+        _deadline(clock),
+        PartitionResult,
+        _RESULT_FIELDS,
+        Verdict.TRUE,
+    )
+    if fused is None or len(fused) == 3:
+        return fused
+    dropped, count, parts, order, done, seconds, _ = fused
+    unkeyed = code == REGISTER and len(parts) == 1 and parts[0][0] == ""
+    named = [
+        (None if unkeyed else key, FusedPartition(ops, search, values, infos))
+        for key, ops, search, values, infos in parts
+    ]
+    return dropped, count, FusedTurns(named, order, done, seconds)
+
+
+def _deadline(clock: BudgetClock) -> float:
+    """The time the first turns may run to without calling `clock.check`: its time
+    limit, or -inf when it has a memory bound to read too (then it is called always)."""
+    if clock.budget.max_memory_mb is not None:
+        return -math.inf
+    return math.inf if clock.deadline is None else clock.deadline
 
 
 def _first(entry: tuple[Any, ...]) -> Any:
@@ -321,10 +398,6 @@ def compiled_first_turns(
     it raises), unless the budget has a memory bound (then always)."""
     # clock.check is called only once the time limit is passed (it then raises), unless
     # it has a memory bound to read too: no Python call per partition otherwise.
-    if clock.budget.max_memory_mb is not None:
-        deadline = -math.inf
-    else:
-        deadline = math.inf if clock.deadline is None else clock.deadline
     done, seconds, _ = _wgl.first_turns(
         getattr(model, "flat_code", None),
         parts,
@@ -332,7 +405,7 @@ def compiled_first_turns(
         check_every * TURN_FACTOR,
         clock.check,
         OutOfBudget,
-        deadline,
+        _deadline(clock),
     )
     return done, seconds
 
