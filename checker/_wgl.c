@@ -1119,6 +1119,20 @@ fail:
 /* The id of `value` in `ids` (appending it to `values` when new): >= 0, -1 on error, -2
  * when it cannot be interned (unhashable or not equal to itself: NaN). */
 static long intern_value(PyObject *ids, PyObject *values, PyObject *value) {
+    if (PyUnicode_CheckExact(value) || PyLong_CheckExact(value) || value == Py_None) {
+        /* equal to itself: one probe finds it or puts the next id in */
+        Py_ssize_t next = PyList_GET_SIZE(values);
+        PyObject *fresh = PyLong_FromSsize_t(next);
+        if (!fresh)
+            return -1;
+        PyObject *found = PyDict_SetDefault(ids, value, fresh);
+        Py_DECREF(fresh); /* the dict holds it when it went in */
+        if (!found)
+            return -1;
+        if (found != fresh)
+            return PyLong_AsLong(found);
+        return PyList_Append(values, value) < 0 ? -1 : (long)next;
+    }
     PyObject *found = PyDict_GetItemWithError(ids, value);
     if (found)
         return PyLong_AsLong(found);
