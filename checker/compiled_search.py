@@ -46,7 +46,13 @@ Contract:
   bound) for as long as each linearizes: their
   results (operation ids, the stepper's state, steps, each one's own seconds) come back
   together; the first partition that is not linearized there goes to the turns loop,
-  its Search where the turn left it.
+  its Search where the turn left it. `compiled_check_fused` is both in one C call
+  (`_wgl.check_fused`), which also sorts the partitions, orders the turns and, when
+  every first turn linearizes its partition, makes the PartitionResults: a clean
+  history's check runs no Python per partition. The fused pass reads an Operation's
+  attributes straight from its values array on CPython 3.11 (getattr elsewhere, and
+  for any instance or class that array does not serve), and keeps the operations' ids
+  for the linearizations.
 - ETCDSPEC_CHECKER_CORE: "auto" (default: compiled when built), "pure", or "compiled"
   (the extension is required: its absence is an error saying how to build it).
 """
