@@ -220,6 +220,10 @@ static int transform_grow(Search *S) {
     return table_grow(cols, sizes, 3, 0, &S->t_cap, S->t_first, transform_slot_hash);
 }
 
+/* The id of `value` in `ids` (appending it to `values` when new): >= 0, -1 on error, -2
+ * when it cannot be interned (unhashable or not equal to itself: NaN). */
+static long intern_value(PyObject *ids, PyObject *values, PyObject *value);
+
 /* Appender(values, ids, fallback): the kv model's TRANSFORM, append, in C: the id of
  * (values[state] or "") + values[arg], interned in `ids`/`values` as the Python path
  * interns it. Any value not an exact str (or None for the state) goes to
@@ -259,20 +263,7 @@ static long appender_apply(Appender *A, long arg, long state) {
             PyObject *joined = head == Py_None ? Py_NewRef(tail) : PyUnicode_Concat(head, tail);
             if (!joined)
                 return -1;
-            PyObject *found = PyDict_GetItemWithError(A->ids, joined);
-            long id;
-            if (found) {
-                id = PyLong_AsLong(found);
-            } else if (PyErr_Occurred()) {
-                id = -1;
-            } else {
-                id = (long)n;
-                PyObject *key = PyLong_FromLong(id);
-                if (!key || PyDict_SetItem(A->ids, joined, key) < 0 ||
-                    PyList_Append(A->values, joined) < 0)
-                    id = -1;
-                Py_XDECREF(key);
-            }
+            long id = intern_value(A->ids, A->values, joined); /* an exact str: >= 0 or -1 */
             Py_DECREF(joined);
             return id;
         }
@@ -1116,8 +1107,6 @@ fail:
     return NULL;
 }
 
-/* The id of `value` in `ids` (appending it to `values` when new): >= 0, -1 on error, -2
- * when it cannot be interned (unhashable or not equal to itself: NaN). */
 static long intern_value(PyObject *ids, PyObject *values, PyObject *value) {
     if (PyUnicode_CheckExact(value) || PyLong_CheckExact(value) || value == Py_None) {
         /* equal to itself: one probe finds it or puts the next id in */
