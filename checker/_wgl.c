@@ -23,6 +23,17 @@
 #include <string.h>
 #include <time.h>
 
+/* CPython 3.11's layout of an instance's attribute values (see op_attr below): only the
+ * structure of a class's shared attribute keys is taken from its internal header. */
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000 && defined(__has_include)
+#if __has_include("internal/pycore_dict.h")
+#define Py_BUILD_CORE 1
+#include "internal/pycore_dict.h"
+#undef Py_BUILD_CORE
+#define WGL_INLINE_VALUES 1
+#endif
+#endif
+
 enum { K_READ = 0, K_SET = 1, K_CAS = 2, K_TRANSFORM = 3 };
 enum { RUNNING = 0, LINEARIZED = 1, REFUTED = 2 };
 
@@ -60,7 +71,9 @@ typedef struct {
     int32_t *t_a, *t_s, *t_out;
     size_t t_cap, t_used;
     PyObject *transform;
-    size_t first_cap; /* the tables' first size: 64-1024 slots, by the partition's size */
+    size_t first_cap; /* the memo's first size: 64-1024 slots, by the partition's size */
+    size_t t_first;   /* the TRANSFORM cache's: 16-1024, by its TRANSFORM operations */
+    long long *op_id; /* the fused pass's operation ids (NULL: read them from the ops) */
 } Search;
 
 static uint64_t splitmix(uint64_t *x) {
@@ -204,8 +217,12 @@ static size_t transform_slot_hash(void **const *cols, size_t k) {
 static int transform_grow(Search *S) {
     void **cols[] = {(void **)&S->t_a, (void **)&S->t_s, (void **)&S->t_out};
     static const size_t sizes[] = {sizeof(int32_t), sizeof(int32_t), sizeof(int32_t)};
-    return table_grow(cols, sizes, 3, 0, &S->t_cap, S->first_cap, transform_slot_hash);
+    return table_grow(cols, sizes, 3, 0, &S->t_cap, S->t_first, transform_slot_hash);
 }
+
+/* The id of `value` in `ids` (appending it to `values` when new): >= 0, -1 on error, -2
+ * when it cannot be interned (unhashable or not equal to itself: NaN). */
+static long intern_value(PyObject *ids, PyObject *values, PyObject *value);
 
 /* Appender(values, ids, fallback): the kv model's TRANSFORM, append, in C: the id of
  * (values[state] or "") + values[arg], interned in `ids`/`values` as the Python path
@@ -246,20 +263,7 @@ static long appender_apply(Appender *A, long arg, long state) {
             PyObject *joined = head == Py_None ? Py_NewRef(tail) : PyUnicode_Concat(head, tail);
             if (!joined)
                 return -1;
-            PyObject *found = PyDict_GetItemWithError(A->ids, joined);
-            long id;
-            if (found) {
-                id = PyLong_AsLong(found);
-            } else if (PyErr_Occurred()) {
-                id = -1;
-            } else {
-                id = (long)n;
-                PyObject *key = PyLong_FromLong(id);
-                if (!key || PyDict_SetItem(A->ids, joined, key) < 0 ||
-                    PyList_Append(A->values, joined) < 0)
-                    id = -1;
-                Py_XDECREF(key);
-            }
+            long id = intern_value(A->ids, A->values, joined); /* an exact str: >= 0 or -1 */
             Py_DECREF(joined);
             return id;
         }
@@ -374,6 +378,29 @@ static int entry_cmp(const void *x, const void *y) {
     if (p->typ != q->typ)
         return p->typ < q->typ ? -1 : 1;
     return p->node < q->node ? -1 : (p->node > q->node);
+}
+
+/* The entries in list order. A partition's calls come in history order and most of its
+ * returns soon after their calls, so the keys are nearly sorted: an insertion sort is
+ * linear there (qsort's comparisons through a pointer were most of a 100-operation
+ * partition's set-up). Past 8 moves per key on average (many concurrent operations) the
+ * rest goes to qsort; the order is the same either way (entry_cmp is a total order). */
+static void sort_entries(EntryKey *keys, Py_ssize_t n) {
+    Py_ssize_t budget = 8 * n + 64;
+    for (Py_ssize_t k = 1; k < n; k++) {
+        EntryKey key = keys[k];
+        Py_ssize_t j = k;
+        while (j > 0 && entry_cmp(&key, &keys[j - 1]) < 0) {
+            keys[j] = keys[j - 1];
+            j--;
+        }
+        keys[j] = key;
+        budget -= k - j;
+        if (budget < 0) {
+            qsort(keys, (size_t)n, sizeof(EntryKey), entry_cmp);
+            return;
+        }
+    }
 }
 
 /* -- the search --------------------------------------------------------------------- */
@@ -553,7 +580,8 @@ static void Search_dealloc(Search *S) {
     void *blocks[] = {S->kind,   S->a,       S->b,      S->is_ok,  S->returns, S->z0,
                       S->z1,     S->info_bit, S->nxt,   S->prv,    S->st_op,   S->st_state,
                       S->bits,   S->scratch, S->deep_path, S->m_z0, S->m_z1,   S->m_state,
-                      S->m_head, S->r_next,  S->r_bits, S->t_a,    S->t_s,     S->t_out};
+                      S->m_head, S->r_next,  S->r_bits, S->t_a,    S->t_s,     S->t_out,
+                      S->op_id};
     for (size_t k = 0; k < sizeof(blocks) / sizeof(blocks[0]); k++)
         PyMem_Free(blocks[k]);
     Py_XDECREF(S->transform);
@@ -578,9 +606,17 @@ static int search_setup(Search *S, Py_ssize_t n, const uint8_t *kb, const int32_
     }
     S->n = n;
     size_t m = (size_t)n + 1;
-    S->first_cap = 64; /* a small partition's tables stay small: no 24 KB to clear each */
-    while (S->first_cap < 1024 && S->first_cap < 4 * m)
+    /* A small partition's tables stay small, with room for a configuration per operation
+     * (most searches place each about once) at half load: no 24 KB to clear each. */
+    S->first_cap = 64;
+    while (S->first_cap < 1024 && S->first_cap < 2 * m)
         S->first_cap *= 2;
+    size_t transforms = 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        transforms += kb[i] == K_TRANSFORM;
+    S->t_first = 16;
+    while (S->t_first < 1024 && S->t_first < 4 * transforms)
+        S->t_first *= 2;
     S->kind = PyMem_Calloc(m, sizeof(int32_t));
     S->a = PyMem_Calloc(m, sizeof(int32_t));
     S->b = PyMem_Calloc(m, sizeof(int32_t));
@@ -628,7 +664,7 @@ static int search_setup(Search *S, Py_ssize_t n, const uint8_t *kb, const int32_
             S->must_place++;
         }
     }
-    qsort(keys, (size_t)nkeys, sizeof(EntryKey), entry_cmp);
+    sort_entries(keys, nkeys);
     S->head = (int32_t)(2 * n);
     for (Py_ssize_t k = 0; k < 2 * n + 1; k++)
         S->nxt[k] = S->prv[k] = -1;
@@ -788,7 +824,7 @@ enum { CODE_REGISTER = 1, CODE_KV = 2 };
 
 static PyObject *S_type, *S_f, *S_request, *S_response, *S_call, *S_ret;
 static PyObject *S_id, *S_key, *S_value, *S_ok, *S_fail, *S_info;
-static PyObject *S_read, *S_write, *S_cas, *S_get, *S_put, *S_append;
+static PyObject *S_read, *S_write, *S_cas, *S_get, *S_put, *S_append, *S_empty;
 
 static int intern_names(void) {
     struct {
@@ -799,7 +835,7 @@ static int intern_names(void) {
                  {&S_key, "key"},     {&S_value, "value"}, {&S_ok, "ok"},
                  {&S_fail, "fail"},   {&S_info, "info"},   {&S_read, "read"},
                  {&S_write, "write"}, {&S_cas, "cas"},     {&S_get, "get"},
-                 {&S_put, "put"},     {&S_append, "append"}};
+                 {&S_put, "put"},     {&S_append, "append"}, {&S_empty, ""}};
     for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
         *names[k].slot = PyUnicode_InternFromString(names[k].text);
         if (!*names[k].slot)
@@ -812,7 +848,11 @@ static int intern_names(void) {
 static inline int is_name(PyObject *obj, PyObject *name) {
     if (obj == name)
         return 1;
-    return PyUnicode_CheckExact(obj) && PyUnicode_Compare(obj, name) == 0;
+    /* the names are interned, and an interned str is the only one of its value */
+    if (!PyUnicode_CheckExact(obj) || PyUnicode_CHECK_INTERNED(obj) ||
+        PyUnicode_GET_LENGTH(obj) != PyUnicode_GET_LENGTH(name))
+        return 0;
+    return PyUnicode_Compare(obj, name) == 0;
 }
 
 /* 1 when an exact dict has "key" and no field but "key" and "value" (all exact str). */
@@ -1067,9 +1107,21 @@ fail:
     return NULL;
 }
 
-/* The id of `value` in `ids` (appending it to `values` when new): >= 0, -1 on error, -2
- * when it cannot be interned (unhashable or not equal to itself: NaN). */
 static long intern_value(PyObject *ids, PyObject *values, PyObject *value) {
+    if (PyUnicode_CheckExact(value) || PyLong_CheckExact(value) || value == Py_None) {
+        /* equal to itself: one probe finds it or puts the next id in */
+        Py_ssize_t next = PyList_GET_SIZE(values);
+        PyObject *fresh = PyLong_FromSsize_t(next);
+        if (!fresh)
+            return -1;
+        PyObject *found = PyDict_SetDefault(ids, value, fresh);
+        Py_DECREF(fresh); /* the dict holds it when it went in */
+        if (!found)
+            return -1;
+        if (found != fresh)
+            return PyLong_AsLong(found);
+        return PyList_Append(values, value) < 0 ? -1 : (long)next;
+    }
     PyObject *found = PyDict_GetItemWithError(ids, value);
     if (found)
         return PyLong_AsLong(found);
@@ -1358,6 +1410,8 @@ typedef struct {
     uint8_t *kind, *ok;
     PyObject **av, **bv; /* borrowed */
     long long *call, *ret;
+    long long *id; /* each operation's id, while every one is an int (ids_ok) */
+    int ids_ok;
 } Part;
 
 static void part_free(Part *P) {
@@ -1368,6 +1422,7 @@ static void part_free(Part *P) {
     PyMem_Free(P->bv);
     PyMem_Free(P->call);
     PyMem_Free(P->ret);
+    PyMem_Free(P->id);
 }
 
 static int part_grow(Part *P) {
@@ -1390,7 +1445,10 @@ static int part_grow(Part *P) {
     void *r = PyMem_Realloc(P->ret, cap * sizeof(long long));
     if (r)
         P->ret = r;
-    if (!k || !o || !a || !b || !c || !r) {
+    void *d = PyMem_Realloc(P->id, cap * sizeof(long long));
+    if (d)
+        P->id = d;
+    if (!k || !o || !a || !b || !c || !r || !d) {
         PyErr_NoMemory();
         return -1;
     }
@@ -1404,16 +1462,82 @@ static inline int plain_scalar(PyObject *v) {
            PyUnicode_CheckExact(v);
 }
 
+/* An Operation's attributes as the fused pass reads them. PyObject_GetAttr finds an
+ * instance attribute in two hashed lookups (the type's attribute cache, then the class's
+ * shared key table) before it reads the value from the instance's values array; with a
+ * thousand operations of seven attributes each, that was a third of the pass. Where
+ * CPython 3.11 keeps the instance's attributes in that array (a class with a managed
+ * dict, the generic getattr, no class attribute of the name, and an instance whose dict
+ * was never made), the pass looks each name's index up once per call, in the class's
+ * shared keys, and reads the array directly; anything else (another Python, another
+ * layout, a missing value) goes through PyObject_GetAttr, so the value is the same. */
+enum { A_ID, A_TYPE, A_F, A_REQUEST, A_RESPONSE, A_CALL, A_RET, N_ATTRS };
+
+typedef struct {
+    int direct;            /* the indices below are usable */
+    Py_ssize_t ix[N_ATTRS]; /* each name's index in the instances' values arrays */
+} OpSlots;
+
+static PyObject **attr_names[N_ATTRS] = {&S_id,       &S_type, &S_f,  &S_request,
+                                         &S_response, &S_call, &S_ret};
+
+static void op_slots(PyTypeObject *tp, OpSlots *slots) {
+    slots->direct = 0;
+#ifdef WGL_INLINE_VALUES
+    if (!(tp->tp_flags & Py_TPFLAGS_MANAGED_DICT) || !(tp->tp_flags & Py_TPFLAGS_HEAPTYPE) ||
+        tp->tp_getattro != PyObject_GenericGetAttr)
+        return;
+    PyDictKeysObject *keys = ((PyHeapTypeObject *)tp)->ht_cached_keys;
+    if (!keys || !DK_IS_UNICODE(keys))
+        return;
+    PyDictUnicodeEntry *entries = DK_UNICODE_ENTRIES(keys);
+    for (int k = 0; k < N_ATTRS; k++) {
+        PyObject *name = *attr_names[k];
+        if (_PyType_Lookup(tp, name) != NULL) /* a class attribute: getattr decides */
+            return;
+        slots->ix[k] = -1;
+        for (Py_ssize_t e = 0; e < keys->dk_nentries; e++) {
+            if (entries[e].me_key == name) { /* both interned */
+                slots->ix[k] = e;
+                break;
+            }
+        }
+        if (slots->ix[k] < 0)
+            return;
+    }
+    slots->direct = 1;
+#endif
+}
+
+/* The attribute `which` of op (borrowed: op holds it), or NULL with an error. */
+static inline PyObject *op_attr(PyObject *op, const OpSlots *slots, int which) {
+#ifdef WGL_INLINE_VALUES
+    if (slots && slots->direct) {
+        /* 3.11: the values array's pointer is the fourth word before the object */
+        PyDictValues *values = *((PyDictValues **)op - 4);
+        if (values) {
+            PyObject *v = values->values[slots->ix[which]];
+            if (v)
+                return v;
+        }
+    }
+#endif
+    PyObject *v = PyObject_GetAttr(op, *attr_names[which]);
+    if (v)
+        Py_DECREF(v); /* the operation holds it */
+    return v;
+}
+
 /* One operation decoded for the fused pass: 1 (key, kind, a, b set, borrowed), 0 dropped,
  * 2 not a common shape, -1 error. `kind` and `f` are exact str. */
-static int register_flat(PyObject *op, PyObject *kind, PyObject *f, PyObject *no_key,
-                         PyObject **key, uint8_t *k, PyObject **a, PyObject **b) {
+static int register_flat(PyObject *op, const OpSlots *slots, PyObject *kind, PyObject *f,
+                         PyObject *no_key, PyObject **key, uint8_t *k, PyObject **a,
+                         PyObject **b) {
     if (is_name(kind, S_fail))
         return 0;
-    PyObject *request = PyObject_GetAttr(op, S_request);
+    PyObject *request = op_attr(op, slots, A_REQUEST);
     if (!request)
         return -1;
-    Py_DECREF(request); /* the operation holds it */
     PyObject *arg = request;
     *key = no_key;
     *b = Py_None;
@@ -1436,10 +1560,9 @@ static int register_flat(PyObject *op, PyObject *kind, PyObject *f, PyObject *no
     if (is_name(f, S_read)) {
         if (is_name(kind, S_info))
             return 0;
-        PyObject *value = PyObject_GetAttr(op, S_response);
+        PyObject *value = op_attr(op, slots, A_RESPONSE);
         if (!value)
             return -1;
-        Py_DECREF(value);
         PyObject *got = value;
         if (PyDict_Check(value)) {
             if (!keyed_shape(value))
@@ -1475,14 +1598,13 @@ static int register_flat(PyObject *op, PyObject *kind, PyObject *f, PyObject *no
 }
 
 /* As register_flat, for the kv model. */
-static int kv_flat(PyObject *op, PyObject *kind, PyObject *f, PyObject **key, uint8_t *k,
-                   PyObject **a, PyObject **b) {
+static int kv_flat(PyObject *op, const OpSlots *slots, PyObject *kind, PyObject *f,
+                   PyObject **key, uint8_t *k, PyObject **a, PyObject **b) {
     if (is_name(kind, S_fail))
         return 0;
-    PyObject *request = PyObject_GetAttr(op, S_request);
+    PyObject *request = op_attr(op, slots, A_REQUEST);
     if (!request)
         return -1;
-    Py_DECREF(request);
     *b = Py_None;
     if (!PyDict_CheckExact(request))
         return 2;
@@ -1494,10 +1616,9 @@ static int kv_flat(PyObject *op, PyObject *kind, PyObject *f, PyObject **key, ui
     if (is_name(f, S_get)) {
         if (is_name(kind, S_info))
             return 0;
-        PyObject *response = PyObject_GetAttr(op, S_response);
+        PyObject *response = op_attr(op, slots, A_RESPONSE);
         if (!response)
             return -1;
-        Py_DECREF(response);
         if (!PyDict_CheckExact(response))
             return 2;
         PyObject *value = PyDict_GetItemWithError(response, S_value);
@@ -1525,8 +1646,9 @@ static int kv_flat(PyObject *op, PyObject *kind, PyObject *f, PyObject **key, ui
 
 /* An exact int attribute as a position: 1 (set), 0 not one (None gives -1 when
  * `none_ok`), -1 error. Positions must be >= 0. */
-static int position_attr(PyObject *op, PyObject *name, int none_ok, long long *out) {
-    PyObject *v = PyObject_GetAttr(op, name);
+static int position_attr(PyObject *op, const OpSlots *slots, int which, int none_ok,
+                         long long *out) {
+    PyObject *v = op_attr(op, slots, which);
     if (!v)
         return -1;
     int rc = 0;
@@ -1543,7 +1665,21 @@ static int position_attr(PyObject *op, PyObject *name, int none_ok, long long *o
             rc = 1;
         }
     }
-    Py_DECREF(v);
+    return rc;
+}
+
+/* An attribute that is an exact int (any sign) fitting a long long: 1 (set), 0 not one,
+ * -1 error. */
+static int int_attr(PyObject *op, const OpSlots *slots, int which, long long *out) {
+    PyObject *v = op_attr(op, slots, which);
+    if (!v)
+        return -1;
+    int rc = 0;
+    if (PyLong_CheckExact(v)) {
+        int overflow = 0;
+        *out = PyLong_AsLongLongAndOverflow(v, &overflow);
+        rc = !overflow && !(*out == -1 && PyErr_Occurred());
+    }
     return rc;
 }
 
@@ -1551,7 +1687,9 @@ static int position_attr(PyObject *op, PyObject *name, int none_ok, long long *o
  * without one when a value cannot be interned (NaN). */
 static PyObject *part_search(Part *P, int code, PyObject *init, uint64_t seed,
                              PyObject *values) {
-    PyObject *ids = PyDict_New(), *search = NULL, *transform = NULL;
+    /* sized for a value per operation (kv's puts and appends are mostly distinct): no
+     * rehash as it fills */
+    PyObject *ids = _PyDict_NewPresized(P->n + 1), *search = NULL, *transform = NULL;
     int32_t *a = PyMem_Calloc((size_t)P->n + 1, sizeof(int32_t));
     int32_t *b = PyMem_Calloc((size_t)P->n + 1, sizeof(int32_t));
     if (!ids || !a || !b) {
@@ -1559,11 +1697,29 @@ static PyObject *part_search(Part *P, int code, PyObject *init, uint64_t seed,
             PyErr_NoMemory();
         goto done;
     }
-    long id = intern_value(ids, values, init);
-    for (Py_ssize_t i = 0; i < P->n && id >= 0; i++)
-        id = a[i] = (int32_t)intern_value(ids, values, P->av[i]);
-    for (Py_ssize_t i = 0; i < P->n && id >= 0; i++)
-        id = b[i] = (int32_t)intern_value(ids, values, P->bv[i]);
+    /* None (every kv b, a register write's b, an absent key's get) is looked up once:
+     * the same ids, in the same order, as interning it each time. */
+    long id = intern_value(ids, values, init), none_id = init == Py_None ? id : -1;
+    for (Py_ssize_t i = 0; i < P->n && id >= 0; i++) {
+        PyObject *v = P->av[i];
+        if (v == Py_None && none_id >= 0) {
+            id = a[i] = (int32_t)none_id;
+            continue;
+        }
+        id = a[i] = (int32_t)intern_value(ids, values, v);
+        if (v == Py_None)
+            none_id = id;
+    }
+    for (Py_ssize_t i = 0; i < P->n && id >= 0; i++) {
+        PyObject *v = P->bv[i];
+        if (v == Py_None && none_id >= 0) {
+            id = b[i] = (int32_t)none_id;
+            continue;
+        }
+        id = b[i] = (int32_t)intern_value(ids, values, v);
+        if (v == Py_None)
+            none_id = id;
+    }
     if (id < 0)
         goto done; /* -1: an error is set; -2: not internable, no error */
     if (code == CODE_KV) {
@@ -1576,8 +1732,12 @@ static PyObject *part_search(Part *P, int code, PyObject *init, uint64_t seed,
     if (!search)
         goto done;
     if (search_setup((Search *)search, P->n, P->kind, a, b, P->ok, P->call, P->ret, 0, seed,
-                     transform ? transform : Py_None) < 0)
+                     transform ? transform : Py_None) < 0) {
         Py_CLEAR(search);
+    } else if (P->ids_ok) {
+        ((Search *)search)->op_id = P->id; /* the Search owns them now */
+        P->id = NULL;
+    }
 done:
     PyMem_Free(a);
     PyMem_Free(b);
@@ -1586,18 +1746,12 @@ done:
     return search;
 }
 
-static PyObject *wgl_fuse(PyObject *self, PyObject *args) {
-    int code;
-    PyObject *operations, *no_key, *init;
-    PyTypeObject *op_type;
-    unsigned long long seed;
-    if (!PyArg_ParseTuple(args, "iOO!UOK", &code, &operations, &PyType_Type, &op_type, &no_key,
-                          &init, &seed))
-        return NULL;
-    if (code != CODE_REGISTER && code != CODE_KV) {
-        PyErr_Format(PyExc_ValueError, "fuse: model code %d is not 1 or 2", code);
-        return NULL;
-    }
+/* The fused pass: the list of (key, ops, search, values, infos) in first-seen key order,
+ * with the count of operations dropped in *dropped_out; None (a new reference) when it
+ * does not take the history; NULL with an error. `code` is 1 or 2. */
+static PyObject *fuse_parts(int code, PyObject *operations, PyTypeObject *op_type,
+                            PyObject *no_key, PyObject *init, unsigned long long seed,
+                            Py_ssize_t *dropped_out) {
     PyObject *fast = PySequence_Fast(operations, "fuse: operations must be a sequence");
     if (!fast)
         return NULL;
@@ -1607,24 +1761,25 @@ static PyObject *wgl_fuse(PyObject *self, PyObject *args) {
     Part *parts = NULL, *last = NULL;
     if (!index)
         goto done;
+    OpSlots slots;
+    op_slots(op_type, &slots);
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *op = ops[i];
         if (Py_TYPE(op) != op_type)
             goto unusual;
-        PyObject *kind = PyObject_GetAttr(op, S_type);
+        PyObject *kind = op_attr(op, &slots, A_TYPE);
         if (!kind)
             goto done;
-        Py_DECREF(kind); /* the operation holds these */
-        PyObject *f = PyObject_GetAttr(op, S_f);
+        PyObject *f = op_attr(op, &slots, A_F);
         if (!f)
             goto done;
-        Py_DECREF(f);
         if (!PyUnicode_CheckExact(kind) || !PyUnicode_CheckExact(f))
             goto unusual;
         PyObject *key = NULL, *a = NULL, *b = NULL;
         uint8_t k = 0;
-        int rc = code == CODE_REGISTER ? register_flat(op, kind, f, no_key, &key, &k, &a, &b)
-                                       : kv_flat(op, kind, f, &key, &k, &a, &b);
+        int rc = code == CODE_REGISTER
+                     ? register_flat(op, &slots, kind, f, no_key, &key, &k, &a, &b)
+                     : kv_flat(op, &slots, kind, f, &key, &k, &a, &b);
         if (rc < 0)
             goto done;
         if (rc == 0) {
@@ -1633,14 +1788,19 @@ static PyObject *wgl_fuse(PyObject *self, PyObject *args) {
         }
         if (rc == 2)
             goto unusual;
-        long long call, ret;
-        int got = position_attr(op, S_call, 0, &call);
+        long long call, ret, id = -1;
+        int got = position_attr(op, &slots, A_CALL, 0, &call);
         if (got == 1)
-            got = position_attr(op, S_ret, 1, &ret);
+            got = position_attr(op, &slots, A_RET, 1, &ret);
         if (got < 0)
             goto done;
         if (got == 0)
             goto unusual;
+        /* The id, for the linearization's ids (first_turns): read here, where the
+         * operation is in cache; any id that is not an int is read there instead. */
+        int id_ok = int_attr(op, &slots, A_ID, &id);
+        if (id_ok < 0)
+            goto done;
         Part *P = last;
         if (key != last_key) {
             PyObject *at = PyDict_GetItemWithError(index, key);
@@ -1662,6 +1822,7 @@ static PyObject *wgl_fuse(PyObject *self, PyObject *args) {
                 }
                 P = parts + nparts;
                 P->key = key;
+                P->ids_ok = 1;
                 P->ops = PyList_New(0);
                 if (!P->ops)
                     goto done;
@@ -1687,6 +1848,8 @@ static PyObject *wgl_fuse(PyObject *self, PyObject *args) {
         P->bv[P->n] = b;
         P->call[P->n] = call;
         P->ret[P->n] = ret;
+        P->id[P->n] = id;
+        P->ids_ok &= id_ok;
         P->infos += !ok;
         P->n++;
     }
@@ -1715,7 +1878,8 @@ static PyObject *wgl_fuse(PyObject *self, PyObject *args) {
         }
         PyList_SET_ITEM(list, p, entry);
     }
-    result = Py_BuildValue("(nN)", dropped, list);
+    result = list;
+    *dropped_out = dropped;
     goto done;
 unusual:
     result = Py_NewRef(Py_None);
@@ -1726,6 +1890,25 @@ done:
     Py_XDECREF(index);
     Py_DECREF(fast);
     return result;
+}
+
+static PyObject *wgl_fuse(PyObject *self, PyObject *args) {
+    int code;
+    PyObject *operations, *no_key, *init;
+    PyTypeObject *op_type;
+    unsigned long long seed;
+    if (!PyArg_ParseTuple(args, "iOO!UOK", &code, &operations, &PyType_Type, &op_type, &no_key,
+                          &init, &seed))
+        return NULL;
+    if (code != CODE_REGISTER && code != CODE_KV) {
+        PyErr_Format(PyExc_ValueError, "fuse: model code %d is not 1 or 2", code);
+        return NULL;
+    }
+    Py_ssize_t dropped = 0;
+    PyObject *list = fuse_parts(code, operations, op_type, no_key, init, seed, &dropped);
+    if (!list || list == Py_None)
+        return list;
+    return Py_BuildValue("(nN)", dropped, list);
 }
 
 /* ---- The fused partitions' first turns, driven in C ------------------------------
@@ -1763,8 +1946,8 @@ static PyObject *stepped_state(int code, PyObject *op, PyObject *values, int32_t
     uint8_t k = 0;
     int rc = -1;
     if (PyUnicode_CheckExact(kind) && PyUnicode_CheckExact(f))
-        rc = code == CODE_REGISTER ? register_flat(op, kind, f, Py_None, &key, &k, &a, &b)
-                                   : kv_flat(op, kind, f, &key, &k, &a, &b);
+        rc = code == CODE_REGISTER ? register_flat(op, NULL, kind, f, Py_None, &key, &k, &a, &b)
+                                   : kv_flat(op, NULL, kind, f, &key, &k, &a, &b);
     if (rc < 0 && PyErr_Occurred())
         return NULL;
     if (rc != 1) {
@@ -1835,6 +2018,64 @@ static int first_turn(Search *S, long long turn, long long check_every, PyObject
     }
 }
 
+/* One partition's first turn, as first_turns runs it: 1 linearized (t holds the ids and
+ * state, new references, the steps and seconds), 0 not (paused or refuted) or 2 out of
+ * budget (t.seconds set), -1 error. */
+typedef struct {
+    PyObject *ids, *state;
+    long long steps;
+    double seconds;
+} Turn;
+
+static int turn_of(int code, PyObject *ops, PyObject *search, PyObject *values, long long turn,
+                   long long check_every, PyObject *check, PyObject *out_of_budget,
+                   double deadline, Turn *t) {
+    if (!PyList_Check(ops) || !Py_IS_TYPE(search, &SearchType) || !PyList_Check(values)) {
+        PyErr_SetString(PyExc_TypeError, "first_turns: parts are (ops, search, values, ...)");
+        return -1;
+    }
+    Search *S = (Search *)search;
+    double started = monotonic_seconds();
+    int rc = first_turn(S, turn, check_every, check, out_of_budget, deadline);
+    if (rc != 1) {
+        t->seconds = monotonic_seconds() - started;
+        return rc;
+    }
+    PyObject *ids = PyTuple_New(S->depth), *state;
+    if (!ids)
+        return -1;
+    for (Py_ssize_t k = 0; k < S->depth; k++) {
+        int32_t i = S->st_op[k];
+        if (i < 0 || i >= PyList_GET_SIZE(ops)) {
+            Py_DECREF(ids);
+            PyErr_SetString(PyExc_IndexError, "first_turns: the search and ops differ");
+            return -1;
+        }
+        PyObject *id = S->op_id ? PyLong_FromLongLong(S->op_id[i])
+                                : PyObject_GetAttr(PyList_GET_ITEM(ops, i), S_id);
+        if (!id) {
+            Py_DECREF(ids);
+            return -1;
+        }
+        PyTuple_SET_ITEM(ids, k, id);
+    }
+    if (S->depth) {
+        int32_t last = S->st_op[S->depth - 1];
+        state = stepped_state(code, PyList_GET_ITEM(ops, last), values, S->st_state[S->depth - 1]);
+    } else {
+        state = Py_NewRef(PyList_GET_SIZE(values) ? PyList_GET_ITEM(values, 0) : Py_None);
+    }
+    if (!state) {
+        Py_DECREF(ids);
+        return -1;
+    }
+    t->ids = ids;
+    t->state = state;
+    t->steps = S->steps;
+    t->seconds = monotonic_seconds() - started;
+    return 1;
+}
+
 static PyObject *wgl_first_turns(PyObject *self, PyObject *args) {
     int code;
     PyObject *parts, *check, *out_of_budget;
@@ -1854,54 +2095,22 @@ static PyObject *wgl_first_turns(PyObject *self, PyObject *args) {
     int out = 0;
     for (Py_ssize_t p = 0; p < PyList_GET_SIZE(parts); p++) {
         PyObject *part = PyList_GET_ITEM(parts, p);
-        if (!PyTuple_Check(part) || PyTuple_GET_SIZE(part) < 3 ||
-            !PyList_Check(PyTuple_GET_ITEM(part, 0)) ||
-            !Py_IS_TYPE(PyTuple_GET_ITEM(part, 1), &SearchType) ||
-            !PyList_Check(PyTuple_GET_ITEM(part, 2))) {
+        if (!PyTuple_Check(part) || PyTuple_GET_SIZE(part) < 3) {
             PyErr_SetString(PyExc_TypeError, "first_turns: parts are (ops, search, values, ...)");
             goto fail;
         }
-        PyObject *ops = PyTuple_GET_ITEM(part, 0), *values = PyTuple_GET_ITEM(part, 2);
-        Search *S = (Search *)PyTuple_GET_ITEM(part, 1);
-        double started = monotonic_seconds();
-        int rc = first_turn(S, turn, check_every, check, out_of_budget, deadline);
+        Turn t = {0};
+        int rc = turn_of(code, PyTuple_GET_ITEM(part, 0), PyTuple_GET_ITEM(part, 1),
+                         PyTuple_GET_ITEM(part, 2), turn, check_every, check, out_of_budget,
+                         deadline, &t);
         if (rc < 0)
             goto fail;
         if (rc != 1) {
-            seconds = monotonic_seconds() - started;
+            seconds = t.seconds;
             out = rc == 2;
             break;
         }
-        PyObject *ids = PyTuple_New(S->depth), *state;
-        if (!ids)
-            goto fail;
-        for (Py_ssize_t k = 0; k < S->depth; k++) {
-            int32_t i = S->st_op[k];
-            if (i < 0 || i >= PyList_GET_SIZE(ops)) {
-                Py_DECREF(ids);
-                PyErr_SetString(PyExc_IndexError, "first_turns: the search and ops differ");
-                goto fail;
-            }
-            PyObject *id = PyObject_GetAttr(PyList_GET_ITEM(ops, i), S_id);
-            if (!id) {
-                Py_DECREF(ids);
-                goto fail;
-            }
-            PyTuple_SET_ITEM(ids, k, id);
-        }
-        if (S->depth) {
-            int32_t last = S->st_op[S->depth - 1];
-            state = stepped_state(code, PyList_GET_ITEM(ops, last), values,
-                                  S->st_state[S->depth - 1]);
-        } else {
-            state = Py_NewRef(PyList_GET_SIZE(values) ? PyList_GET_ITEM(values, 0) : Py_None);
-        }
-        if (!state) {
-            Py_DECREF(ids);
-            goto fail;
-        }
-        PyObject *entry = Py_BuildValue("(NNLd)", ids, state, S->steps,
-                                        monotonic_seconds() - started);
+        PyObject *entry = Py_BuildValue("(NNLd)", t.ids, t.state, t.steps, t.seconds);
         if (!entry || PyList_Append(done, entry) < 0) {
             Py_XDECREF(entry);
             goto fail;
@@ -1912,6 +2121,173 @@ static PyObject *wgl_first_turns(PyObject *self, PyObject *args) {
 fail:
     Py_DECREF(done);
     return NULL;
+}
+
+/* ---- The fused check: the fused pass and the first turns in one call -------------
+ *
+ * check_fused(code, operations, op_type, no_key, init, seed, turn, check_every, check,
+ *             out_of_budget, deadline, result_type, fields, true)
+ *   -> None: the fused pass does not take the history (fuse returned None);
+ *   -> (dropped, count, results): every partition's first turn linearized it. results is a
+ *      tuple, in key order, of `result_type` instances (a frozen dataclass, made as
+ *      object.__new__ and object.__setattr__ make it, so equal to its constructor's) with
+ *      the nine `fields` set to: the partition's name (its key; None for a register
+ *      history's one unkeyed partition), `true`, its operations, the linearization's ids,
+ *      the state, None, "", the steps and the seconds, as first_turns gives them;
+ *   -> (dropped, count, parts, order, done, seconds, out) otherwise: parts as fuse gives
+ *      them, sorted by key, order the turns' order (fewest info operations, then fewest
+ *      operations, first; ties by key), and done, seconds and out as first_turns gives
+ *      them for the partitions in that order.
+ * What compiled_search.compiled_fuse and compiled_first_turns do, with no Python step
+ * between them: a check of a clean history touches no Python code per partition. */
+
+typedef struct {
+    Py_ssize_t infos, n, index;
+} TurnKey;
+
+static int turn_key_cmp(const void *x, const void *y) {
+    const TurnKey *p = x, *q = y;
+    if (p->infos != q->infos)
+        return p->infos < q->infos ? -1 : 1;
+    if (p->n != q->n)
+        return p->n < q->n ? -1 : 1;
+    return p->index < q->index ? -1 : (p->index > q->index);
+}
+
+static PyObject *assemble(PyTypeObject *type, PyObject *fields, PyObject *const *values) {
+    PyObject *none = PyTuple_New(0);
+    if (!none)
+        return NULL;
+    PyObject *made = PyBaseObject_Type.tp_new(type, none, NULL);
+    Py_DECREF(none);
+    if (!made)
+        return NULL;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(fields); k++) {
+        if (PyObject_GenericSetAttr(made, PyTuple_GET_ITEM(fields, k), values[k]) < 0) {
+            Py_DECREF(made);
+            return NULL;
+        }
+    }
+    return made;
+}
+
+static PyObject *wgl_check_fused(PyObject *self, PyObject *args) {
+    int code;
+    PyObject *operations, *no_key, *init, *check, *out_of_budget, *fields, *true_;
+    PyTypeObject *op_type, *result_type;
+    unsigned long long seed;
+    long long turn, check_every;
+    double deadline;
+    if (!PyArg_ParseTuple(args, "iOO!UOKLLOOdO!O!O", &code, &operations, &PyType_Type, &op_type,
+                          &no_key, &init, &seed, &turn, &check_every, &check, &out_of_budget,
+                          &deadline, &PyType_Type, &result_type, &PyTuple_Type, &fields, &true_))
+        return NULL;
+    if (code != CODE_REGISTER && code != CODE_KV) {
+        PyErr_Format(PyExc_ValueError, "check_fused: model code %d is not 1 or 2", code);
+        return NULL;
+    }
+    if (turn <= 0 || check_every <= 0 || PyTuple_GET_SIZE(fields) != 9) {
+        PyErr_SetString(PyExc_ValueError,
+                        "check_fused: turn and check_every must be > 0, and fields nine names");
+        return NULL;
+    }
+    Py_ssize_t dropped = 0;
+    PyObject *parts = fuse_parts(code, operations, op_type, no_key, init, seed, &dropped);
+    if (!parts || parts == Py_None)
+        return parts;
+    PyObject *result = NULL, *done = NULL, *order = NULL;
+    TurnKey *keys = NULL;
+    if (PyList_Sort(parts) < 0) /* by key: keys are distinct, so nothing else is compared */
+        goto finish;
+    Py_ssize_t nparts = PyList_GET_SIZE(parts), count = 0;
+    keys = PyMem_Calloc((size_t)nparts + 1, sizeof(TurnKey));
+    if (!keys) {
+        PyErr_NoMemory();
+        goto finish;
+    }
+    for (Py_ssize_t p = 0; p < nparts; p++) {
+        PyObject *part = PyList_GET_ITEM(parts, p);
+        Py_ssize_t n = PyList_GET_SIZE(PyTuple_GET_ITEM(part, 1));
+        keys[p] = (TurnKey){PyLong_AsSsize_t(PyTuple_GET_ITEM(part, 4)), n, p};
+        count += n;
+    }
+    qsort(keys, (size_t)nparts, sizeof(TurnKey), turn_key_cmp);
+    done = PyList_New(0);
+    if (!done)
+        goto finish;
+    Py_ssize_t p = 0;
+    double seconds = 0.0;
+    int out = 0;
+    for (; p < nparts; p++) {
+        PyObject *part = PyList_GET_ITEM(parts, keys[p].index);
+        Turn t = {0};
+        int rc = turn_of(code, PyTuple_GET_ITEM(part, 1), PyTuple_GET_ITEM(part, 2),
+                         PyTuple_GET_ITEM(part, 3), turn, check_every, check, out_of_budget,
+                         deadline, &t);
+        if (rc < 0)
+            goto finish;
+        if (rc != 1) {
+            seconds = t.seconds;
+            out = rc == 2;
+            break;
+        }
+        PyObject *entry = Py_BuildValue("(NNLd)", t.ids, t.state, t.steps, t.seconds);
+        if (!entry || PyList_Append(done, entry) < 0) {
+            Py_XDECREF(entry);
+            goto finish;
+        }
+        Py_DECREF(entry);
+    }
+    if (p < nparts) { /* the turns loop goes on in Python */
+        order = PyList_New(nparts);
+        if (!order)
+            goto finish;
+        for (Py_ssize_t k = 0; k < nparts; k++) {
+            PyObject *index = PyLong_FromSsize_t(keys[k].index);
+            if (!index)
+                goto finish;
+            PyList_SET_ITEM(order, k, index);
+        }
+        result = Py_BuildValue("(nnOOOdi)", dropped, count, parts, order, done, seconds, out);
+        goto finish;
+    }
+    PyObject *results = PyTuple_New(nparts);
+    if (!results)
+        goto finish;
+    int unkeyed = code == CODE_REGISTER && nparts == 1 &&
+                  PyUnicode_GET_LENGTH(PyTuple_GET_ITEM(PyList_GET_ITEM(parts, 0), 0)) == 0;
+    for (Py_ssize_t k = 0; k < nparts; k++) {
+        PyObject *part = PyList_GET_ITEM(parts, keys[k].index);
+        PyObject *entry = PyList_GET_ITEM(done, k);
+        PyObject *operations_n = PyLong_FromSsize_t(keys[k].n);
+        if (!operations_n) {
+            Py_DECREF(results);
+            goto finish;
+        }
+        PyObject *values[9] = {unkeyed ? Py_None : PyTuple_GET_ITEM(part, 0),
+                               true_,
+                               operations_n,
+                               PyTuple_GET_ITEM(entry, 0),
+                               PyTuple_GET_ITEM(entry, 1),
+                               Py_None,
+                               S_empty,
+                               PyTuple_GET_ITEM(entry, 2),
+                               PyTuple_GET_ITEM(entry, 3)};
+        PyObject *made = assemble(result_type, fields, values);
+        Py_DECREF(operations_n);
+        if (!made) {
+            Py_DECREF(results);
+            goto finish;
+        }
+        PyTuple_SET_ITEM(results, keys[k].index, made);
+    }
+    result = Py_BuildValue("(nnN)", dropped, count, results);
+finish:
+    PyMem_Free(keys);
+    Py_XDECREF(order);
+    Py_XDECREF(done);
+    Py_DECREF(parts);
+    return result;
 }
 
 /* getenv(name) -> the process environment's value, or None. The C library's table,
@@ -1941,6 +2317,10 @@ static PyMethodDef wgl_functions[] = {
     {"fuse", wgl_fuse, METH_VARARGS,
      "fuse(code, operations, op_type, no_key, init, seed) -> (dropped, [(key, ops, search, "
      "values, infos), ...]) or None"},
+    {"check_fused", wgl_check_fused, METH_VARARGS,
+     "check_fused(code, operations, op_type, no_key, init, seed, turn, check_every, check, "
+     "out_of_budget, deadline, result_type, fields, true) -> None, (dropped, count, results) "
+     "or (dropped, count, parts, order, done, seconds, out)"},
     {"first_turns", wgl_first_turns, METH_VARARGS,
      "first_turns(code, parts, turn, check_every, check, out_of_budget, deadline) -> (done, "
      "seconds, out)"},
@@ -1975,6 +2355,11 @@ PyMODINIT_FUNC PyInit__wgl(void) {
         Py_DECREF(m);
         return NULL;
     }
+#ifdef WGL_INLINE_VALUES
+    PyModule_AddIntConstant(m, "INLINE_VALUES", 1); /* op_attr can read values directly */
+#else
+    PyModule_AddIntConstant(m, "INLINE_VALUES", 0);
+#endif
     PyModule_AddIntConstant(m, "READ", K_READ);
     PyModule_AddIntConstant(m, "SET", K_SET);
     PyModule_AddIntConstant(m, "CAS", K_CAS);

@@ -46,9 +46,16 @@ Contract:
   bound) for as long as each linearizes: their
   results (operation ids, the stepper's state, steps, each one's own seconds) come back
   together; the first partition that is not linearized there goes to the turns loop,
-  its Search where the turn left it. When that turn refuted it (`fused_refuted`: the
-  Search says so itself, no step taken), the history is decided there, and
-  `fused_outcome` gives the deepest configuration only if the report is read.
+  its Search where the turn left it. `compiled_check_fused` is both in one C call
+  (`_wgl.check_fused`), which also sorts the partitions, orders the turns and, when
+  every first turn linearizes its partition, makes the PartitionResults: a clean
+  history's check runs no Python per partition. The fused pass reads an Operation's
+  attributes straight from its values array on CPython 3.11 (getattr elsewhere, and
+  for any instance or class that array does not serve), and keeps the operations' ids
+  for the linearizations.
+  When the first turn refuted a partition (`fused_refuted`: the Search says so itself,
+  no step taken), the history is decided there, and `fused_outcome` gives the deepest
+  configuration only if the report is read.
 - ETCDSPEC_CHECKER_CORE: "auto" (default: compiled when built), "pure", or "compiled"
   (the extension is required: its absence is an error saying how to build it).
 """
@@ -63,7 +70,9 @@ from typing import Any, NamedTuple
 from etcdspec.checker.budget import BudgetClock, OutOfBudget
 from etcdspec.checker.entry_search import EntryOutcome, EntryProgress
 from etcdspec.checker.history import Operation
+from etcdspec.checker.linearizability_result import PartitionResult
 from etcdspec.checker.models import PREPARED_DEFAULTS, CheckModel, PreparedOp
+from etcdspec.verdict import Verdict
 
 try:
     from etcdspec.checker import _wgl  # type: ignore[attr-defined]
@@ -77,6 +86,18 @@ _LINEARIZED, _REFUTED = 1, 2
 TURN_FACTOR = 16
 _SEED_MASK = 0xFFFFFFFFFFFFFFFF
 REGISTER, KV = 1, 2  # the models' `flat_code`s: how the C extension decodes them
+# PartitionResult's fields, in the order `_wgl.check_fused` gives their values
+_RESULT_FIELDS = (
+    "partition",
+    "verdict",
+    "operations",
+    "linearization",
+    "final_state",
+    "failure",
+    "reason",
+    "steps",
+    "seconds",
+)
 
 
 class CoreUnavailable(RuntimeError):
@@ -164,6 +185,69 @@ def compiled_fuse(
         (key, FusedPartition(ops, search, values, infos))
         for key, ops, search, values, infos in parts
     ]
+
+
+class FusedTurns(NamedTuple):
+    """The fused partitions after their first turns, when one was not linearized there
+    (see `compiled_check_fused`)."""
+
+    named: list[tuple[str | None, FusedPartition]]  # sorted by name
+    order: list[int]  # the turns' order (indices into named)
+    done: list[tuple[tuple[int, ...], Any, int, float]]  # as compiled_first_turns gives
+    seconds: float  # the first turn that did not linearize its partition
+
+
+def compiled_check_fused(
+    model: CheckModel,
+    operations: Sequence[Operation],
+    clock: BudgetClock,
+    slice_steps: int,
+    check_every: int,
+) -> tuple[int, int, tuple[PartitionResult, ...] | FusedTurns] | None:
+    """`compiled_fuse` and `compiled_first_turns` in one C call (`_wgl.check_fused`):
+    (dropped, operations, then either every partition's result, in name order, when
+    each first turn linearized its partition, or the `FusedTurns` for the turns loop to
+    go on from), or None when the separate passes must run (as `compiled_fuse`). The
+    turns' order is `compiled_first_turns`' callers' (fewest info operations, then
+    fewest operations, first). A clean history's check then runs no Python per
+    partition: cold, each distinct Python step costs microseconds (docs/benchmarks.md,
+    Session 17: kv-1's clean checks)."""
+    code = getattr(model, "flat_code", None)
+    if code is None or not _use_compiled():
+        return None
+    fused = _wgl.check_fused(
+        code,
+        operations,
+        Operation,
+        "",
+        model.init(),
+        clock.budget.seed & _SEED_MASK,
+        slice_steps * TURN_FACTOR,
+        check_every * TURN_FACTOR,
+        clock.check,
+        OutOfBudget,
+        _deadline(clock),
+        PartitionResult,
+        _RESULT_FIELDS,
+        Verdict.TRUE,
+    )
+    if fused is None or len(fused) == 3:
+        return fused
+    dropped, count, parts, order, done, seconds, _ = fused
+    unkeyed = code == REGISTER and len(parts) == 1 and parts[0][0] == ""
+    named = [
+        (None if unkeyed else key, FusedPartition(ops, search, values, infos))
+        for key, ops, search, values, infos in parts
+    ]
+    return dropped, count, FusedTurns(named, order, done, seconds)
+
+
+def _deadline(clock: BudgetClock) -> float:
+    """The time the first turns may run to without calling `clock.check`: its time
+    limit, or -inf when it has a memory bound to read too (then it is called always)."""
+    if clock.budget.max_memory_mb is not None:
+        return -math.inf
+    return math.inf if clock.deadline is None else clock.deadline
 
 
 def _first(entry: tuple[Any, ...]) -> Any:
@@ -317,10 +401,6 @@ def compiled_first_turns(
     it raises), unless the budget has a memory bound (then always)."""
     # clock.check is called only once the time limit is passed (it then raises), unless
     # it has a memory bound to read too: no Python call per partition otherwise.
-    if clock.budget.max_memory_mb is not None:
-        deadline = -math.inf
-    else:
-        deadline = math.inf if clock.deadline is None else clock.deadline
     done, seconds, _ = _wgl.first_turns(
         getattr(model, "flat_code", None),
         parts,
@@ -328,7 +408,7 @@ def compiled_first_turns(
         check_every * TURN_FACTOR,
         clock.check,
         OutOfBudget,
-        deadline,
+        _deadline(clock),
     )
     return done, seconds
 

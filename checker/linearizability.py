@@ -84,9 +84,9 @@ from typing import Any
 from etcdspec.checker.budget import UNBOUNDED, Budget, BudgetClock, OutOfBudget
 from etcdspec.checker.compiled_search import (
     FusedPartition,
+    FusedTurns,
+    compiled_check_fused,
     compiled_entry_search,
-    compiled_first_turns,
-    compiled_fuse,
     compiled_fused_search,
     compiled_infos,
     compiled_op_ids,
@@ -151,8 +151,9 @@ def _check(
     allow_empty: bool,
 ) -> LinearizabilityResult:
     clock = BudgetClock(budget)
-    # Register and kv: one C pass to the partitions' searches (compiled_search.py).
-    fused = compiled_fuse(model, operations, budget.seed)
+    # Register and kv: one C call from the operations to the partitions' first turns
+    # (compiled_search.py).
+    fused = compiled_check_fused(model, operations, clock, SLICE_STEPS, _CHECK_EVERY)
     if fused is not None:
         return _check_fused(model, operations, clock, observed, allow_empty, *fused)
     prepared, dropped = model.prepare_all(operations)
@@ -234,41 +235,37 @@ def _check_fused(
     observed: Mapping[int, set[Hashable]],
     allow_empty: bool,
     dropped: int,
-    named: list[tuple[str | None, FusedPartition]],
+    count: int,
+    turns: tuple[PartitionResult, ...] | FusedTurns,
 ) -> LinearizabilityResult:
-    """`_check` of the partitions the fused pass built. Their first turns run in one C
-    call, in the turns' order, while each linearizes (most do): a history all of whose
-    partitions it linearizes costs no `_Search` and no further Python per partition
-    than its result. The first partition it does not linearize, and all after it, go on
-    taking turns as `_check`'s searches do, from where the C call left them."""
-    count = sum([len(part.ops) for _, part in named])
+    """`_check` of the partitions the fused pass built, after their first turns (run in
+    the C call, in the turns' order, while each linearizes: most do). A history all of
+    whose partitions they linearized comes with its results, and costs no `_Search`
+    and no Python per partition. Otherwise the first partition not linearized, and all
+    after it, go on taking turns as `_check`'s searches do, from where the C call left
+    them."""
     if not count and not allow_empty:
         return _empty(model, operations, clock, dropped)
-    # The turns' order: fewest info operations, then fewest operations, first (as
-    # `_difficulty` orders the searches).
-    order = (
-        sorted(range(len(named)), key=lambda i: (named[i][1].infos, len(named[i][1].ops)))
-        if len(named) > 1
-        else list(range(len(named)))
-    )
+    if not isinstance(turns, FusedTurns):  # every partition linearized in its first turn
+        return LinearizabilityResult(
+            Verdict.TRUE, model.name, count, turns, time.monotonic() - clock.start, "",
+            dropped, tuple(getattr(model, "notes", ())),
+        )  # fmt: skip
+    named, order, done = turns.named, turns.order, turns.done
     parts = [named[i][1] for i in order]
-    done, seconds = compiled_first_turns(model, parts, clock, SLICE_STEPS, _CHECK_EVERY)
     true = Verdict.TRUE
     results = {
         i: PartitionResult(named[i][0], true, len(part.ops), ids, state, None, "", steps, took)
         for i, part, (ids, state, steps, took) in zip(order, parts, done, strict=False)
     }
-    if len(done) == len(order):  # every partition linearized in its first turn
-        listed = [results[i] for i in range(len(order))]
-        return LinearizabilityResult(
-            true, model.name, count, tuple(listed), time.monotonic() - clock.start, "",
-            dropped, tuple(getattr(model, "notes", ())),
-        )  # fmt: skip
     first = len(done)
     name, part = named[order[first]]
     if fused_refuted(part):  # refuted in its first turn: that decides the history
         results[order[first]] = PartitionResult.refuted(
-            name, len(part.ops), _fused_refutation(model, name, part, clock, observed), seconds
+            name,
+            len(part.ops),
+            _fused_refutation(model, name, part, clock, observed),
+            turns.seconds,
         )
         why = _decided_by(name)
         for j in order[first + 1 :]:
@@ -281,7 +278,7 @@ def _check_fused(
         )  # fmt: skip
     rest = [(i, _Search(model, None, named[i][0], clock, observed, named[i][1])) for i in order[first:]]  # fmt: skip
     spent = [0.0] * len(order)
-    spent[order[first]] = seconds
+    spent[order[first]] = turns.seconds
     fused_progress(parts[first], rest[0][1].progress)
     reason = _take_turns(rest, results, spent)
     return _result(model, count, [results[i] for i in range(len(order))], reason, clock, dropped)

@@ -83,7 +83,7 @@ def _check_unfused(
     whole result, or the error's type and text."""
     monkeypatch.setenv(compiled_search.CORE_ENV, "compiled")
     with monkeypatch.context() as patch:
-        patch.setattr(linearizability, "compiled_fuse", lambda *args: None)
+        patch.setattr(linearizability, "compiled_check_fused", lambda *args: None)
         try:
             return _whole(check_linearizable(get_model(model), ops, budget))
         except Exception as error:  # any error: the fused path must raise the same

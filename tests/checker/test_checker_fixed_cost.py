@@ -72,13 +72,13 @@ def test_the_core_choice_is_honoured_per_check(monkeypatch: pytest.MonkeyPatch) 
     """Set between two checks, the choice decides which core runs the second."""
     ops = _kv(3, 200, 4, keys=3)
     calls: list[str] = []
-    real = compiled_search._wgl.fuse
+    real = compiled_search._wgl.check_fused
 
     def counting(*args: Any) -> Any:
         calls.append("fuse")
         return real(*args)
 
-    monkeypatch.setattr(compiled_search._wgl, "fuse", counting)
+    monkeypatch.setattr(compiled_search._wgl, "check_fused", counting)
     monkeypatch.setenv(compiled_search.CORE_ENV, "pure")
     pure = _whole(check_linearizable(get_model("kv"), ops))
     assert calls == []
