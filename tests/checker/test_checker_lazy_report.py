@@ -122,7 +122,7 @@ def _check(monkeypatch: pytest.MonkeyPatch, core: str, model: CheckModel, ops: A
     monkeypatch.setenv(compiled_search.CORE_ENV, "pure" if core == "pure" else "compiled")
     with monkeypatch.context() as patch:
         if core == "unfused":
-            patch.setattr(linearizability, "compiled_fuse", lambda *args: None)
+            patch.setattr(linearizability, "compiled_check_fused", lambda *args: None)
         return check_linearizable(model, ops)
 
 
