@@ -2076,6 +2076,48 @@ static int turn_of(int code, PyObject *ops, PyObject *search, PyObject *values, 
     return 1;
 }
 
+typedef struct {
+    Py_ssize_t infos, n, index;
+} TurnKey;
+
+/* The first turns of `parts` (each a tuple whose (ops, search, values) start at position
+ * `at`), in the order `order` gives (NULL: as listed), while each linearizes: each
+ * appended to `done` as (ids, state, steps, seconds). Returns how many linearized, or -1
+ * with an error; at the first not linearized, *seconds is its turn's and *out whether
+ * the budget ran out. */
+static Py_ssize_t turns_while_linearized(int code, PyObject *parts, const TurnKey *order,
+                                         Py_ssize_t at, long long turn, long long check_every,
+                                         PyObject *check, PyObject *out_of_budget,
+                                         double deadline, PyObject *done, double *seconds,
+                                         int *out) {
+    Py_ssize_t nparts = PyList_GET_SIZE(parts), p = 0;
+    for (; p < nparts; p++) {
+        PyObject *part = PyList_GET_ITEM(parts, order ? order[p].index : p);
+        if (!PyTuple_Check(part) || PyTuple_GET_SIZE(part) < at + 3) {
+            PyErr_SetString(PyExc_TypeError, "first_turns: parts are (ops, search, values, ...)");
+            return -1;
+        }
+        Turn t = {0};
+        int rc = turn_of(code, PyTuple_GET_ITEM(part, at), PyTuple_GET_ITEM(part, at + 1),
+                         PyTuple_GET_ITEM(part, at + 2), turn, check_every, check, out_of_budget,
+                         deadline, &t);
+        if (rc < 0)
+            return -1;
+        if (rc != 1) {
+            *seconds = t.seconds;
+            *out = rc == 2;
+            break;
+        }
+        PyObject *entry = Py_BuildValue("(NNLd)", t.ids, t.state, t.steps, t.seconds);
+        if (!entry || PyList_Append(done, entry) < 0) {
+            Py_XDECREF(entry);
+            return -1;
+        }
+        Py_DECREF(entry);
+    }
+    return p;
+}
+
 static PyObject *wgl_first_turns(PyObject *self, PyObject *args) {
     int code;
     PyObject *parts, *check, *out_of_budget;
@@ -2093,30 +2135,9 @@ static PyObject *wgl_first_turns(PyObject *self, PyObject *args) {
         return NULL;
     double seconds = 0.0;
     int out = 0;
-    for (Py_ssize_t p = 0; p < PyList_GET_SIZE(parts); p++) {
-        PyObject *part = PyList_GET_ITEM(parts, p);
-        if (!PyTuple_Check(part) || PyTuple_GET_SIZE(part) < 3) {
-            PyErr_SetString(PyExc_TypeError, "first_turns: parts are (ops, search, values, ...)");
-            goto fail;
-        }
-        Turn t = {0};
-        int rc = turn_of(code, PyTuple_GET_ITEM(part, 0), PyTuple_GET_ITEM(part, 1),
-                         PyTuple_GET_ITEM(part, 2), turn, check_every, check, out_of_budget,
-                         deadline, &t);
-        if (rc < 0)
-            goto fail;
-        if (rc != 1) {
-            seconds = t.seconds;
-            out = rc == 2;
-            break;
-        }
-        PyObject *entry = Py_BuildValue("(NNLd)", t.ids, t.state, t.steps, t.seconds);
-        if (!entry || PyList_Append(done, entry) < 0) {
-            Py_XDECREF(entry);
-            goto fail;
-        }
-        Py_DECREF(entry);
-    }
+    if (turns_while_linearized(code, parts, NULL, 0, turn, check_every, check, out_of_budget,
+                               deadline, done, &seconds, &out) < 0)
+        goto fail;
     return Py_BuildValue("(Ndi)", done, seconds, out);
 fail:
     Py_DECREF(done);
@@ -2140,10 +2161,6 @@ fail:
  *      them for the partitions in that order.
  * What compiled_search.compiled_fuse and compiled_first_turns do, with no Python step
  * between them: a check of a clean history touches no Python code per partition. */
-
-typedef struct {
-    Py_ssize_t infos, n, index;
-} TurnKey;
 
 static int turn_key_cmp(const void *x, const void *y) {
     const TurnKey *p = x, *q = y;
@@ -2215,29 +2232,12 @@ static PyObject *wgl_check_fused(PyObject *self, PyObject *args) {
     done = PyList_New(0);
     if (!done)
         goto finish;
-    Py_ssize_t p = 0;
     double seconds = 0.0;
     int out = 0;
-    for (; p < nparts; p++) {
-        PyObject *part = PyList_GET_ITEM(parts, keys[p].index);
-        Turn t = {0};
-        int rc = turn_of(code, PyTuple_GET_ITEM(part, 1), PyTuple_GET_ITEM(part, 2),
-                         PyTuple_GET_ITEM(part, 3), turn, check_every, check, out_of_budget,
-                         deadline, &t);
-        if (rc < 0)
-            goto finish;
-        if (rc != 1) {
-            seconds = t.seconds;
-            out = rc == 2;
-            break;
-        }
-        PyObject *entry = Py_BuildValue("(NNLd)", t.ids, t.state, t.steps, t.seconds);
-        if (!entry || PyList_Append(done, entry) < 0) {
-            Py_XDECREF(entry);
-            goto finish;
-        }
-        Py_DECREF(entry);
-    }
+    Py_ssize_t p = turns_while_linearized(code, parts, keys, 1, turn, check_every, check,
+                                          out_of_budget, deadline, done, &seconds, &out);
+    if (p < 0)
+        goto finish;
     if (p < nparts) { /* the turns loop goes on in Python */
         order = PyList_New(nparts);
         if (!order)

@@ -22,7 +22,6 @@ are those of `prepare_all`, `group`, `flatten` and `Search`."""
 from __future__ import annotations
 
 import time
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,7 @@ import history_strategies
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from result_fields import whole_result
 
 from etcdspec.checker import compiled_search, linearizability
 from etcdspec.checker.budget import UNBOUNDED, Budget, BudgetClock
@@ -57,22 +57,13 @@ def histories(model: str) -> st.SearchStrategy[list[Operation]]:
     )
 
 
-def _whole(result: Any) -> dict[str, Any]:
-    """A result as a dict, without the times (the one thing allowed to differ)."""
-    out = asdict(result)
-    out.pop("seconds", None)
-    for part in out.get("partitions", ()):
-        part.pop("seconds", None)
-    return out
-
-
 def _check_both(
     monkeypatch: pytest.MonkeyPatch, model: str, ops: list[Operation], budget: Budget = UNBOUNDED
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     results = []
     for core in ("pure", "compiled"):
         monkeypatch.setenv(compiled_search.CORE_ENV, core)
-        results.append(_whole(check_linearizable(get_model(model), ops, budget)))
+        results.append(whole_result(check_linearizable(get_model(model), ops, budget)))
     return results[0], results[1]
 
 
@@ -85,7 +76,7 @@ def _check_unfused(
     with monkeypatch.context() as patch:
         patch.setattr(linearizability, "compiled_check_fused", lambda *args: None)
         try:
-            return _whole(check_linearizable(get_model(model), ops, budget))
+            return whole_result(check_linearizable(get_model(model), ops, budget))
         except Exception as error:  # any error: the fused path must raise the same
             return ("error", type(error).__name__, str(error))
 
@@ -96,7 +87,7 @@ def _check_fused(
     """The compiled check as it runs by default (the fused pass first), as `_check_unfused`."""
     monkeypatch.setenv(compiled_search.CORE_ENV, "compiled")
     try:
-        return _whole(check_linearizable(get_model(model), ops, budget))
+        return whole_result(check_linearizable(get_model(model), ops, budget))
     except Exception as error:
         return ("error", type(error).__name__, str(error))
 
@@ -111,7 +102,7 @@ def _search_both(monkeypatch: pytest.MonkeyPatch, model: str, ops: list[Operatio
         for core in ("pure", "compiled"):
             monkeypatch.setenv(compiled_search.CORE_ENV, core)
             search = _Search(checked, part, name, BudgetClock(UNBOUNDED), {})
-            found.append(_whole(_run(search.entry_search(time.monotonic()))))
+            found.append(whole_result(_run(search.entry_search(time.monotonic()))))
         assert found[0] == found[1], (model, name)
 
 
@@ -282,12 +273,12 @@ def test_without_the_extension_the_pure_loop_checks_and_compiled_is_refused(
         ).operations
     )
     monkeypatch.setenv(compiled_search.CORE_ENV, "compiled")
-    built = _whole(check_linearizable(get_model("register"), ops))
+    built = whole_result(check_linearizable(get_model("register"), ops))
     monkeypatch.setattr(compiled_search, "_wgl", None)
     with pytest.raises(compiled_search.CoreUnavailable, match="not built"):
         check_linearizable(get_model("register"), ops)
     monkeypatch.setenv(compiled_search.CORE_ENV, "auto")
-    assert _whole(check_linearizable(get_model("register"), ops)) == built
+    assert whole_result(check_linearizable(get_model("register"), ops)) == built
 
 
 # The C decode (`_wgl.prepare`) against the Python loop (`prepare_all_pure`), and the C
@@ -572,7 +563,7 @@ def test_partition_counts_zero_and_one(monkeypatch: pytest.MonkeyPatch) -> None:
     register_parts = _check_fused(monkeypatch, "register", cases[3][1])["partitions"]
     assert register_parts[0]["partition"] is None  # a plain register: one unnamed partition
     for model in ("register", "kv"):
-        allowed = _whole(check_linearizable(get_model(model), [], allow_empty=True))
+        allowed = whole_result(check_linearizable(get_model(model), [], allow_empty=True))
         assert allowed["partitions"] == ()
 
 

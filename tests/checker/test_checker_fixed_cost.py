@@ -29,6 +29,7 @@ import history_strategies
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from result_fields import whole_result
 
 from etcdspec.checker import _wgl, compiled_search, linearizability  # type: ignore[attr-defined]
 from etcdspec.checker.budget import Budget
@@ -37,14 +38,6 @@ from etcdspec.checker.linearizability import check_linearizable
 from etcdspec.checker.models import PreparedOp, get_model
 from etcdspec.checker.simulate import REGISTER_FAULTS, simulate_kv, simulate_register
 from etcdspec.verdict import Verdict
-
-
-def _whole(result: Any) -> dict[str, Any]:
-    out = asdict(result)
-    out.pop("seconds", None)
-    for part in out.get("partitions", ()):
-        part.pop("seconds", None)
-    return out
 
 
 def _kv(seed: int, ops: int, processes: int, keys: int, info_rate: float = 0.1) -> list[Any]:
@@ -80,10 +73,10 @@ def test_the_core_choice_is_honoured_per_check(monkeypatch: pytest.MonkeyPatch) 
 
     monkeypatch.setattr(compiled_search._wgl, "check_fused", counting)
     monkeypatch.setenv(compiled_search.CORE_ENV, "pure")
-    pure = _whole(check_linearizable(get_model("kv"), ops))
+    pure = whole_result(check_linearizable(get_model("kv"), ops))
     assert calls == []
     monkeypatch.setenv(compiled_search.CORE_ENV, "auto")
-    assert _whole(check_linearizable(get_model("kv"), ops)) == pure
+    assert whole_result(check_linearizable(get_model("kv"), ops)) == pure
     assert calls == ["fuse"]
 
 
@@ -110,7 +103,7 @@ def test_budgets_with_and_without_a_python_check_agree(
     results = []
     for budget in (Budget(), Budget(timeout_s=600), Budget(max_memory_mb=1e9)):
         checks.clear()
-        results.append(_whole(check_linearizable(get_model("kv"), ops, budget)))
+        results.append(whole_result(check_linearizable(get_model("kv"), ops, budget)))
         if planted:
             continue  # the refuted key stops the turns: how many ran depends on its place
         if budget.max_memory_mb is not None:

@@ -29,6 +29,7 @@ import history_strategies
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from result_fields import whole_result
 
 from etcdspec.checker import _wgl, compiled_search  # type: ignore[attr-defined]
 from etcdspec.checker.budget import OutOfBudget
@@ -42,18 +43,10 @@ from etcdspec.verdict import Verdict
 TURN, EVERY = 2048 * compiled_search.TURN_FACTOR, 512 * compiled_search.TURN_FACTOR
 
 
-def _whole(result: Any) -> dict[str, Any]:
-    out = asdict(result)
-    out.pop("seconds", None)
-    for part in out.get("partitions", ()):
-        part.pop("seconds", None)
-    return out
-
-
 def _check(monkeypatch: pytest.MonkeyPatch, core: str, model: str, ops: list[Any]) -> Any:
     monkeypatch.setenv(compiled_search.CORE_ENV, core)
     try:
-        return _whole(check_linearizable(get_model(model), ops))
+        return whole_result(check_linearizable(get_model(model), ops))
     except Exception as error:  # the same error both ways
         return ("error", type(error).__name__, str(error))
 

@@ -11,10 +11,10 @@ import tracemalloc
 from typing import Any
 
 import pytest
+from result_fields import history_fields
 
 from etcdspec.checker import history as history_module
 from etcdspec.checker.history import (
-    History,
     HistoryError,
     event_line,
     parse_history_text,
@@ -24,20 +24,10 @@ from etcdspec.checker.simulate import simulate_etcd, simulate_register
 assert history_module._read_plain is not None, "the C reader is built with the package"
 
 
-def _fields(history: History) -> dict[str, Any]:
-    return {
-        "events": [vars(e) if hasattr(e, "__dict__") else e for e in history.events],
-        "operations": [vars(op) for op in history.operations],
-        "watch": [vars(e) for e in history.watch_events],
-        "notes": history.notes,
-        "source": history.source,
-    }
-
-
 def _read(text: str, compiled: bool, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any] | str:
     monkeypatch.setattr(history_module, "_COMPILED_READ", compiled)
     try:
-        return _fields(parse_history_text(text, "h.jsonl"))
+        return history_fields(parse_history_text(text, "h.jsonl"))
     except HistoryError as error:
         return f"error: {error}"
 

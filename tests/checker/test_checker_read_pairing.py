@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 import pytest
+from result_fields import history_fields
 
 from etcdspec.checker.history import (
     History,
@@ -29,16 +30,6 @@ def _careful(text: str) -> History:
         if raw.strip()
     ]
     return build_history(events, "h.jsonl")
-
-
-def _fields(history: History) -> dict[str, Any]:
-    return {
-        "events": [vars(e) if hasattr(e, "__dict__") else e for e in history.events],
-        "operations": [vars(op) for op in history.operations],
-        "watch": [vars(e) for e in history.watch_events],
-        "notes": history.notes,
-        "source": history.source,
-    }
 
 
 def _lines(*objs: dict[str, Any]) -> str:
@@ -65,13 +56,13 @@ MIXED = _lines(
 def test_simulated_histories_read_as_build_history_pairs_them(seed: int) -> None:
     events = simulate_etcd(seed, ops=300, processes=7, info_rate=0.1, watch=True)
     text = "".join(event_line(event) + "\n" for event in events)
-    assert _fields(parse_history_text(text, "h.jsonl")) == _fields(_careful(text))
+    assert history_fields(parse_history_text(text, "h.jsonl")) == history_fields(_careful(text))
 
 
 def test_mixed_lines_watch_events_and_an_open_invoke() -> None:
     # A schema_version line takes the full walk; the open invoke becomes info with a note.
     read = parse_history_text(MIXED, "h.jsonl")
-    assert _fields(read) == _fields(_careful(MIXED))
+    assert history_fields(read) == history_fields(_careful(MIXED))
     assert [op.type for op in read.operations] == ["ok", "info", "fail", "info"]
     assert len(read.watch_events) == 1 and len(read.notes) == 1
 
@@ -121,7 +112,7 @@ def test_invokes_never_completed_keep_their_place_among_the_operations() -> None
         _ev(8, 5, "invoke", "put", value={"key": "c", "value": "3"}),
     )
     read = parse_history_text(text, "h.jsonl")
-    assert _fields(read) == _fields(_careful(text))
+    assert history_fields(read) == history_fields(_careful(text))
     assert [(op.id, op.process, op.type) for op in read.operations] == [
         (0, 1, "info"),
         (1, 2, "ok"),
