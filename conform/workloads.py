@@ -503,11 +503,14 @@ class AuthWorkload(Workload):
 @dataclass
 class HeldLease:
     """A lease-guarantee worker's lease: its held key, when its last acknowledged call
-    was sent, and how many keep-alives it still gets before it lapses."""
+    was sent (`renewed`) and answered (`acked`: the member renewed it between the two, so
+    its expiry is at most `acked` + TTL), and how many keep-alives it still gets before
+    it lapses."""
 
     lease: int
     key: bytes
     renewed: float
+    acked: float
     keepalives: int
     probed: bool = False
 
@@ -535,11 +538,13 @@ class LeaseGuaranteeWorkload(Workload):
             outcome = await worker.call(LeaseKeepAliveRequest(held.lease))
             response = outcome.response
             if isinstance(response, LeaseKeepAliveResponse) and response.ttl > 0:
-                held.renewed = now
+                held.renewed, held.acked = now, time.monotonic()
             else:
                 held.keepalives = 0  # lost: let it lapse from the last acknowledgement
             return
-        probe_at = held.renewed + HELD_TTL_S + LATE_KEEPALIVE_S
+        # After the member's expiry however slow the acknowledgement was: timed from the
+        # sending, a probe could arrive before it and be a plain renewal.
+        probe_at = held.acked + HELD_TTL_S + LATE_KEEPALIVE_S
         if held.keepalives == 0 and not held.probed and now >= probe_at - PROBE_WINDOW_S:
             await asyncio.sleep(max(0.0, probe_at - now))  # exactly then, not a step late
             held.probed = True
@@ -558,11 +563,12 @@ class LeaseGuaranteeWorkload(Workload):
         worker.sequence += 1
         tag = worker.rng.randrange(1_000_000)  # seeded, like every workload's choices
         key = HELD_PREFIX + f"w{worker.number}-{worker.sequence}-{tag}".encode()
+        acked = time.monotonic()
         lease = granted.response.id
         put = await worker.call(PutRequest(key, worker.unique_value(), lease=lease))
         if put.response is not None:
             keepalives = worker.rng.randint(1, 3)
-            self.held[worker.number] = HeldLease(lease, key, sent, keepalives)
+            self.held[worker.number] = HeldLease(lease, key, sent, acked, keepalives)
 
 
 WORKLOADS: dict[str, Callable[[], Workload]] = {
