@@ -81,7 +81,10 @@ class LeaseKeeper:
         if not self.driver.is_leader():
             return
         now = time.monotonic()
-        for lease_id in self.state.lessor.expired(now):
+        due = now
+        if failpoints.on("keepalive_after_expiry"):
+            due -= failpoints.REVOKE_LAG_S  # the bug's window held open (impl/failpoints.py)
+        for lease_id in self.state.lessor.expired(due):
             last = self._revoking.get(lease_id)
             if last is not None and now - last < REQUEST_TIMEOUT_S:
                 continue
