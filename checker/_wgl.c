@@ -1683,6 +1683,27 @@ static int int_attr(PyObject *op, const OpSlots *slots, int which, long long *ou
     return rc;
 }
 
+/* The `n` values of `src` interned, their ids into `dst`, None looked up only once
+ * (*none_id: its id, or -1 until it is met): 0, or the first failure of intern_value
+ * (-1: an error is set; -2: not internable, no error). */
+static long intern_column(PyObject *ids, PyObject *values, PyObject *const *src, int32_t *dst,
+                          Py_ssize_t n, long *none_id) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *v = src[i];
+        if (v == Py_None && *none_id >= 0) {
+            dst[i] = (int32_t)*none_id;
+            continue;
+        }
+        long id = intern_value(ids, values, v);
+        if (id < 0)
+            return id;
+        dst[i] = (int32_t)id;
+        if (v == Py_None)
+            *none_id = id;
+    }
+    return 0;
+}
+
 /* The Search of one partition, with its values interned; NULL with an error, or NULL
  * without one when a value cannot be interned (NaN). */
 static PyObject *part_search(Part *P, int code, PyObject *init, uint64_t seed,
@@ -1700,26 +1721,10 @@ static PyObject *part_search(Part *P, int code, PyObject *init, uint64_t seed,
     /* None (every kv b, a register write's b, an absent key's get) is looked up once:
      * the same ids, in the same order, as interning it each time. */
     long id = intern_value(ids, values, init), none_id = init == Py_None ? id : -1;
-    for (Py_ssize_t i = 0; i < P->n && id >= 0; i++) {
-        PyObject *v = P->av[i];
-        if (v == Py_None && none_id >= 0) {
-            id = a[i] = (int32_t)none_id;
-            continue;
-        }
-        id = a[i] = (int32_t)intern_value(ids, values, v);
-        if (v == Py_None)
-            none_id = id;
-    }
-    for (Py_ssize_t i = 0; i < P->n && id >= 0; i++) {
-        PyObject *v = P->bv[i];
-        if (v == Py_None && none_id >= 0) {
-            id = b[i] = (int32_t)none_id;
-            continue;
-        }
-        id = b[i] = (int32_t)intern_value(ids, values, v);
-        if (v == Py_None)
-            none_id = id;
-    }
+    if (id >= 0)
+        id = intern_column(ids, values, P->av, a, P->n, &none_id);
+    if (id >= 0)
+        id = intern_column(ids, values, P->bv, b, P->n, &none_id);
     if (id < 0)
         goto done; /* -1: an error is set; -2: not internable, no error */
     if (code == CODE_KV) {

@@ -427,7 +427,7 @@ def _decoded(decode: _Decode, value: Any, path: str, name: str, i: int, member: 
     it (the readers are deterministic; a path is read only for an error's text)."""
     try:
         return decode(value, _UNNAMED)
-    except Exception:
+    except EtcdJsonError:  # the one error whose text names the path
         decode(value, f"{path}.{name}[{i}].{member}")
         raise
 
